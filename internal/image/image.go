@@ -1,0 +1,18 @@
+// Package image is Paddock's image store: content-addressed, read-only root
+// filesystem layers, and the builders that make them (busybox from
+// busybox-static, base from Debian packages with mmdebstrap).
+package image
+
+import "time"
+
+// Image is one stored image.
+type Image struct {
+	Name      string   // "base", "busybox"
+	Digest    string   // "sha256:<hex>" of the layer's canonical tar
+	Layers    []string // host dirs, lowest first, read-only
+	SizeBytes int64
+	CreatedAt time.Time
+}
+
+// Progress receives human-readable progress lines during a build.
+type Progress func(line string)

@@ -1,0 +1,91 @@
+// Package runtime defines how Paddock runs a sandbox's compute. Backend is
+// deliberately small; optional capabilities (Pauser, ...) are their own
+// interfaces, found by type assertion. Implementations live in subpackages
+// (oci for runc and runsc).
+package runtime
+
+import (
+	"context"
+	"errors"
+	"syscall"
+)
+
+// Status is what the runtime says about one sandbox's container.
+type Status string
+
+const (
+	StatusRunning Status = "running"
+	StatusPaused  Status = "paused"
+	// StatusStopped: the sandbox's files are on disk but no container runs.
+	StatusStopped Status = "stopped"
+)
+
+// ErrNotFound is returned (wrapped) for a sandbox the backend knows nothing of.
+var ErrNotFound = errors.New("runtime: sandbox not found")
+
+// Resources are enforced limits. Zero means "no limit" only for Pids; the
+// controller always fills CPU, memory and disk.
+type Resources struct {
+	CPUMillis   int64 // 1000 = one vCPU (CFS quota)
+	MemoryBytes int64 // hard limit, swap equal to it (no swap)
+	DiskBytes   int64 // size cap of the writable layer
+	Pids        int64
+}
+
+// Spec is everything a backend needs to start a sandbox.
+type Spec struct {
+	// ID is the sandbox id: [a-z0-9]{1,32}. It is also the hostname.
+	ID string
+	// Layers are read-only host directories forming the image, lowest first.
+	Layers []string
+	// AgentBinary is the host path of the sealed, read-only paddock binary
+	// that runs as PID 1 (`paddock agent`).
+	AgentBinary string
+	// Env is the sandbox-wide environment (KEY=VALUE), given to the agent,
+	// which passes it on to every process.
+	Env       []string
+	Resources Resources
+}
+
+// Info says where to reach a started sandbox's agent.
+type Info struct {
+	// AgentSocket is the host path of the agent's unix socket.
+	AgentSocket string
+	// Pid is the host pid of the container's init (0 if unknown, e.g. runsc).
+	Pid int
+}
+
+// Backend runs sandboxes. All methods are safe for concurrent use on
+// different ids; the controller serialises calls for one id.
+type Backend interface {
+	// Name is the runtime name as the API shows it ("runc", "gvisor").
+	Name() string
+	// Start prepares the root filesystem (reusing an existing writable
+	// layer, so a stopped sandbox keeps its files) and starts the
+	// container detached: it outlives the daemon. It returns once the
+	// container runs; readiness of the agent is the caller's to wait for.
+	Start(ctx context.Context, spec Spec) (Info, error)
+	// Status reports the container's state; ErrNotFound if nothing of the
+	// sandbox exists.
+	Status(ctx context.Context, id string) (Status, error)
+	// Info returns how to reach a running sandbox's agent (after a daemon
+	// restart, for re-adoption).
+	Info(ctx context.Context, id string) (Info, error)
+	// Signal sends sig to the container's init.
+	Signal(ctx context.Context, id string, sig syscall.Signal) error
+	// Stop kills and deletes the container and unmounts its root
+	// filesystem, keeping the writable layer on disk. Idempotent.
+	Stop(ctx context.Context, id string) error
+	// Destroy does Stop and removes everything of the sandbox: writable
+	// layer, mounts, cgroups, state. Idempotent: no error if absent.
+	Destroy(ctx context.Context, id string) error
+	// List returns the ids of every sandbox this backend has anything of
+	// (containers, mounts, state dirs), for reconciliation.
+	List(ctx context.Context) ([]string, error)
+}
+
+// Pauser freezes and thaws a sandbox (memory and processes kept).
+type Pauser interface {
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+}

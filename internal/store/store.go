@@ -1,0 +1,65 @@
+// Package store persists the controller's records. Store is the interface;
+// sqlite/ is the embedded implementation, storetest/ the shared suite every
+// implementation must pass.
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+)
+
+// Sandbox is the persisted record of one sandbox. The API view is derived
+// from it; fields the user never sees (runtime-private) live here too.
+type Sandbox struct {
+	ID             string
+	Name           string // unique among live sandboxes when non-empty
+	State          string // api.State*
+	ErrorReason    string
+	Image          string
+	ImageDigest    string
+	Runtime        string
+	Resources      api.Resources
+	Env            map[string]string
+	Labels         map[string]string
+	SleepAfter     time.Duration
+	KeepAlive      bool
+	Timeout        time.Duration // hard lifetime; 0 = none
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	LastActivityAt time.Time
+}
+
+// Key is a stored API key; only the hash of its secret is kept.
+type Key struct {
+	ID         string
+	Name       string
+	Prefix     string // first characters of the secret, for display
+	SecretHash []byte // sha256 of the secret
+	CreatedAt  time.Time
+}
+
+// Store is the controller's persistence. Errors wrap errdefs sentinels:
+// ErrNotFound for a missing id, ErrConflict for a duplicate id or name.
+type Store interface {
+	CreateSandbox(ctx context.Context, s *Sandbox) error
+	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
+	// GetSandboxByName finds a sandbox that is not destroyed by name.
+	GetSandboxByName(ctx context.Context, name string) (*Sandbox, error)
+	// ListSandboxes returns sandboxes not destroyed, oldest first, whose
+	// labels include every pair in labels (nil = all).
+	ListSandboxes(ctx context.Context, labels map[string]string) ([]*Sandbox, error)
+	// UpdateSandbox replaces the record with the same id (UpdatedAt is set by the store).
+	UpdateSandbox(ctx context.Context, s *Sandbox) error
+	// DeleteSandbox removes the record; ErrNotFound if absent.
+	DeleteSandbox(ctx context.Context, id string) error
+
+	CreateKey(ctx context.Context, k *Key) error
+	ListKeys(ctx context.Context) ([]*Key, error)
+	// KeyByHash finds the key whose SecretHash equals hash.
+	KeyByHash(ctx context.Context, hash []byte) (*Key, error)
+	DeleteKey(ctx context.Context, id string) error
+
+	Close() error
+}
