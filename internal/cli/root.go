@@ -44,13 +44,9 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	for _, add := range commands {
-		root.AddCommand(add())
-	}
+	root.AddCommand(
+		newServeCmd(),
+		newAgentCmd(),
+	)
 	return root
 }
-
-// commands lists the constructors of the top-level commands; each command's
-// file adds itself here from a var block, keeping this file free of edits
-// when commands are added.
-var commands []func() *cobra.Command

@@ -1,0 +1,7 @@
+package cli
+
+import "github.com/spf13/cobra"
+
+func newServeCmd() *cobra.Command {
+	return &cobra.Command{Use: "serve", Short: "Run the Paddock daemon"}
+}
