@@ -21,6 +21,7 @@
 //	DELETE /v1/sandboxes/{id}/files?path=P     -> 204
 //	GET    /v1/sandboxes/{id}/tar?path=P       -> application/x-tar of the directory P
 //	PUT    /v1/sandboxes/{id}/tar?path=P       application/x-tar body, extracted under P -> 204
+//	GET    /v1/sandboxes/{id}/layer            -> application/x-tar of the writable layer (changes vs. the image)
 //	GET    /v1/images                          -> ImageList
 //	POST   /v1/images/{name}/build             -> NDJSON stream of BuildEvent
 //	POST   /v1/keys                            CreateKeyRequest -> CreatedKey (secret shown once)

@@ -7,6 +7,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"io"
 	"syscall"
 )
 
@@ -88,4 +89,12 @@ type Backend interface {
 type Pauser interface {
 	Pause(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error
+}
+
+// LayerExporter writes a sandbox's writable layer (its changes against the
+// image) as a tar stream; deletions appear as OCI whiteouts (".wh.<name>").
+// Reading happens on the host, so it must never follow a symlink or open
+// anything but a regular file the sandbox controls.
+type LayerExporter interface {
+	ExportLayer(ctx context.Context, id string, w io.Writer) error
 }
