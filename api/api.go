@@ -1,7 +1,9 @@
 // Package api holds the wire types of Paddock's REST API (/v1), shared by the
 // server, the Go SDK and the CLI. It imports nothing from internal/.
 //
-// Routes (all JSON unless stated; {id} is a sandbox id or name):
+// Routes (all JSON unless stated; {id} is a sandbox id or name; file routes
+// take ?user=NAME, default "user", and resolve relative paths against that
+// user's home inside the sandbox):
 //
 //	GET    /v1/health                          -> Health
 //	GET    /v1/openapi.json                    -> OpenAPI 3 document
@@ -11,9 +13,10 @@
 //	DELETE /v1/sandboxes/{id}                  -> 204
 //	POST   /v1/sandboxes/{id}/stop             -> Sandbox
 //	POST   /v1/sandboxes/{id}/start            -> Sandbox
+//	GET    /v1/sandboxes/{id}/history          -> History (state changes with reasons)
 //	POST   /v1/sandboxes/{id}/exec             ExecRequest -> NDJSON stream of ExecEvent
 //	GET    /v1/sandboxes/{id}/files?path=P     -> raw bytes (application/octet-stream)
-//	PUT    /v1/sandboxes/{id}/files?path=P&mode=0644  raw body -> FileInfo
+//	PUT    /v1/sandboxes/{id}/files?path=P     raw body -> FileInfo (parents created)
 //	GET    /v1/sandboxes/{id}/files/list?path=P      -> FileList
 //	GET    /v1/sandboxes/{id}/files/stat?path=P      -> FileInfo
 //	POST   /v1/sandboxes/{id}/files/mkdir      PathRequest -> FileInfo
@@ -24,7 +27,7 @@
 //	GET    /v1/sandboxes/{id}/layer            -> application/x-tar of the writable layer (changes vs. the image)
 //	GET    /v1/images                          -> ImageList
 //	POST   /v1/images/{name}/build             -> NDJSON stream of BuildEvent
-//	POST   /v1/keys                            CreateKeyRequest -> CreatedKey (secret shown once)
+//	POST   /v1/keys                            CreateKeyRequest -> CreatedKey (201; secret shown once)
 //	GET    /v1/keys                            -> KeyList
 //	DELETE /v1/keys/{id}                       -> 204
 package api
@@ -224,4 +227,17 @@ type Health struct {
 	Status   string   `json:"status"`
 	Version  string   `json:"version"`
 	Runtimes []string `json:"runtimes"`
+}
+
+// StateChange is one recorded lifecycle transition.
+type StateChange struct {
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// History is the body of GET /v1/sandboxes/{id}/history.
+type History struct {
+	Changes []StateChange `json:"changes"`
 }

@@ -40,8 +40,20 @@ type Key struct {
 	CreatedAt  time.Time
 }
 
+// StateChange is one lifecycle transition of a sandbox, kept so an operator
+// can see how a sandbox reached its current state. From is empty for the
+// first state a sandbox enters.
+type StateChange struct {
+	SandboxID string
+	From      string
+	To        string
+	Reason    string
+	At        time.Time
+}
+
 // Store is the controller's persistence. Errors wrap errdefs sentinels:
-// ErrNotFound for a missing id, ErrConflict for a duplicate id or name.
+// ErrNotFound for a missing id, ErrConflict for a duplicate id or name,
+// ErrInvalidArgument for a record that fails validation.
 type Store interface {
 	CreateSandbox(ctx context.Context, s *Sandbox) error
 	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
@@ -60,6 +72,13 @@ type Store interface {
 	// KeyByHash finds the key whose SecretHash equals hash.
 	KeyByHash(ctx context.Context, hash []byte) (*Key, error)
 	DeleteKey(ctx context.Context, id string) error
+
+	// AppendStateChange records one transition; At defaults to now.
+	// ErrNotFound if the sandbox is absent.
+	AppendStateChange(ctx context.Context, c StateChange) error
+	// StateHistory lists a sandbox's transitions, oldest first; ErrNotFound
+	// if the sandbox is absent. Deleting a sandbox deletes its history.
+	StateHistory(ctx context.Context, sandboxID string) ([]StateChange, error)
 
 	Close() error
 }

@@ -1,0 +1,251 @@
+package image
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// basePackages are installed on top of Debian's minbase variant: a shell,
+// the usual text tools, Python and git for agents, curl with CA
+// certificates for HTTPS, ps/top and ip for looking around. Nothing else,
+// to keep the image small and quick to build.
+var basePackages = []string{
+	"bash", "coreutils", "procps", "python3", "git", "curl", "ca-certificates",
+	"less", "findutils", "grep", "sed", "tar", "gzip", "xz-utils", "iproute2",
+}
+
+// baseDpkgOpts drop manuals and documentation (but not licences) from the
+// image; they are half its size of text nobody reads in a sandbox. They
+// also apply to packages installed later inside the sandbox.
+var baseDpkgOpts = []string{
+	"path-exclude=/usr/share/man/*",
+	"path-exclude=/usr/share/info/*",
+	"path-exclude=/usr/share/doc/*",
+	"path-include=/usr/share/doc/*/copyright",
+}
+
+// baseHooks run in the finished chroot. The user gets fixed ids so files
+// it writes map to the same owner on every host.
+var baseHooks = []string{
+	`chroot "$1" groupadd --gid 1000 user`,
+	`chroot "$1" useradd --uid 1000 --gid 1000 --create-home --home-dir /home/user --shell /bin/bash --comment user user`,
+}
+
+// defaultSourceDateEpoch (2024-01-01) clamps file times when the
+// environment sets none, so two builds from the same packages agree.
+const defaultSourceDateEpoch = 1704067200
+
+// baseTailLines is how much of mmdebstrap's output a failure carries.
+const baseTailLines = 40
+
+// maxLineLen cuts a runaway output line; progress is for people.
+const maxLineLen = 1024
+
+func validateMirror(m string) error {
+	u, err := url.Parse(m)
+	if err != nil || len(m) > 1024 || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file") ||
+		strings.ContainsAny(m, " \t\r\n\x00") {
+		return errdefs.Invalid("image store: Debian mirror %q must be an http, https or file URL", printable(m))
+	}
+	return nil
+}
+
+func validateSuite(s string) error {
+	ok := len(s) > 0 && len(s) <= 32
+	for i := 0; ok && i < len(s); i++ {
+		c := s[i]
+		ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || ((c == '-' || c == '.') && i > 0)
+	}
+	if !ok {
+		return errdefs.Invalid("image store: Debian suite %q is not a suite name", printable(s))
+	}
+	return nil
+}
+
+func sourceDateEpoch() int64 {
+	if v, err := strconv.ParseInt(os.Getenv("SOURCE_DATE_EPOCH"), 10, 64); err == nil && v > 0 {
+		return v
+	}
+	return defaultSourceDateEpoch
+}
+
+func (s *Store) baseArgs(rootfs string) []string {
+	args := []string{
+		"--mode=root",
+		"--variant=minbase",
+		"--format=directory",
+		// Every apt and dpkg step as a line of its own, so a long build
+		// is seen to move and a failure shows what it was doing.
+		"--verbose",
+		"--include=" + strings.Join(basePackages, ","),
+	}
+	for _, o := range baseDpkgOpts {
+		args = append(args, "--dpkgopt="+o)
+	}
+	for _, h := range baseHooks {
+		args = append(args, "--customize-hook="+h)
+	}
+	return append(args, s.suite, rootfs, s.mirror)
+}
+
+// buildBase runs mmdebstrap into rootfs, streaming its output to progress.
+func (s *Store) buildBase(ctx context.Context, rootfs string, progress Progress) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("base image: building it needs root (mmdebstrap --mode=root): %w", errdefs.ErrFailedPrecondition)
+	}
+	bin, err := exec.LookPath("mmdebstrap")
+	if err != nil {
+		return fmt.Errorf("base image: mmdebstrap is not installed: %w", errdefs.ErrFailedPrecondition)
+	}
+	cmd := exec.CommandContext(ctx, bin, s.baseArgs(rootfs)...)
+	cmd.Env = append(os.Environ(),
+		"SOURCE_DATE_EPOCH="+strconv.FormatInt(sourceDateEpoch(), 10),
+		"LC_ALL=C.UTF-8",
+		"DEBIAN_FRONTEND=noninteractive",
+	)
+	cmd.Stdin = nil
+	// Its own process group, so cancelling stops apt and dpkg too, and
+	// SIGTERM first, so mmdebstrap can unmount what it mounted.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("base image: %w", err)
+	}
+	defer pr.Close()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	progress(fmt.Sprintf("mmdebstrap %s from %s", s.suite, s.mirror))
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		return fmt.Errorf("base image: starting mmdebstrap: %w", err)
+	}
+	pw.Close()
+
+	tail := newLineTail(baseTailLines)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		readLines(pr, func(line string) {
+			tail.add(line)
+			s.log.Debug("mmdebstrap", "line", line)
+			progress(line)
+		})
+	}()
+	werr := cmd.Wait()
+	if ctx.Err() != nil {
+		// Whatever of the group outlived mmdebstrap goes now.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	select {
+	case <-readDone:
+	case <-time.After(5 * time.Second):
+		// A straggler still holds the pipe; stop reading rather than hang.
+		pr.Close()
+		<-readDone
+	}
+	if werr != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("base image: build stopped: %w", ctx.Err())
+		}
+		return fmt.Errorf("base image: mmdebstrap failed (%v); its last output:\n%s\n%w",
+			werr, strings.Join(tail.lines(), "\n"), errdefs.ErrUnavailable)
+	}
+	progress(fmt.Sprintf("mmdebstrap finished in %s", time.Since(start).Round(100*time.Millisecond)))
+	if m, err := mountsUnder(rootfs); err != nil || len(m) > 0 {
+		return fmt.Errorf("base image: mmdebstrap left %d mounts in the root filesystem (%v)", len(m), err)
+	}
+	return finishBase(rootfs)
+}
+
+// finishBase replaces files mmdebstrap copies from the build host: the
+// host's resolver, name and hosts table mean nothing inside a sandbox.
+func finishBase(rootfs string) error {
+	files := []struct{ path, body string }{
+		{"etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
+		{"etc/hostname", "localhost\n"},
+		{"etc/resolv.conf", ""},
+	}
+	etc := filepath.Join(rootfs, "etc")
+	if info, err := os.Lstat(etc); err != nil || !info.IsDir() {
+		return fmt.Errorf("base image: /etc is missing or not a directory")
+	}
+	for _, f := range files {
+		p := filepath.Join(rootfs, f.path)
+		// Remove does not follow a final symlink, and the exclusive create
+		// below refuses one, so nothing outside the rootfs is written.
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("base image: %w", err)
+		}
+		if err := writeFileExact(p, []byte(f.body), 0o644); err != nil {
+			return fmt.Errorf("base image: %w", err)
+		}
+	}
+	return nil
+}
+
+// readLines calls fn for each line of r, cutting lines longer than
+// maxLineLen and turning carriage-return updates into lines of their own.
+func readLines(r io.Reader, fn func(string)) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var cur []byte
+	flush := func() {
+		line := strings.TrimRight(string(cur), " \t")
+		cur = cur[:0]
+		if line != "" {
+			fn(line)
+		}
+	}
+	for {
+		b, err := br.ReadByte()
+		if err != nil {
+			flush()
+			return
+		}
+		switch {
+		case b == '\n' || b == '\r':
+			flush()
+		case len(cur) < maxLineLen:
+			cur = append(cur, b)
+		}
+	}
+}
+
+// lineTail keeps the last n lines seen.
+type lineTail struct {
+	buf  []string
+	next int
+	full bool
+}
+
+func newLineTail(n int) *lineTail { return &lineTail{buf: make([]string, n)} }
+
+func (t *lineTail) add(line string) {
+	t.buf[t.next] = line
+	t.next = (t.next + 1) % len(t.buf)
+	if t.next == 0 {
+		t.full = true
+	}
+}
+
+func (t *lineTail) lines() []string {
+	if !t.full {
+		return append([]string(nil), t.buf[:t.next]...)
+	}
+	return append(append([]string(nil), t.buf[t.next:]...), t.buf[:t.next]...)
+}
