@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,12 +20,23 @@ type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// exitInterrupted is the shell's code for a process ended by SIGINT.
+const exitInterrupted = 130
+
 // Main runs the command line and returns the process exit code.
 func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+}
+
+// run is Main without the process: tests drive it with their own streams.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot()
 	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
@@ -33,20 +45,52 @@ func Main(args []string) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	fmt.Fprintln(os.Stderr, "paddock:", err)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		fmt.Fprintln(stderr, "paddock: interrupted")
+		return exitInterrupted
+	}
+	fmt.Fprintln(stderr, "paddock:", err)
 	return 1
 }
 
+// globals are the persistent flags every client command reads.
+type globals struct {
+	socket string
+	url    string
+	apiKey string
+	json   bool
+}
+
 func newRoot() *cobra.Command {
+	g := &globals{}
 	root := &cobra.Command{
 		Use:           "paddock",
 		Short:         "Self-hostable sandboxes for AI agents",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	pf := root.PersistentFlags()
+	// Defaults stay empty so the SDK's own precedence applies: an explicit
+	// flag beats $PADDOCK_URL, which beats $PADDOCK_SOCKET.
+	pf.StringVar(&g.socket, "socket", "", "daemon unix socket (default $PADDOCK_SOCKET, else /run/paddock/paddock.sock)")
+	pf.StringVar(&g.url, "url", "", "daemon URL http(s)://host:port, instead of the socket (default $PADDOCK_URL)")
+	pf.StringVar(&g.apiKey, "api-key", "", "API key for a daemon reached over TCP (default $PADDOCK_API_KEY)")
+	pf.BoolVar(&g.json, "json", false, "print machine-readable JSON")
 	root.AddCommand(
 		newServeCmd(),
 		newAgentCmd(),
+		newDoCmd(g),
+		newCreateCmd(g),
+		newExecCmd(g),
+		newCpCmd(g),
+		newLsCmd(g),
+		newInspectCmd(g),
+		newStopCmd(g),
+		newStartCmd(g),
+		newRmCmd(g),
+		newImagesCmd(g),
+		newKeysCmd(g),
+		newVersionCmd(g),
 	)
 	return root
 }

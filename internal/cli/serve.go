@@ -1,7 +1,68 @@
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"encoding/json"
+	"log/slog"
+	"os"
+
+	"github.com/paddock-dev/paddock/internal/config"
+	"github.com/paddock-dev/paddock/internal/daemon"
+	"github.com/spf13/cobra"
+)
 
 func newServeCmd() *cobra.Command {
-	return &cobra.Command{Use: "serve", Short: "Run the Paddock daemon"}
+	var (
+		printConfig bool
+		flags       struct {
+			stateDir, socket, listen, logLevel string
+		}
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the Paddock daemon",
+		Long: `Run the Paddock daemon: the API on a unix socket (and optionally TCP, where API
+keys are required), the sandboxes' controller, and the image store.
+
+Stopping the daemon leaves sandboxes running; the next start re-adopts them.
+Environment: PADDOCK_STATE_DIR, PADDOCK_SOCKET, PADDOCK_LISTEN, PADDOCK_LOG_LEVEL.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := config.Default()
+			if err := cfg.ApplyEnv(os.Getenv); err != nil {
+				return err
+			}
+			f := cmd.Flags()
+			if f.Changed("state-dir") {
+				cfg.StateDir = flags.stateDir
+			}
+			if f.Changed("socket") {
+				cfg.Socket = flags.socket
+			}
+			if f.Changed("listen") {
+				cfg.Listen = flags.listen
+			}
+			if f.Changed("log-level") {
+				cfg.LogLevel = flags.logLevel
+			}
+			if printConfig {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(cfg); err != nil {
+					return err
+				}
+				return cfg.Validate()
+			}
+			var level slog.Level
+			_ = level.UnmarshalText([]byte(cfg.LogLevel))
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			return daemon.Run(cmd.Context(), cfg, log, nil)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&flags.stateDir, "state-dir", config.DefaultStateDir, "directory for the database, images and sandboxes")
+	f.StringVar(&flags.socket, "socket", config.DefaultSocket, "unix socket to serve the API on")
+	f.StringVar(&flags.listen, "listen", "", "also serve on this TCP address (API keys required), e.g. 127.0.0.1:8080")
+	f.StringVar(&flags.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.BoolVar(&printConfig, "print-config", false, "print the resulting configuration and exit")
+	return cmd
 }

@@ -89,3 +89,8 @@ func FromCode(code string) error {
 	}
 	return nil
 }
+
+// ErrUnauthenticatedf returns an ErrUnauthenticated with a message.
+func ErrUnauthenticatedf(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrUnauthenticated)
+}

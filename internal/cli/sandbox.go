@@ -1,0 +1,296 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/sdk/go/paddock"
+	"github.com/spf13/cobra"
+)
+
+// createFlags are the sandbox options shared by create and do.
+type createFlags struct {
+	name       string
+	image      string
+	runtime    string
+	cpu        float64
+	memory     string
+	disk       string
+	pids       int64
+	env        []string
+	labels     []string
+	sleepAfter time.Duration
+	keepAlive  bool
+	timeout    time.Duration
+}
+
+func (f *createFlags) register(cmd *cobra.Command, timeoutHelp string) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.name, "name", "", "name the sandbox (1-63 letters, digits, '-', '_', '.')")
+	fs.StringVar(&f.image, "image", "", `image: "base" (default), "busybox", or sha256:<digest>`)
+	fs.StringVar(&f.runtime, "runtime", "", "runtime: runc (default) or gvisor")
+	fs.Float64Var(&f.cpu, "cpu", 0, "vCPUs, e.g. 0.5 or 2 (default: the daemon's)")
+	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. 512M, 2G, 1GiB")
+	fs.StringVar(&f.disk, "disk", "", "writable-layer size cap, e.g. 1G")
+	fs.Int64Var(&f.pids, "pids", 0, "process and thread limit")
+	fs.StringArrayVar(&f.env, "env", nil, "environment variable K=V for every command (repeatable)")
+	fs.StringArrayVar(&f.labels, "label", nil, "label k=v (repeatable)")
+	fs.DurationVar(&f.sleepAfter, "sleep-after", 0, "stop after being idle this long, e.g. 10m")
+	fs.BoolVar(&f.keepAlive, "keep-alive", false, "never stop for idleness")
+	fs.DurationVar(&f.timeout, "timeout", 0, timeoutHelp)
+}
+
+// request validates the flags and builds the API request.
+func (f *createFlags) request() (api.CreateSandboxRequest, error) {
+	req := api.CreateSandboxRequest{Name: f.name, Image: f.image, KeepAlive: f.keepAlive}
+	if f.name != "" && !refRE.MatchString(f.name) {
+		return req, fmt.Errorf("--name %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", f.name)
+	}
+	switch f.runtime {
+	case "", api.RuntimeRunc, api.RuntimeGVisor:
+		req.Runtime = f.runtime
+	case "runsc":
+		req.Runtime = api.RuntimeGVisor
+	default:
+		return req, fmt.Errorf("--runtime %q: want runc or gvisor", f.runtime)
+	}
+	if f.cpu < 0 || f.cpu > 1024 {
+		return req, fmt.Errorf("--cpu %g: want a number of vCPUs between 0 and 1024, e.g. 0.5", f.cpu)
+	}
+	req.Resources.CPU = f.cpu
+	var err error
+	if f.memory != "" {
+		if req.Resources.MemoryMB, err = parseSizeMiB("memory", f.memory); err != nil {
+			return req, err
+		}
+	}
+	if f.disk != "" {
+		if req.Resources.DiskMB, err = parseSizeMiB("disk", f.disk); err != nil {
+			return req, err
+		}
+	}
+	if f.pids < 0 {
+		return req, fmt.Errorf("--pids %d: must not be negative", f.pids)
+	}
+	req.Resources.Pids = f.pids
+	if req.Env, err = parseEnv("env", f.env); err != nil {
+		return req, err
+	}
+	if req.Labels, err = parseLabels("label", f.labels); err != nil {
+		return req, err
+	}
+	switch {
+	case f.sleepAfter < 0:
+		return req, fmt.Errorf("--sleep-after %s: must not be negative", f.sleepAfter)
+	case f.sleepAfter > 0 && f.keepAlive:
+		return req, fmt.Errorf("--sleep-after and --keep-alive contradict each other; give one")
+	case f.sleepAfter > 0:
+		req.SleepAfter = f.sleepAfter.String()
+	}
+	if f.timeout < 0 {
+		return req, fmt.Errorf("--timeout %s: must not be negative", f.timeout)
+	}
+	if f.timeout > 0 {
+		req.Timeout = f.timeout.String()
+	}
+	return req, nil
+}
+
+func newCreateCmd(g *globals) *cobra.Command {
+	var f createFlags
+	cmd := &cobra.Command{
+		Use:   "create [flags]",
+		Short: "Create a sandbox and print its id",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req, err := f.request()
+			if err != nil {
+				return err
+			}
+			sb, err := g.client().Create(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), sb)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
+			return nil
+		},
+	}
+	f.register(cmd, "hard lifetime: destroy the sandbox this long after creation, e.g. 1h")
+	return cmd
+}
+
+func newLsCmd(g *globals) *cobra.Command {
+	var labels []string
+	cmd := &cobra.Command{
+		Use:     "ls [--label k=v]...",
+		Aliases: []string{"list", "ps"},
+		Short:   "List sandboxes",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			want, err := parseLabels("label", labels)
+			if err != nil {
+				return err
+			}
+			list, err := g.client().List(cmd.Context(), want)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), api.SandboxList{Sandboxes: nonNil(list)})
+			}
+			now := time.Now()
+			t := newTable(cmd.OutOrStdout(), "ID", "NAME", "STATE", "IMAGE", "RUNTIME", "CREATED")
+			for _, sb := range list {
+				t.row(sb.ID, sb.Name, sb.State, sb.Image, sb.Runtime, ago(sb.CreatedAt, now))
+			}
+			return t.flush()
+		},
+	}
+	cmd.Flags().StringArrayVar(&labels, "label", nil, "only sandboxes with label k=v (repeatable)")
+	return cmd
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func newInspectCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "inspect ID",
+		Short: "Show everything about one sandbox",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sb, err := g.client().Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), sb)
+			}
+			return printSandbox(cmd, sb)
+		},
+	}
+}
+
+func printSandbox(cmd *cobra.Command, sb *api.Sandbox) error {
+	t := newTable(cmd.OutOrStdout(), "ID:", sb.ID)
+	t.row("Name:", sb.Name)
+	state := sb.State
+	if sb.ErrorReason != "" {
+		state += " (" + sb.ErrorReason + ")"
+	}
+	t.row("State:", state)
+	t.row("Image:", sb.Image+" "+sb.ImageDigest)
+	t.row("Runtime:", sb.Runtime)
+	r := sb.Resources
+	t.row("Resources:", fmt.Sprintf("cpu=%g memory=%dMiB disk=%dMiB pids=%d", r.CPU, r.MemoryMB, r.DiskMB, r.Pids))
+	idle := "sleep after " + sb.SleepAfter
+	if sb.KeepAlive {
+		idle = "keep alive"
+	} else if sb.SleepAfter == "" {
+		idle = "daemon default"
+	}
+	t.row("Idle:", idle)
+	t.row("Timeout:", sb.Timeout)
+	t.row("Created:", formatTime(sb.CreatedAt))
+	t.row("Last activity:", formatTime(sb.LastActivityAt))
+	if sb.ExpiresAt != nil {
+		t.row("Expires:", formatTime(*sb.ExpiresAt))
+	}
+	t.row("Labels:", joinMap(sb.Labels))
+	t.row("Env:", joinMap(sb.Env))
+	return t.flush()
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Local().Format(time.RFC3339)
+}
+
+func joinMap(m map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func newStopCmd(g *globals) *cobra.Command {
+	return lifecycleCmd(g, "stop", "Stop a sandbox, keeping its files", (*paddock.Client).Stop)
+}
+
+func newStartCmd(g *globals) *cobra.Command {
+	return lifecycleCmd(g, "start", "Start a stopped sandbox", (*paddock.Client).Start)
+}
+
+type lifecycleFunc = func(c *paddock.Client, ctx context.Context, id string) (*api.Sandbox, error)
+
+func lifecycleCmd(g *globals, use, short string, f lifecycleFunc) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " ID",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sb, err := f(g.client(), cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), sb)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), sb.ID, sb.State)
+			return nil
+		},
+	}
+}
+
+func newRmCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm ID...",
+		Aliases: []string{"delete"},
+		Short:   "Destroy sandboxes and everything in them",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := g.client()
+			var failed []error
+			for _, id := range args {
+				err := c.Delete(cmd.Context(), id)
+				switch {
+				case err == nil:
+					fmt.Fprintln(cmd.OutOrStdout(), id)
+				case errors.Is(err, paddock.ErrNotFound):
+					failed = append(failed, fmt.Errorf("rm %s: no such sandbox", id))
+				default:
+					failed = append(failed, fmt.Errorf("rm %s: %w", id, err))
+				}
+				if cmd.Context().Err() != nil {
+					return cmd.Context().Err()
+				}
+			}
+			if len(failed) == 1 {
+				return failed[0]
+			}
+			for _, err := range failed {
+				fmt.Fprintln(cmd.ErrOrStderr(), "paddock:", err)
+			}
+			if len(failed) > 0 {
+				return &exitError{code: 1}
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,174 @@
+// Package config is the daemon's one typed configuration: defaults, then
+// environment variables, then flags fill it, and Validate checks the result
+// before anything is built from it.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+)
+
+// Default locations.
+const (
+	DefaultStateDir = "/var/lib/paddock"
+	DefaultSocket   = "/run/paddock/paddock.sock"
+)
+
+// Config is everything `paddock serve` can be told.
+type Config struct {
+	// StateDir holds the database, images and sandboxes ($PADDOCK_STATE_DIR).
+	StateDir string `json:"state_dir"`
+	// Socket is the unix socket the API listens on ($PADDOCK_SOCKET).
+	// Its file permissions (0660, root) are its authentication.
+	Socket string `json:"socket"`
+	// Images is the image store's directory ($PADDOCK_IMAGES_DIR); default
+	// <StateDir>/images. Several daemons may share one (tests do).
+	Images string `json:"images,omitempty"`
+	// Listen is an optional TCP address ($PADDOCK_LISTEN); API keys are
+	// required there.
+	Listen string `json:"listen,omitempty"`
+	// DefaultImage and DefaultRuntime apply when a create names none.
+	DefaultImage   string `json:"default_image"`
+	DefaultRuntime string `json:"default_runtime"`
+	// Defaults fill the unset fields of a create's resources; Max bounds them.
+	Defaults api.Resources `json:"defaults"`
+	Max      api.Resources `json:"max"`
+	// SleepAfter is the default idle time before a sandbox stops.
+	SleepAfter time.Duration `json:"sleep_after"`
+	// ReadyTimeout bounds how long a starting sandbox may take until its
+	// agent answers.
+	ReadyTimeout time.Duration `json:"ready_timeout"`
+	// ExecTimeout is the longest an exec may run when the caller sets none.
+	ExecTimeout time.Duration `json:"exec_timeout"`
+	// PrepareDefaultImage builds the default image in the background at
+	// start, so the first create does not wait for it.
+	PrepareDefaultImage bool `json:"prepare_default_image"`
+	// LogLevel is debug, info, warn or error ($PADDOCK_LOG_LEVEL).
+	LogLevel string `json:"log_level"`
+}
+
+// Default returns the embedded defaults.
+func Default() Config {
+	return Config{
+		StateDir:       DefaultStateDir,
+		Socket:         DefaultSocket,
+		DefaultImage:   "base",
+		DefaultRuntime: api.RuntimeRunc,
+		Defaults: api.Resources{
+			CPU:      1,
+			MemoryMB: 1024,
+			DiskMB:   4096,
+			Pids:     1024,
+		},
+		Max: api.Resources{
+			CPU:      float64(goruntime.NumCPU()),
+			MemoryMB: hostMemoryMB(),
+			DiskMB:   200 * 1024,
+			Pids:     32768,
+		},
+		SleepAfter:          10 * time.Minute,
+		ReadyTimeout:        30 * time.Second,
+		ExecTimeout:         24 * time.Hour,
+		PrepareDefaultImage: true,
+		LogLevel:            "info",
+	}
+}
+
+// ApplyEnv overrides fields from PADDOCK_* environment variables.
+func (c *Config) ApplyEnv(getenv func(string) string) error {
+	if v := getenv("PADDOCK_STATE_DIR"); v != "" {
+		c.StateDir = v
+	}
+	if v := getenv("PADDOCK_SOCKET"); v != "" {
+		c.Socket = v
+	}
+	if v := getenv("PADDOCK_IMAGES_DIR"); v != "" {
+		c.Images = v
+	}
+	if v := getenv("PADDOCK_LISTEN"); v != "" {
+		c.Listen = v
+	}
+	if v := getenv("PADDOCK_LOG_LEVEL"); v != "" {
+		c.LogLevel = v
+	}
+	if v := getenv("PADDOCK_PREPARE_DEFAULT_IMAGE"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("PADDOCK_PREPARE_DEFAULT_IMAGE: %w", err)
+		}
+		c.PrepareDefaultImage = b
+	}
+	return nil
+}
+
+// Validate reports every problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if !filepath.IsAbs(c.StateDir) {
+		errs = append(errs, fmt.Errorf("state dir %q must be an absolute path", c.StateDir))
+	}
+	if !filepath.IsAbs(c.Socket) {
+		errs = append(errs, fmt.Errorf("socket %q must be an absolute path", c.Socket))
+	}
+	if c.Images != "" && !filepath.IsAbs(c.Images) {
+		errs = append(errs, fmt.Errorf("images dir %q must be an absolute path", c.Images))
+	}
+	if len(c.Socket) > 100 {
+		errs = append(errs, fmt.Errorf("socket path %q is longer than a unix socket allows (100)", c.Socket))
+	}
+	if c.DefaultRuntime != api.RuntimeRunc && c.DefaultRuntime != api.RuntimeGVisor {
+		errs = append(errs, fmt.Errorf("default runtime %q: want runc or gvisor", c.DefaultRuntime))
+	}
+	if c.Defaults.CPU <= 0 || c.Defaults.MemoryMB <= 0 || c.Defaults.DiskMB <= 0 || c.Defaults.Pids <= 0 {
+		errs = append(errs, errors.New("default resources must all be positive"))
+	}
+	if c.Defaults.CPU > c.Max.CPU || c.Defaults.MemoryMB > c.Max.MemoryMB ||
+		c.Defaults.DiskMB > c.Max.DiskMB || c.Defaults.Pids > c.Max.Pids {
+		errs = append(errs, errors.New("default resources exceed the maximum"))
+	}
+	if c.SleepAfter <= 0 {
+		errs = append(errs, errors.New("sleep_after must be positive"))
+	}
+	if c.ReadyTimeout <= 0 || c.ExecTimeout <= 0 {
+		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// Paths derived from StateDir.
+func (c *Config) DBPath() string { return filepath.Join(c.StateDir, "paddock.db") }
+func (c *Config) ImagesDir() string {
+	if c.Images != "" {
+		return c.Images
+	}
+	return filepath.Join(c.StateDir, "images")
+}
+func (c *Config) RuntimeDir(name string) string {
+	return filepath.Join(c.StateDir, "runtime", name)
+}
+func (c *Config) BinDir() string { return filepath.Join(c.StateDir, "bin") }
+
+// hostMemoryMB reads MemTotal; it falls back to 4 GiB when /proc is unreadable.
+func hostMemoryMB() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 4096
+	}
+	var kb int64
+	if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err != nil || kb <= 0 {
+		return 4096
+	}
+	return kb / 1024
+}

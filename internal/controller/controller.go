@@ -1,0 +1,243 @@
+// Package controller owns every sandbox's lifecycle: it validates and admits
+// requests, drives the runtime backend, keeps the store's records true, stops
+// idle sandboxes, and reconciles records with reality when the daemon starts.
+// Each sandbox has one owner lock; lifecycle steps for one id never overlap.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/config"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/runtime"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// Images is what the controller needs of the image store.
+type Images interface {
+	Resolve(ctx context.Context, ref string) (*image.Image, error)
+	Ensure(ctx context.Context, name string, progress image.Progress) (*image.Image, error)
+}
+
+// Options wires a Controller.
+type Options struct {
+	Store  store.Store
+	Images Images
+	// Backends maps api runtime names ("runc", "gvisor") to backends.
+	Backends map[string]runtime.Backend
+	// AgentBinary is the sealed paddock binary mounted into sandboxes.
+	AgentBinary string
+	Config      config.Config
+	Logger      *slog.Logger
+	// IdleInterval is how often idle and lifetime limits are checked (default 2s).
+	IdleInterval time.Duration
+}
+
+// Controller is safe for concurrent use.
+type Controller struct {
+	opts Options
+	log  *slog.Logger
+	cfg  config.Config
+
+	mu      sync.Mutex
+	entries map[string]*entry
+
+	stopIdle chan struct{}
+	idleDone chan struct{}
+}
+
+// entry is the owner of one sandbox: mu serialises its lifecycle steps.
+type entry struct {
+	mu       sync.Mutex
+	agent    *client.Client
+	activity atomic.Int64 // unix nanos of the last API use
+	active   atomic.Int32 // execs in flight: a sandbox in use is never idle
+}
+
+// New builds a controller; call Start before use.
+func New(opts Options) (*Controller, error) {
+	if opts.Store == nil || opts.Images == nil || len(opts.Backends) == 0 {
+		return nil, errors.New("controller: store, images and at least one backend are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.IdleInterval <= 0 {
+		opts.IdleInterval = 2 * time.Second
+	}
+	return &Controller{
+		opts:    opts,
+		log:     opts.Logger,
+		cfg:     opts.Config,
+		entries: make(map[string]*entry),
+	}, nil
+}
+
+// Runtimes lists the runtime names this controller can use, sorted.
+func (c *Controller) Runtimes() []string {
+	var names []string
+	for n := range c.opts.Backends {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Start reconciles records with the runtimes, then begins the idle loop.
+func (c *Controller) Start(ctx context.Context) error {
+	if err := c.reconcile(ctx); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	c.stopIdle = make(chan struct{})
+	c.idleDone = make(chan struct{})
+	go c.idleLoop()
+	return nil
+}
+
+// Close stops the idle loop and drops agent connections. Sandboxes keep
+// running: a daemon restart re-adopts them.
+func (c *Controller) Close() {
+	if c.stopIdle != nil {
+		close(c.stopIdle)
+		<-c.idleDone
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		if e.agent != nil {
+			e.agent.Close()
+		}
+	}
+}
+
+func (c *Controller) entry(id string) *entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[id]
+	if !ok {
+		e = &entry{}
+		e.activity.Store(time.Now().UnixNano())
+		c.entries[id] = e
+	}
+	return e
+}
+
+func (c *Controller) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[id]; ok && e.agent != nil {
+		e.agent.Close()
+	}
+	delete(c.entries, id)
+}
+
+// resolve finds a live sandbox record by id or name.
+func (c *Controller) resolve(ctx context.Context, ref string) (*store.Sandbox, error) {
+	if !validRef(ref) {
+		return nil, errdefs.Invalid("%q is not a valid sandbox id or name", ref)
+	}
+	var rec *store.Sandbox
+	var err error
+	if idRE.MatchString(ref) {
+		rec, err = c.opts.Store.GetSandbox(ctx, ref)
+	}
+	if rec == nil || rec.State == api.StateDestroyed {
+		rec, err = c.opts.Store.GetSandboxByName(ctx, ref)
+	}
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return nil, errdefs.NotFound("sandbox %q", ref)
+		}
+		return nil, err
+	}
+	if rec.State == api.StateDestroyed {
+		return nil, errdefs.NotFound("sandbox %q", ref)
+	}
+	return rec, nil
+}
+
+func (c *Controller) backend(name string) (runtime.Backend, error) {
+	b, ok := c.opts.Backends[name]
+	if !ok {
+		return nil, fmt.Errorf("runtime %q is not available on this host (available: %v): %w", name, c.Runtimes(), errdefs.ErrFailedPrecondition)
+	}
+	return b, nil
+}
+
+// setState moves rec to state `to`, persisting it with a reason in the
+// state history. Reconciliation passes force to record what it found.
+func (c *Controller) setState(ctx context.Context, rec *store.Sandbox, to, reason string, force bool) error {
+	if !force {
+		if err := checkTransition(rec.ID, rec.State, to); err != nil {
+			return err
+		}
+	}
+	from := rec.State
+	rec.State = to
+	if to == api.StateError {
+		rec.ErrorReason = reason
+	} else if to != api.StateDestroying && to != api.StateDestroyed {
+		rec.ErrorReason = ""
+	}
+	ctx = context.WithoutCancel(ctx)
+	if err := c.opts.Store.UpdateSandbox(ctx, rec); err != nil {
+		return fmt.Errorf("save sandbox %s: %w", rec.ID, err)
+	}
+	if err := c.opts.Store.AppendStateChange(ctx, store.StateChange{
+		SandboxID: rec.ID, From: from, To: to, Reason: reason, At: time.Now().UTC(),
+	}); err != nil {
+		c.log.Warn("record state change", "sandbox", rec.ID, "err", err)
+	}
+	c.log.Info("sandbox state", "sandbox", rec.ID, "from", from, "to", to, "reason", reason)
+	return nil
+}
+
+// touch records API activity for the idle timer.
+func (c *Controller) touch(id string) {
+	c.entry(id).activity.Store(time.Now().UnixNano())
+}
+
+func (c *Controller) toAPI(rec *store.Sandbox) *api.Sandbox {
+	s := &api.Sandbox{
+		ID:             rec.ID,
+		Name:           rec.Name,
+		State:          rec.State,
+		ErrorReason:    rec.ErrorReason,
+		Image:          rec.Image,
+		ImageDigest:    rec.ImageDigest,
+		Runtime:        rec.Runtime,
+		Resources:      rec.Resources,
+		Env:            rec.Env,
+		Labels:         rec.Labels,
+		KeepAlive:      rec.KeepAlive,
+		CreatedAt:      rec.CreatedAt,
+		UpdatedAt:      rec.UpdatedAt,
+		LastActivityAt: rec.LastActivityAt,
+	}
+	if rec.SleepAfter > 0 {
+		s.SleepAfter = rec.SleepAfter.String()
+	}
+	if rec.Timeout > 0 {
+		s.Timeout = rec.Timeout.String()
+		exp := rec.CreatedAt.Add(rec.Timeout)
+		s.ExpiresAt = &exp
+	}
+	c.mu.Lock()
+	if e, ok := c.entries[rec.ID]; ok {
+		if t := time.Unix(0, e.activity.Load()).UTC(); t.After(s.LastActivityAt) {
+			s.LastActivityAt = t
+		}
+	}
+	c.mu.Unlock()
+	return s
+}

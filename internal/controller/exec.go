@@ -1,0 +1,143 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+var userRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+
+// ExitCommandNotFound is what a shell reports for a missing command; exec
+// reports the same so scripts behave as they would locally.
+const ExitCommandNotFound = 127
+
+// Emit receives exec events in order. An error from it (the caller went
+// away) ends the exec and kills the process.
+type Emit func(api.ExecEvent) error
+
+// Exec runs a command in a sandbox to completion, streaming its output.
+// The stream always ends with exactly one end event carrying the real exit
+// status or an error; Exec returns an error only when nothing was emitted
+// (bad request, sandbox missing), so the caller can answer with a status.
+func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, emit Emit) error {
+	if err := validateExec(&req); err != nil {
+		return err
+	}
+	timeout := c.cfg.ExecTimeout
+	if req.Timeout != "" {
+		d, err := parseDuration("timeout", req.Timeout, time.Millisecond)
+		if err != nil {
+			return err
+		}
+		timeout = d
+	}
+	ag, _, done, err := c.Agent(ctx, ref)
+	if err != nil {
+		return err
+	}
+	defer done()
+
+	ectx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var emitErr error
+	send := func(ev api.ExecEvent) error {
+		if emitErr != nil {
+			return emitErr
+		}
+		if err := emit(ev); err != nil {
+			emitErr = err
+			cancel() // the caller is gone: stop the process
+			return err
+		}
+		return nil
+	}
+	started := false
+	res, err := ag.Exec(ectx, client.ExecOptions{
+		Cmd: req.Cmd, Env: req.Env, Cwd: req.Cwd, User: req.User, Stdin: req.Stdin,
+	}, func(pid uint32) {
+		started = true
+		_ = send(api.ExecEvent{Type: api.EventStart, Pid: pid})
+	}, func(stream int, p []byte) error {
+		typ := api.EventStdout
+		if stream == 2 {
+			typ = api.EventStderr
+		}
+		return send(api.ExecEvent{Type: typ, Data: p})
+	})
+	if emitErr != nil {
+		return nil // nobody is listening for the end any more
+	}
+	end := api.ExecEvent{Type: api.EventEnd}
+	var note string
+	switch {
+	case err == nil:
+		code := res.ExitCode
+		end.ExitCode = &code
+		end.Signal = res.Signal
+	case errors.Is(err, errdefs.ErrNotFound) && !started:
+		code := ExitCommandNotFound
+		end.ExitCode = &code
+		note = fmt.Sprintf("paddock: %s: command not found\n", req.Cmd[0])
+	case errors.Is(ectx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		code := -1
+		end.ExitCode = &code
+		end.Signal = "SIGKILL"
+		end.TimedOut = true
+		note = fmt.Sprintf("paddock: command timed out after %s and was killed\n", timeout)
+	case !started && ctx.Err() == nil:
+		return err // nothing streamed yet: the caller answers with a status
+	default:
+		end.Error = &api.Error{Code: errdefs.Code(err), Message: err.Error()}
+	}
+	if !started {
+		_ = send(api.ExecEvent{Type: api.EventStart})
+	}
+	if note != "" {
+		_ = send(api.ExecEvent{Type: api.EventStderr, Data: []byte(note)})
+	}
+	_ = send(end)
+	return nil
+}
+
+func validateExec(req *api.ExecRequest) error {
+	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
+		return errdefs.Invalid("cmd is empty: give the command and its arguments")
+	}
+	if len(req.Cmd) > maxCmdArgs {
+		return errdefs.Invalid("cmd has %d arguments, at most %d", len(req.Cmd), maxCmdArgs)
+	}
+	n := 0
+	for _, a := range req.Cmd {
+		n += len(a)
+		if strings.ContainsRune(a, 0) {
+			return errdefs.Invalid("cmd arguments must not contain NUL bytes")
+		}
+	}
+	if n > maxCmdBytes {
+		return errdefs.Invalid("cmd is %d bytes, at most %d", n, maxCmdBytes)
+	}
+	if err := validateEnv(req.Env); err != nil {
+		return err
+	}
+	if req.User == "" {
+		req.User = "user"
+	}
+	if !userRE.MatchString(req.User) {
+		return errdefs.Invalid("user %q is not a valid user name", req.User)
+	}
+	if strings.ContainsRune(req.Cwd, 0) || len(req.Cwd) > 4096 {
+		return errdefs.Invalid("cwd is not a valid path")
+	}
+	if len(req.Stdin) > api.MaxExecStdin {
+		return errdefs.Invalid("stdin is %d bytes, at most %d", len(req.Stdin), api.MaxExecStdin)
+	}
+	return nil
+}

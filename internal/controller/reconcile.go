@@ -1,0 +1,164 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/runtime"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// reconcile makes records and reality agree after a daemon start: every
+// runtime sandbox without a live record is removed; every record whose
+// compute runs is re-adopted (its agent must answer); every record whose
+// compute is gone says so.
+func (c *Controller) reconcile(ctx context.Context) error {
+	recs, err := c.opts.Store.ListSandboxes(ctx, nil)
+	if err != nil {
+		return err
+	}
+	live := make(map[string]*store.Sandbox, len(recs))
+	for _, r := range recs {
+		live[r.ID] = r
+	}
+	for name, b := range c.opts.Backends {
+		ids, err := b.List(ctx)
+		if err != nil {
+			return fmt.Errorf("list %s sandboxes: %w", name, err)
+		}
+		for _, id := range ids {
+			if r, ok := live[id]; ok && r.Runtime == name {
+				continue
+			}
+			c.log.Warn("removing orphan sandbox", "sandbox", id, "runtime", name)
+			dctx, cancel := context.WithTimeout(ctx, teardownTimeout)
+			err := b.Destroy(dctx, id)
+			cancel()
+			if err != nil {
+				c.log.Error("remove orphan", "sandbox", id, "err", err)
+			}
+		}
+	}
+	for _, r := range recs {
+		c.reconcileOne(ctx, r)
+	}
+	return nil
+}
+
+func (c *Controller) reconcileOne(ctx context.Context, rec *store.Sandbox) {
+	log := c.log.With("sandbox", rec.ID, "op", "reconcile")
+	b, err := c.backend(rec.Runtime)
+	if err != nil {
+		_ = c.setState(ctx, rec, api.StateError, err.Error(), true)
+		return
+	}
+	e := c.entry(rec.ID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.activity.Store(rec.LastActivityAt.UnixNano())
+	if rec.LastActivityAt.IsZero() {
+		e.activity.Store(time.Now().UnixNano())
+	}
+	status, err := b.Status(ctx, rec.ID)
+	if errors.Is(err, runtime.ErrNotFound) {
+		status = ""
+	} else if err != nil {
+		log.Error("status", "err", err)
+		_ = c.setState(ctx, rec, api.StateError, "runtime status at daemon start: "+err.Error(), true)
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, teardownTimeout)
+	defer cancel()
+	switch rec.State {
+	case api.StateDestroying:
+		if err := b.Destroy(dctx, rec.ID); err != nil {
+			_ = c.setState(ctx, rec, api.StateError, "destroy interrupted by a daemon restart, then failed: "+err.Error(), true)
+			return
+		}
+		_ = c.setState(ctx, rec, api.StateDestroyed, "destroy finished after a daemon restart", true)
+	case api.StateCreating:
+		// A create the daemon did not see through has no caller waiting
+		// for it any more: remove its compute, keep the record's reason.
+		if err := b.Stop(dctx, rec.ID); err != nil {
+			log.Error("stop interrupted create", "err", err)
+		}
+		_ = c.setState(ctx, rec, api.StateError, "daemon restarted while the sandbox was being created", true)
+	case api.StateRunning, api.StatePaused:
+		switch status {
+		case runtime.StatusRunning, runtime.StatusPaused:
+			if status == runtime.StatusPaused {
+				if rec.State != api.StatePaused {
+					_ = c.setState(ctx, rec, api.StatePaused, "found paused at daemon start", true)
+				}
+				return
+			}
+			if err := c.adopt(ctx, e, rec); err != nil {
+				log.Error("re-adopt", "err", err)
+				_ = b.Stop(dctx, rec.ID)
+				_ = c.setState(ctx, rec, api.StateStopped, "agent did not answer at daemon start; stopped, files kept", true)
+				return
+			}
+			log.Info("re-adopted running sandbox")
+		case runtime.StatusStopped:
+			_ = c.setState(ctx, rec, api.StateStopped, "container was gone at daemon start; files kept", true)
+		default:
+			_ = c.setState(ctx, rec, api.StateError, "container and files were gone at daemon start", true)
+		}
+	case api.StateStopping, api.StateStopped:
+		if status == runtime.StatusRunning || status == runtime.StatusPaused {
+			_ = b.Stop(dctx, rec.ID)
+		}
+		if rec.State != api.StateStopped {
+			_ = c.setState(ctx, rec, api.StateStopped, "stop finished after a daemon restart", true)
+		}
+	}
+}
+
+// idleLoop stops sandboxes idle longer than their sleep_after and destroys
+// those past their hard lifetime.
+func (c *Controller) idleLoop() {
+	defer close(c.idleDone)
+	t := time.NewTicker(c.opts.IdleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stopIdle:
+			return
+		case <-t.C:
+			c.checkIdle(context.Background())
+		}
+	}
+}
+
+func (c *Controller) checkIdle(ctx context.Context) {
+	recs, err := c.opts.Store.ListSandboxes(ctx, nil)
+	if err != nil {
+		c.log.Error("idle check", "err", err)
+		return
+	}
+	now := time.Now()
+	for _, r := range recs {
+		if r.Timeout > 0 && now.Sub(r.CreatedAt) >= r.Timeout {
+			if err := c.destroy(ctx, r.ID, fmt.Sprintf("lifetime of %s reached", r.Timeout)); err != nil {
+				c.log.Error("destroy at end of lifetime", "sandbox", r.ID, "err", err)
+			}
+			continue
+		}
+		if r.State != api.StateRunning || r.KeepAlive || r.SleepAfter <= 0 {
+			continue
+		}
+		e := c.entry(r.ID)
+		if e.active.Load() > 0 {
+			continue
+		}
+		idle := now.Sub(time.Unix(0, e.activity.Load()))
+		if idle >= r.SleepAfter {
+			if _, err := c.stop(ctx, r.ID, fmt.Sprintf("idle for %s (sleep_after %s)", idle.Round(time.Second), r.SleepAfter)); err != nil {
+				c.log.Error("idle stop", "sandbox", r.ID, "err", err)
+			}
+		}
+	}
+}

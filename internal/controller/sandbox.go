@@ -1,0 +1,412 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/runtime"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// teardownTimeout bounds rollback and teardown, which run even when the
+// request that caused them is gone.
+const teardownTimeout = 60 * time.Second
+
+// Create admits, records and starts a sandbox, returning once its agent
+// answers. A failure leaves the record in state error with the reason and
+// no compute behind it.
+func (c *Controller) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	if err := validateName(req.Name); err != nil {
+		return nil, err
+	}
+	if err := validateEnv(req.Env); err != nil {
+		return nil, err
+	}
+	if err := validateLabels(req.Labels); err != nil {
+		return nil, err
+	}
+	res, err := resolveResources(req.Resources, c.cfg.Defaults, c.cfg.Max)
+	if err != nil {
+		return nil, err
+	}
+	sleepAfter, err := parseDuration("sleep_after", req.SleepAfter, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if sleepAfter == 0 {
+		sleepAfter = c.cfg.SleepAfter
+	}
+	lifetime, err := parseDuration("timeout", req.Timeout, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	rtName := req.Runtime
+	if rtName == "" {
+		rtName = c.cfg.DefaultRuntime
+	}
+	if rtName != api.RuntimeRunc && rtName != api.RuntimeGVisor {
+		return nil, errdefs.Invalid("runtime %q: want %s or %s", rtName, api.RuntimeRunc, api.RuntimeGVisor)
+	}
+	if _, err := c.backend(rtName); err != nil {
+		return nil, err
+	}
+	imgRef := req.Image
+	if imgRef == "" {
+		imgRef = c.cfg.DefaultImage
+	}
+	img, err := c.image(ctx, imgRef)
+	if err != nil {
+		return nil, err
+	}
+
+	now := time.Now().UTC()
+	rec := &store.Sandbox{
+		ID:             newID(),
+		Name:           req.Name,
+		State:          api.StateCreating,
+		Image:          imgRef,
+		ImageDigest:    img.Digest,
+		Runtime:        rtName,
+		Resources:      res,
+		Env:            maps.Clone(req.Env),
+		Labels:         maps.Clone(req.Labels),
+		SleepAfter:     sleepAfter,
+		KeepAlive:      req.KeepAlive,
+		Timeout:        lifetime,
+		CreatedAt:      now,
+		UpdatedAt:      now,
+		LastActivityAt: now,
+	}
+	if req.Name != "" && idRE.MatchString(req.Name) {
+		// A name that is some sandbox's id would make addressing ambiguous.
+		if other, err := c.opts.Store.GetSandbox(ctx, req.Name); err == nil && other.State != api.StateDestroyed {
+			return nil, fmt.Errorf("name %q is the id of another sandbox: %w", req.Name, errdefs.ErrConflict)
+		}
+	}
+	e := c.entry(rec.ID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := c.opts.Store.CreateSandbox(ctx, rec); err != nil {
+		c.forget(rec.ID)
+		if errors.Is(err, errdefs.ErrConflict) && req.Name != "" {
+			return nil, fmt.Errorf("a sandbox named %q already exists: %w", req.Name, errdefs.ErrConflict)
+		}
+		return nil, err
+	}
+	log := c.log.With("sandbox", rec.ID, "op", "create")
+	log.Info("creating sandbox", "name", rec.Name, "image", imgRef, "runtime", rtName)
+	// Starting is not abandoned half-way when the caller goes away: it
+	// runs to a final state under its own deadline.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReadyTimeout+teardownTimeout)
+	defer cancel()
+	if err := c.startCompute(sctx, e, rec, img); err != nil {
+		c.failStart(sctx, rec, err)
+		return nil, err
+	}
+	if err := c.setState(sctx, rec, api.StateRunning, "created", false); err != nil {
+		return nil, err
+	}
+	return c.toAPI(rec), nil
+}
+
+// image resolves a reference, building a built-in image on first use.
+func (c *Controller) image(ctx context.Context, ref string) (*image.Image, error) {
+	img, err := c.opts.Images.Resolve(ctx, ref)
+	if err == nil {
+		return img, nil
+	}
+	if !errors.Is(err, errdefs.ErrNotFound) || !slices.Contains(image.Builtin(), ref) {
+		return nil, err
+	}
+	c.log.Info("building image on first use", "image", ref)
+	return c.opts.Images.Ensure(ctx, ref, func(line string) {
+		c.log.Debug("image build", "image", ref, "line", line)
+	})
+}
+
+// startCompute starts the container and waits until its agent answers.
+// The caller holds e.mu.
+func (c *Controller) startCompute(ctx context.Context, e *entry, rec *store.Sandbox, img *image.Image) error {
+	b, err := c.backend(rec.Runtime)
+	if err != nil {
+		return err
+	}
+	env := make([]string, 0, len(rec.Env))
+	for _, k := range slices.Sorted(maps.Keys(rec.Env)) {
+		env = append(env, k+"="+rec.Env[k])
+	}
+	info, err := b.Start(ctx, runtime.Spec{
+		ID:          rec.ID,
+		Layers:      img.Layers,
+		AgentBinary: c.opts.AgentBinary,
+		Env:         env,
+		Resources: runtime.Resources{
+			CPUMillis:   int64(rec.Resources.CPU * 1000),
+			MemoryBytes: rec.Resources.MemoryMB << 20,
+			DiskBytes:   rec.Resources.DiskMB << 20,
+			Pids:        rec.Resources.Pids,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("start sandbox %s: %w", rec.ID, err)
+	}
+	ag := client.New(info.AgentSocket)
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
+	defer cancel()
+	if err := ag.WaitReady(rctx); err != nil {
+		ag.Close()
+		return fmt.Errorf("sandbox %s: agent did not answer within %s: %v: %w", rec.ID, c.cfg.ReadyTimeout, err, errdefs.ErrUnavailable)
+	}
+	if e.agent != nil {
+		e.agent.Close()
+	}
+	e.agent = ag
+	return nil
+}
+
+// failStart rolls back a failed start: no compute is left, and the record
+// says why in state error.
+func (c *Controller) failStart(ctx context.Context, rec *store.Sandbox, cause error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	if b, err := c.backend(rec.Runtime); err == nil {
+		if derr := b.Stop(ctx, rec.ID); derr != nil {
+			c.log.Warn("rollback of failed start", "sandbox", rec.ID, "err", derr)
+		}
+	}
+	if err := c.setState(ctx, rec, api.StateError, cause.Error(), true); err != nil {
+		c.log.Warn("record failed start", "sandbox", rec.ID, "err", err)
+	}
+}
+
+// Get returns one sandbox by id or name.
+func (c *Controller) Get(ctx context.Context, ref string) (*api.Sandbox, error) {
+	rec, err := c.resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return c.toAPI(rec), nil
+}
+
+// List returns the live sandboxes carrying every given label.
+func (c *Controller) List(ctx context.Context, labels map[string]string) ([]api.Sandbox, error) {
+	recs, err := c.opts.Store.ListSandboxes(ctx, labels)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Sandbox, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, *c.toAPI(r))
+	}
+	return out, nil
+}
+
+// History returns a sandbox's recorded state changes.
+func (c *Controller) History(ctx context.Context, ref string) ([]store.StateChange, error) {
+	rec, err := c.resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return c.opts.Store.StateHistory(ctx, rec.ID)
+}
+
+// Stop stops a sandbox's compute and keeps its filesystem.
+func (c *Controller) Stop(ctx context.Context, ref string) (*api.Sandbox, error) {
+	return c.stop(ctx, ref, "stop requested")
+}
+
+func (c *Controller) stop(ctx context.Context, ref, reason string) (*api.Sandbox, error) {
+	rec, err := c.resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	e := c.entry(rec.ID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if rec, err = c.resolve(ctx, rec.ID); err != nil { // re-read under the owner lock
+		return nil, err
+	}
+	if rec.State == api.StateStopped {
+		return c.toAPI(rec), nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	if err := c.setState(ctx, rec, api.StateStopping, reason, false); err != nil {
+		return nil, err
+	}
+	rec.LastActivityAt = time.Unix(0, e.activity.Load()).UTC()
+	b, err := c.backend(rec.Runtime)
+	if err == nil {
+		err = b.Stop(ctx, rec.ID)
+	}
+	if e.agent != nil {
+		e.agent.Close()
+		e.agent = nil
+	}
+	if err != nil {
+		_ = c.setState(ctx, rec, api.StateError, "stop failed: "+err.Error(), false)
+		return nil, err
+	}
+	if err := c.setState(ctx, rec, api.StateStopped, reason, false); err != nil {
+		return nil, err
+	}
+	return c.toAPI(rec), nil
+}
+
+// StartSandbox starts a stopped sandbox again, with the files it had.
+func (c *Controller) StartSandbox(ctx context.Context, ref string) (*api.Sandbox, error) {
+	rec, err := c.resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	e := c.entry(rec.ID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rec, err = c.startLocked(ctx, e, rec.ID, "start requested")
+	if err != nil {
+		return nil, err
+	}
+	return c.toAPI(rec), nil
+}
+
+// startLocked brings a sandbox to running; the caller holds e.mu.
+func (c *Controller) startLocked(ctx context.Context, e *entry, id, reason string) (*store.Sandbox, error) {
+	rec, err := c.resolve(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch rec.State {
+	case api.StateRunning:
+		if e.agent == nil {
+			if err := c.adopt(ctx, e, rec); err != nil {
+				return nil, err
+			}
+		}
+		return rec, nil
+	case api.StateStopped, api.StateError:
+	default:
+		return nil, &InvalidTransitionError{ID: rec.ID, From: rec.State, To: api.StateRunning}
+	}
+	img, err := c.opts.Images.Resolve(ctx, rec.ImageDigest)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: its image %s is gone: %w", rec.ID, rec.ImageDigest, err)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReadyTimeout+teardownTimeout)
+	defer cancel()
+	if err := c.setState(sctx, rec, api.StateCreating, reason, false); err != nil {
+		return nil, err
+	}
+	e.activity.Store(time.Now().UnixNano())
+	if err := c.startCompute(sctx, e, rec, img); err != nil {
+		c.failStart(sctx, rec, err)
+		return nil, err
+	}
+	if err := c.setState(sctx, rec, api.StateRunning, reason, false); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// adopt connects to the agent of a sandbox that runs already (after a
+// daemon restart).
+func (c *Controller) adopt(ctx context.Context, e *entry, rec *store.Sandbox) error {
+	b, err := c.backend(rec.Runtime)
+	if err != nil {
+		return err
+	}
+	info, err := b.Info(ctx, rec.ID)
+	if err != nil {
+		return err
+	}
+	ag := client.New(info.AgentSocket)
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := ag.WaitReady(rctx); err != nil {
+		ag.Close()
+		return fmt.Errorf("sandbox %s: agent does not answer: %v: %w", rec.ID, err, errdefs.ErrUnavailable)
+	}
+	e.agent = ag
+	return nil
+}
+
+// Delete destroys a sandbox from any state. Deleting a missing or already
+// destroyed sandbox is ErrNotFound.
+func (c *Controller) Delete(ctx context.Context, ref string) error {
+	return c.destroy(ctx, ref, "delete requested")
+}
+
+func (c *Controller) destroy(ctx context.Context, ref, reason string) error {
+	rec, err := c.resolve(ctx, ref)
+	if err != nil {
+		return err
+	}
+	e := c.entry(rec.ID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if rec, err = c.resolve(ctx, rec.ID); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	if err := c.setState(ctx, rec, api.StateDestroying, reason, true); err != nil {
+		return err
+	}
+	if e.agent != nil {
+		e.agent.Close()
+		e.agent = nil
+	}
+	if b, berr := c.backend(rec.Runtime); berr == nil {
+		if err := b.Destroy(ctx, rec.ID); err != nil {
+			_ = c.setState(ctx, rec, api.StateError, "destroy failed: "+err.Error(), false)
+			return err
+		}
+	}
+	if err := c.setState(ctx, rec, api.StateDestroyed, reason, false); err != nil {
+		return err
+	}
+	c.forget(rec.ID)
+	return nil
+}
+
+// Agent returns a running sandbox's agent client, starting a stopped
+// sandbox first (transparently, as DESIGN.md's lifecycle says), and counts
+// the call as activity. done must be called when the caller is finished.
+func (c *Controller) Agent(ctx context.Context, ref string) (ag *client.Client, id string, done func(), err error) {
+	rec, err := c.resolve(ctx, ref)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	e := c.entry(rec.ID)
+	e.mu.Lock()
+	if rec.State != api.StateRunning || e.agent == nil {
+		rec, err = c.startLocked(ctx, e, rec.ID, "request to a "+rec.State+" sandbox")
+	}
+	ag = e.agent
+	if err == nil && ag == nil {
+		err = fmt.Errorf("sandbox %s has no agent connection: %w", rec.ID, errdefs.ErrUnavailable)
+	}
+	if err == nil {
+		e.active.Add(1)
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	e.activity.Store(time.Now().UnixNano())
+	var once bool
+	return ag, rec.ID, func() {
+		if !once {
+			once = true
+			e.activity.Store(time.Now().UnixNano())
+			e.active.Add(-1)
+		}
+	}, nil
+}

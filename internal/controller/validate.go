@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"crypto/rand"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// Sandbox ids are 20 characters of [a-z0-9]: valid as a hostname, a path
+// element, a cgroup name and an E2B sandbox id (no '-').
+const idLen = 20
+
+var (
+	idRE   = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
+	nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+	envRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,255}$`)
+	// Label keys follow Kubernetes' shape loosely: short, no '=' or ','.
+	labelKeyRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$`)
+)
+
+const (
+	maxEnv        = 256
+	maxEnvValue   = 32 << 10
+	maxLabels     = 64
+	maxLabelValue = 256
+	maxCmdArgs    = 4096
+	maxCmdBytes   = 1 << 20
+)
+
+func newID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, idLen)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+// validRef reports whether s can be a sandbox id or name at all; anything
+// else is refused before it reaches the store.
+func validRef(s string) bool { return idRE.MatchString(s) || nameRE.MatchString(s) }
+
+func validateName(name string) error {
+	if name == "" {
+		return nil
+	}
+	if !nameRE.MatchString(name) {
+		return errdefs.Invalid("name %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+func validateEnv(env map[string]string) error {
+	if len(env) > maxEnv {
+		return errdefs.Invalid("too many environment variables (%d, at most %d)", len(env), maxEnv)
+	}
+	for k, v := range env {
+		if !envRE.MatchString(k) {
+			return errdefs.Invalid("environment variable name %q is not valid", k)
+		}
+		if len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
+			return errdefs.Invalid("environment variable %s: value too long or contains NUL", k)
+		}
+	}
+	return nil
+}
+
+func validateLabels(labels map[string]string) error {
+	if len(labels) > maxLabels {
+		return errdefs.Invalid("too many labels (%d, at most %d)", len(labels), maxLabels)
+	}
+	for k, v := range labels {
+		if !labelKeyRE.MatchString(k) {
+			return errdefs.Invalid("label key %q is not valid", k)
+		}
+		if len(v) > maxLabelValue || strings.ContainsAny(v, "\x00\n") {
+			return errdefs.Invalid("label %s: value too long or contains NUL/newline", k)
+		}
+	}
+	return nil
+}
+
+// resolveResources fills unset fields from defaults and refuses, with the
+// numbers, anything non-positive or above the maximum: never silently reduced.
+func resolveResources(req, def, max api.Resources) (api.Resources, error) {
+	r := req
+	if r.CPU < 0 || r.MemoryMB < 0 || r.DiskMB < 0 || r.Pids < 0 {
+		return r, errdefs.Invalid("resources must not be negative (cpu=%g memory_mb=%d disk_mb=%d pids=%d)", r.CPU, r.MemoryMB, r.DiskMB, r.Pids)
+	}
+	if r.CPU == 0 {
+		r.CPU = def.CPU
+	}
+	if r.MemoryMB == 0 {
+		r.MemoryMB = def.MemoryMB
+	}
+	if r.DiskMB == 0 {
+		r.DiskMB = def.DiskMB
+	}
+	if r.Pids == 0 {
+		r.Pids = def.Pids
+	}
+	switch {
+	case r.CPU > max.CPU:
+		return r, fmt.Errorf("cpu %g is more than this host allows (%g): %w", r.CPU, max.CPU, errdefs.ErrResourceExhausted)
+	case r.CPU < 0.01:
+		return r, errdefs.Invalid("cpu %g is below the minimum of 0.01", r.CPU)
+	case r.MemoryMB > max.MemoryMB:
+		return r, fmt.Errorf("memory %d MiB is more than this host allows (%d MiB): %w", r.MemoryMB, max.MemoryMB, errdefs.ErrResourceExhausted)
+	case r.MemoryMB < 16:
+		return r, errdefs.Invalid("memory %d MiB is below the minimum of 16 MiB", r.MemoryMB)
+	case r.DiskMB > max.DiskMB:
+		return r, fmt.Errorf("disk %d MiB is more than this host allows (%d MiB): %w", r.DiskMB, max.DiskMB, errdefs.ErrResourceExhausted)
+	case r.DiskMB < 64:
+		return r, errdefs.Invalid("disk %d MiB is below the minimum of 64 MiB", r.DiskMB)
+	case r.Pids > max.Pids:
+		return r, fmt.Errorf("pids %d is more than this host allows (%d): %w", r.Pids, max.Pids, errdefs.ErrResourceExhausted)
+	case r.Pids < 8:
+		return r, errdefs.Invalid("pids %d is below the minimum of 8", r.Pids)
+	}
+	return r, nil
+}
+
+// parseDuration parses an optional Go duration, bounded to [min, 1 year].
+func parseDuration(field, s string, min time.Duration) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errdefs.Invalid("%s %q is not a duration (use e.g. 90s, 10m, 2h)", field, s)
+	}
+	if d < min || d > 365*24*time.Hour {
+		return 0, errdefs.Invalid("%s %s is out of range (%s to 8760h)", field, d, min)
+	}
+	return d, nil
+}

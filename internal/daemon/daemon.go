@@ -1,0 +1,198 @@
+// Package daemon wires Paddock's parts from one Config, serves the API, and
+// shuts down in order. Shutting down leaves sandboxes running: the next
+// start re-adopts them.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/config"
+	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/runtime"
+	"github.com/paddock-dev/paddock/internal/runtime/oci"
+	"github.com/paddock-dev/paddock/internal/server"
+	"github.com/paddock-dev/paddock/internal/store/sqlite"
+)
+
+// Version is set at build time with -ldflags "-X ...daemon.Version=...".
+var Version = "dev"
+
+// shutdownGrace is how long open requests (exec streams) get to finish
+// when the daemon stops; the processes they run keep running in their
+// sandboxes.
+const shutdownGrace = 5 * time.Second
+
+// Run serves until ctx ends. ready, if not nil, is called once the API
+// listens.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func()) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("paddock serve must run as root: it creates containers, mounts and cgroups (try: sudo make run)")
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
+		return err
+	}
+	unlock, err := lockStateDir(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	st, err := sqlite.Open(ctx, cfg.DBPath(), log.With("part", "store"))
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+
+	images, err := image.New(image.Options{Dir: cfg.ImagesDir(), Logger: log.With("part", "images")})
+	if err != nil {
+		return fmt.Errorf("image store: %w", err)
+	}
+	agentBin, err := sealBinary(cfg.BinDir())
+	if err != nil {
+		return fmt.Errorf("seal the agent binary: %w", err)
+	}
+	backends := map[string]runtime.Backend{}
+	for _, rt := range []struct{ api, bin string }{{api.RuntimeRunc, "runc"}, {api.RuntimeGVisor, "runsc"}} {
+		b, err := oci.New(oci.Options{Runtime: rt.bin, Root: cfg.RuntimeDir(rt.bin), Logger: log.With("part", "runtime", "runtime", rt.api)})
+		if err != nil {
+			log.Warn("runtime not available", "runtime", rt.api, "err", err)
+			continue
+		}
+		backends[rt.api] = b
+	}
+	if len(backends) == 0 {
+		return errors.New("no container runtime works here: install runc (apt-get install runc) or runsc")
+	}
+	if _, ok := backends[cfg.DefaultRuntime]; !ok {
+		return fmt.Errorf("the default runtime %q is not available here", cfg.DefaultRuntime)
+	}
+
+	ctrl, err := controller.New(controller.Options{
+		Store: st, Images: images, Backends: backends, AgentBinary: agentBin,
+		Config: cfg, Logger: log.With("part", "controller"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := ctrl.Start(ctx); err != nil {
+		return err
+	}
+	defer ctrl.Close()
+
+	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version})
+	unixLn, err := listenUnix(cfg.Socket)
+	if err != nil {
+		return err
+	}
+	servers := []*http.Server{{Handler: srv.Handler(false), ReadHeaderTimeout: 10 * time.Second}}
+	listeners := []net.Listener{unixLn}
+	if cfg.Listen != "" {
+		tcpLn, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			unixLn.Close()
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		servers = append(servers, &http.Server{Handler: srv.Handler(true), ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, tcpLn)
+		log.Info("listening on TCP; API keys are required", "addr", tcpLn.Addr().String())
+	}
+	errc := make(chan error, len(servers))
+	for i := range servers {
+		go func() { errc <- servers[i].Serve(listeners[i]) }()
+	}
+	log.Info("paddock is serving", "socket", cfg.Socket, "state_dir", cfg.StateDir, "runtimes", ctrl.Runtimes(), "version", Version)
+	if cfg.PrepareDefaultImage {
+		go prepareImage(ctx, images, cfg.DefaultImage, log)
+	}
+	if ready != nil {
+		ready()
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	log.Info("shutting down; sandboxes keep running")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.Shutdown(sctx); err != nil {
+			s.Close()
+		}
+	}
+	_ = os.Remove(cfg.Socket)
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+// prepareImage builds the default image in the background so the first
+// create does not wait for it; a failure is only logged (the first create
+// tries again and reports it).
+func prepareImage(ctx context.Context, images *image.Store, name string, log *slog.Logger) {
+	if _, err := images.Resolve(ctx, name); err == nil {
+		return
+	}
+	log.Info("building the default image in the background", "image", name)
+	start := time.Now()
+	_, err := images.Ensure(ctx, name, func(line string) { log.Debug("image build", "image", name, "line", line) })
+	if err != nil {
+		log.Error("default image build failed", "image", name, "err", err)
+		return
+	}
+	log.Info("default image ready", "image", name, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// listenUnix listens on the API socket, refusing to take over the socket of
+// a daemon that still answers.
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("another paddock daemon is serving on %s", path)
+	}
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	// The socket's permissions are its authentication: root and the
+	// socket's group only.
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// lockStateDir holds an exclusive lock on the state directory for the
+// daemon's lifetime: two daemons on one state would fight over sandboxes.
+func lockStateDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, "daemon.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("state directory %s is in use by another paddock daemon", dir)
+	}
+	return func() { f.Close() }, nil
+}

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// KeyPrefix starts every Paddock API key, so a leaked key is recognisable
+// by secret scanners.
+const KeyPrefix = "pdk_"
+
+var keyNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// HashKey is how a key's secret is stored and looked up.
+func HashKey(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// requireKey admits a request only with a valid API key, given as
+// "Authorization: Bearer <key>" or "X-API-Key: <key>".
+func (s *Server) requireKey(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/health" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		secret := r.Header.Get("X-API-Key")
+		if auth := r.Header.Get("Authorization"); secret == "" && auth != "" {
+			if b, ok := strings.CutPrefix(auth, "Bearer "); ok {
+				secret = strings.TrimSpace(b)
+			}
+		}
+		if secret == "" || len(secret) > 256 {
+			writeError(w, errdefs.ErrUnauthenticatedf("an API key is required on this listener (Authorization: Bearer <key>); create one with `paddock keys create NAME`"))
+			return
+		}
+		if _, err := s.opts.Store.KeyByHash(r.Context(), HashKey(secret)); err != nil {
+			writeError(w, errdefs.ErrUnauthenticatedf("the API key is not valid"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateKeyRequest
+	if err := decode(w, r, maxJSONBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if !keyNameRE.MatchString(req.Name) {
+		writeError(w, errdefs.Invalid("key name %q: use 1-63 letters, digits, '-', '_' or '.'", req.Name))
+		return
+	}
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	secret := KeyPrefix + hex.EncodeToString(raw)
+	idb := make([]byte, 8)
+	_, _ = rand.Read(idb)
+	k := &store.Key{
+		ID:         hex.EncodeToString(idb),
+		Name:       req.Name,
+		Prefix:     secret[:len(KeyPrefix)+6],
+		SecretHash: HashKey(secret),
+		CreatedAt:  time.Now().UTC(),
+	}
+	if err := s.opts.Store.CreateKey(r.Context(), k); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.CreatedKey{Key: toAPIKey(k), Secret: secret})
+}
+
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
+	keys, err := s.opts.Store.ListKeys(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := api.KeyList{Keys: make([]api.Key, 0, len(keys))}
+	for _, k := range keys {
+		out.Keys = append(out.Keys, toAPIKey(k))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
+	if err := s.opts.Store.DeleteKey(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func toAPIKey(k *store.Key) api.Key {
+	return api.Key{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt}
+}

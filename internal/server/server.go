@@ -1,0 +1,230 @@
+// Package server is Paddock's HTTP API (/v1): routing, authentication,
+// request bounds, NDJSON streaming, and the one place where errors become
+// HTTP statuses.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// Images is what the API needs of the image store.
+type Images interface {
+	List(ctx context.Context) ([]*image.Image, error)
+	Build(ctx context.Context, name string, progress image.Progress) (*image.Image, error)
+}
+
+// Options wires a Server.
+type Options struct {
+	Controller *controller.Controller
+	Store      store.Store // API keys
+	Images     Images
+	Logger     *slog.Logger
+	Version    string
+}
+
+// Server serves the API. Handler() gives the handler for a listener.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// maxJSONBody bounds request bodies that are JSON documents; exec bodies
+// may carry stdin and get more.
+const (
+	maxJSONBody = 1 << 20
+	maxExecBody = 2*api.MaxExecStdin + maxJSONBody // base64 inflates stdin by 4/3
+)
+
+// New builds a Server.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /v1/health", s.health)
+	m.HandleFunc("GET /v1/openapi.json", s.openapi)
+	m.HandleFunc("POST /v1/sandboxes", s.createSandbox)
+	m.HandleFunc("GET /v1/sandboxes", s.listSandboxes)
+	m.HandleFunc("GET /v1/sandboxes/{id}", s.getSandbox)
+	m.HandleFunc("DELETE /v1/sandboxes/{id}", s.deleteSandbox)
+	m.HandleFunc("POST /v1/sandboxes/{id}/stop", s.stopSandbox)
+	m.HandleFunc("POST /v1/sandboxes/{id}/start", s.startSandbox)
+	m.HandleFunc("GET /v1/sandboxes/{id}/history", s.history)
+	m.HandleFunc("POST /v1/sandboxes/{id}/exec", s.exec)
+	m.HandleFunc("GET /v1/sandboxes/{id}/files", s.readFile)
+	m.HandleFunc("PUT /v1/sandboxes/{id}/files", s.writeFile)
+	m.HandleFunc("DELETE /v1/sandboxes/{id}/files", s.removeFile)
+	m.HandleFunc("GET /v1/sandboxes/{id}/files/list", s.listDir)
+	m.HandleFunc("GET /v1/sandboxes/{id}/files/stat", s.stat)
+	m.HandleFunc("POST /v1/sandboxes/{id}/files/mkdir", s.mkdir)
+	m.HandleFunc("POST /v1/sandboxes/{id}/files/move", s.move)
+	m.HandleFunc("GET /v1/sandboxes/{id}/tar", s.tarOut)
+	m.HandleFunc("PUT /v1/sandboxes/{id}/tar", s.tarIn)
+	m.HandleFunc("GET /v1/sandboxes/{id}/layer", s.exportLayer)
+	m.HandleFunc("GET /v1/images", s.listImages)
+	m.HandleFunc("POST /v1/images/{name}/build", s.buildImage)
+	m.HandleFunc("POST /v1/keys", s.createKey)
+	m.HandleFunc("GET /v1/keys", s.listKeys)
+	m.HandleFunc("DELETE /v1/keys/{id}", s.deleteKey)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errdefs.NotFound("no route %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// Handler returns the API handler. With requireKey (TCP listeners), every
+// request but /v1/health must carry a valid API key.
+func (s *Server) Handler(requireKey bool) http.Handler {
+	var h http.Handler = s.mux
+	if requireKey {
+		h = s.requireKey(h)
+	}
+	return s.logRequests(h)
+}
+
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		// The query is left out: it may carry file paths, never secrets,
+		// but keep logs lean and predictable.
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "took", time.Since(start))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// status maps the error vocabulary to HTTP; this is the only place it happens.
+func status(code string) int {
+	switch code {
+	case api.CodeNotFound:
+		return http.StatusNotFound
+	case api.CodeConflict:
+		return http.StatusConflict
+	case api.CodeInvalidArgument:
+		return http.StatusBadRequest
+	case api.CodeResourceExhausted:
+		return http.StatusTooManyRequests
+	case api.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case api.CodeDeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case api.CodePermissionDenied:
+		return http.StatusForbidden
+	case api.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case api.CodeFailedPrecondition:
+		return http.StatusPreconditionFailed
+	case api.CodeCanceled:
+		return 499
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	code := errdefs.Code(err)
+	msg := err.Error()
+	if code == api.CodeInternal {
+		// Internal errors may carry host details; the log has them.
+		msg = "internal error: " + msg
+	}
+	writeJSON(w, status(code), api.Error{Code: code, Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// decode reads a bounded JSON body, refusing unknown fields and trailing data.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errdefs.Invalid("request body is larger than %d bytes", limit)
+		}
+		if errors.Is(err, io.EOF) {
+			return errdefs.Invalid("request body is empty; expected a JSON object")
+		}
+		return errdefs.Invalid("request body is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return errdefs.Invalid("request body has data after the JSON object")
+	}
+	return nil
+}
+
+// ndjson writes one JSON document per line and flushes each, so a client
+// sees events as they happen.
+type ndjson struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	enc *json.Encoder
+}
+
+func newNDJSON(w http.ResponseWriter) *ndjson {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	return &ndjson{w: w, rc: http.NewResponseController(w), enc: json.NewEncoder(w)}
+}
+
+func (n *ndjson) send(v any) error {
+	if err := n.enc.Encode(v); err != nil {
+		return fmt.Errorf("write event: %w", err)
+	}
+	return n.rc.Flush()
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Version: s.opts.Version, Runtimes: s.opts.Controller.Runtimes()})
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(api.OpenAPI())
+}
