@@ -1,0 +1,458 @@
+package oci
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
+)
+
+// teardownTimeout bounds rollback and teardown, which run detached from
+// the caller's context so a cancelled request never leaves half a sandbox.
+const teardownTimeout = 60 * time.Second
+
+// layout names the files of one sandbox under <Root>/sandboxes/<id>/.
+type layout struct {
+	dir, bundle, config, disk, scratch, upper, work, rootfs, run, socket, agentLog string
+}
+
+func (r *Runtime) layout(id string) layout {
+	d := r.sandboxDir(id)
+	return layout{
+		dir:      d,
+		bundle:   filepath.Join(d, "bundle"),
+		config:   filepath.Join(d, "bundle", "config.json"),
+		disk:     filepath.Join(d, "disk.img"),
+		scratch:  filepath.Join(d, "scratch"),
+		upper:    filepath.Join(d, "scratch", "upper"),
+		work:     filepath.Join(d, "scratch", "work"),
+		rootfs:   filepath.Join(d, "rootfs"),
+		run:      filepath.Join(d, "run"),
+		socket:   filepath.Join(d, "run", agentSocketName),
+		agentLog: filepath.Join(d, "agent.log"),
+	}
+}
+
+// Start prepares the sandbox's root filesystem and starts its container
+// detached. Everything it did is undone if it fails.
+func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.Info, err error) {
+	if err := validateSpec(spec); err != nil {
+		return runtime.Info{}, err
+	}
+	id := spec.ID
+	log := r.log.With("sandbox", id, "op", "start")
+	l := r.layout(id)
+
+	st, err := r.containerState(ctx, id)
+	switch {
+	case err == nil && (st.Status == "running" || st.Status == "paused"):
+		return runtime.Info{}, fmt.Errorf("sandbox %s is already %s: %w", id, st.Status, errdefs.ErrConflict)
+	case err == nil:
+		// A created or dead container from an earlier run: clear it.
+		if _, err := r.run(ctx, runOpts{}, "delete", "--force", id); err != nil && !isNotExist(err) {
+			return runtime.Info{}, err
+		}
+	case !errors.Is(err, errNoContainer):
+		return runtime.Info{}, err
+	}
+
+	var undo []func() error
+	defer func() {
+		if err == nil {
+			return
+		}
+		log.Warn("start failed, rolling back", "err", err)
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+		defer cancel()
+		if _, derr := r.run(tctx, runOpts{}, "delete", "--force", id); derr != nil && !isNotExist(derr) {
+			log.Error("rollback: delete container", "err", derr)
+		}
+		if cerr := r.removeCgroup(id); cerr != nil {
+			log.Error("rollback: remove cgroup", "err", cerr)
+		}
+		for i := len(undo) - 1; i >= 0; i-- {
+			if uerr := undo[i](); uerr != nil {
+				log.Error("rollback step failed", "err", uerr)
+			}
+		}
+	}()
+
+	if _, serr := os.Lstat(l.dir); errors.Is(serr, fs.ErrNotExist) {
+		if err := os.Mkdir(l.dir, 0o700); err != nil {
+			return runtime.Info{}, fmt.Errorf("oci: create sandbox dir: %w", err)
+		}
+		undo = append(undo, func() error { return r.removeSandboxDir(l.dir) })
+	}
+	for _, d := range []string{l.bundle, l.scratch, l.rootfs, l.run} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return runtime.Info{}, fmt.Errorf("oci: create sandbox dir: %w", err)
+		}
+	}
+	// The bind mount shows run/ inside the sandbox; 0700 keeps other
+	// host users out of the agent's socket.
+	if err := os.Chmod(l.run, 0o700); err != nil {
+		return runtime.Info{}, fmt.Errorf("oci: chmod run dir: %w", err)
+	}
+
+	if _, serr := os.Lstat(l.disk); errors.Is(serr, fs.ErrNotExist) {
+		if err := createDisk(ctx, l.disk, spec.Resources.DiskBytes); err != nil {
+			return runtime.Info{}, err
+		}
+		undo = append(undo, func() error { return os.Remove(l.disk) })
+	} else if serr != nil {
+		return runtime.Info{}, fmt.Errorf("oci: disk image: %w", serr)
+	}
+	// An existing disk keeps its size: the writable layer is not resized
+	// on restart.
+	if ok, err := isMountPoint(l.scratch); err != nil {
+		return runtime.Info{}, err
+	} else if !ok {
+		if err := mountDisk(l.disk, l.scratch); err != nil {
+			return runtime.Info{}, err
+		}
+		undo = append(undo, func() error { return unmount(l.scratch) })
+	}
+	for _, d := range []string{l.upper, l.work} {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return runtime.Info{}, fmt.Errorf("oci: create writable layer: %w", err)
+		}
+	}
+	if ok, err := isMountPoint(l.rootfs); err != nil {
+		return runtime.Info{}, err
+	} else if !ok {
+		if err := mountOverlay(spec.Layers, l.upper, l.work, l.rootfs); err != nil {
+			return runtime.Info{}, err
+		}
+		undo = append(undo, func() error { return unmount(l.rootfs) })
+	}
+	// A socket left by the previous run would look like a live agent.
+	if err := os.Remove(l.socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return runtime.Info{}, fmt.Errorf("oci: clear old agent socket: %w", err)
+	}
+
+	cfg := r.buildSpec(spec, bundlePaths{rootfs: l.rootfs, runDir: l.run, agentBinary: spec.AgentBinary})
+	data, err := json.MarshalIndent(cfg, "", "\t")
+	if err != nil {
+		return runtime.Info{}, fmt.Errorf("oci: encode config: %w", err)
+	}
+	if err := writeFileAtomic(l.config, data, 0o600); err != nil {
+		return runtime.Info{}, err
+	}
+
+	logf, err := os.OpenFile(l.agentLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return runtime.Info{}, fmt.Errorf("oci: open agent log: %w", err)
+	}
+	defer logf.Close()
+	// The container's stdio are files, never pipes held by this process,
+	// so the container outlives the daemon.
+	if _, err := r.run(ctx, runOpts{stdout: logf, stderr: logf}, "create", "--bundle", l.bundle, id); err != nil {
+		return runtime.Info{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
+	}
+	if _, err := r.run(ctx, runOpts{}, "start", id); err != nil {
+		return runtime.Info{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
+	}
+	st, err = r.containerState(ctx, id)
+	if err != nil {
+		return runtime.Info{}, err
+	}
+	if st.Status != "running" {
+		return runtime.Info{}, fmt.Errorf("sandbox %s exited at start (%s): %s: %w", id, st.Status, logTail(l.agentLog, 1024), errdefs.ErrFailedPrecondition)
+	}
+	log.Info("sandbox started", "pid", st.Pid)
+	return r.info(id, st), nil
+}
+
+func (r *Runtime) info(id string, st containerState) runtime.Info {
+	info := runtime.Info{AgentSocket: r.layout(id).socket}
+	// runsc's pid is the sandbox's sentry, not the container's init.
+	if r.kind == KindRunc {
+		info.Pid = st.Pid
+	}
+	return info
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return fmt.Errorf("oci: write %s: %w", filepath.Base(path), err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("oci: write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// containerState is the part of `<bin> state` output we use.
+type containerState struct {
+	ID     string `json:"id"`
+	Pid    int    `json:"pid"`
+	Status string `json:"status"`
+}
+
+var errNoContainer = errors.New("no container")
+
+func parseState(b []byte) (containerState, error) {
+	var st containerState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("oci: parse runtime state: %w", err)
+	}
+	switch st.Status {
+	case "creating", "created", "running", "paused", "stopped":
+	default:
+		return st, fmt.Errorf("oci: unknown container status %q", truncate(st.Status, 20))
+	}
+	return st, nil
+}
+
+func (r *Runtime) containerState(ctx context.Context, id string) (containerState, error) {
+	out, err := r.run(ctx, runOpts{}, "state", id)
+	if err != nil {
+		if isNotExist(err) {
+			return containerState{}, errNoContainer
+		}
+		return containerState{}, err
+	}
+	return parseState(out)
+}
+
+// Status reports the sandbox's state.
+func (r *Runtime) Status(ctx context.Context, id string) (runtime.Status, error) {
+	if err := checkID(id); err != nil {
+		return "", err
+	}
+	st, err := r.containerState(ctx, id)
+	if err == nil {
+		switch st.Status {
+		case "running":
+			return runtime.StatusRunning, nil
+		case "paused":
+			return runtime.StatusPaused, nil
+		default:
+			// created (never started) and stopped: no agent runs.
+			return runtime.StatusStopped, nil
+		}
+	}
+	if !errors.Is(err, errNoContainer) {
+		return "", err
+	}
+	if _, serr := os.Lstat(r.sandboxDir(id)); serr == nil {
+		return runtime.StatusStopped, nil
+	}
+	return "", notFound(id)
+}
+
+func notFound(id string) error {
+	return fmt.Errorf("sandbox %s: %w", id, errors.Join(runtime.ErrNotFound, errdefs.ErrNotFound))
+}
+
+// Info returns how to reach a running sandbox's agent.
+func (r *Runtime) Info(ctx context.Context, id string) (runtime.Info, error) {
+	if err := checkID(id); err != nil {
+		return runtime.Info{}, err
+	}
+	st, err := r.containerState(ctx, id)
+	if errors.Is(err, errNoContainer) {
+		if _, serr := os.Lstat(r.sandboxDir(id)); serr == nil {
+			return runtime.Info{}, fmt.Errorf("sandbox %s is stopped: %w", id, errdefs.ErrFailedPrecondition)
+		}
+		return runtime.Info{}, notFound(id)
+	}
+	if err != nil {
+		return runtime.Info{}, err
+	}
+	return r.info(id, st), nil
+}
+
+// Signal sends sig to the container's init.
+func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if sig <= 0 || sig > 64 {
+		return errdefs.Invalid("invalid signal %d", int(sig))
+	}
+	if _, err := r.run(ctx, runOpts{}, "kill", id, strconv.Itoa(int(sig))); err != nil {
+		if isNotExist(err) {
+			return notFound(id)
+		}
+		return err
+	}
+	return nil
+}
+
+// Pause freezes every process of the sandbox.
+func (r *Runtime) Pause(ctx context.Context, id string) error {
+	return r.simple(ctx, id, "pause")
+}
+
+// Resume thaws a paused sandbox.
+func (r *Runtime) Resume(ctx context.Context, id string) error {
+	return r.simple(ctx, id, "resume")
+}
+
+func (r *Runtime) simple(ctx context.Context, id, op string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if _, err := r.run(ctx, runOpts{}, op, id); err != nil {
+		if isNotExist(err) {
+			return notFound(id)
+		}
+		return fmt.Errorf("%w: %w", err, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// Stop kills and deletes the container and unmounts its filesystems,
+// keeping disk.img. It runs to completion even if ctx is cancelled.
+func (r *Runtime) Stop(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	log := r.log.With("sandbox", id, "op", "stop")
+	if err := r.killAndDelete(tctx, id); err != nil {
+		return err
+	}
+	l := r.layout(id)
+	for _, p := range []string{l.rootfs, l.scratch} {
+		if err := unmount(p); err != nil {
+			return fmt.Errorf("sandbox %s: %w", id, err)
+		}
+	}
+	log.Debug("sandbox stopped")
+	return nil
+}
+
+func (r *Runtime) killAndDelete(ctx context.Context, id string) error {
+	st, err := r.containerState(ctx, id)
+	if errors.Is(err, errNoContainer) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.Status == "paused" {
+		// A frozen init cannot die; thaw it so SIGKILL lands.
+		if _, err := r.run(ctx, runOpts{}, "resume", id); err != nil && !isNotExist(err) {
+			r.log.Warn("resume before kill failed", "sandbox", id, "err", err)
+		}
+	}
+	if st.Status != "stopped" {
+		if _, err := r.run(ctx, runOpts{}, "kill", id, "KILL"); err != nil && !isNotExist(err) {
+			r.log.Debug("kill", "sandbox", id, "err", err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			st, err := r.containerState(ctx, id)
+			if errors.Is(err, errNoContainer) || (err == nil && st.Status == "stopped") {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if _, err := r.run(ctx, runOpts{}, "delete", "--force", id); err != nil && !isNotExist(err) {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// Destroy stops the sandbox and removes all of it: cgroups and its
+// directory (disk image included). Idempotent.
+func (r *Runtime) Destroy(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if err := r.Stop(ctx, id); err != nil {
+		return err
+	}
+	if err := r.removeCgroup(id); err != nil {
+		return err
+	}
+	if err := r.removeSandboxDir(r.sandboxDir(id)); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	r.log.Info("sandbox destroyed", "sandbox", id)
+	return nil
+}
+
+// removeSandboxDir removes dir, refusing if anything below it is still
+// mounted: RemoveAll would descend into the mount and delete what it shows
+// (an image layer, or the host).
+func (r *Runtime) removeSandboxDir(dir string) error {
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	if len(mounts) > 0 {
+		return fmt.Errorf("oci: %d mounts still under the sandbox directory: %w", len(mounts), errdefs.ErrFailedPrecondition)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("oci: remove sandbox directory: %w", err)
+	}
+	return nil
+}
+
+// List returns the ids of every sandbox with a container or a directory.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	out, err := r.run(ctx, runOpts{}, "list", "--format", "json")
+	if err != nil {
+		return nil, err
+	}
+	ids, err := parseList(out)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	for _, id := range ids {
+		set[id] = true
+	}
+	entries, err := os.ReadDir(filepath.Join(r.root, "sandboxes"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("oci: list sandboxes: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && validID(e.Name()) {
+			set[e.Name()] = true
+		}
+	}
+	res := make([]string, 0, len(set))
+	for id := range set {
+		res = append(res, id)
+	}
+	sort.Strings(res)
+	return res, nil
+}
+
+// parseList reads `<bin> list --format json`, keeping only valid ids
+// (anything else in our state root is not ours to manage).
+func parseList(b []byte) ([]string, error) {
+	var items []struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(b, &items); err != nil {
+		return nil, fmt.Errorf("oci: parse runtime list: %w", err)
+	}
+	var ids []string
+	for _, it := range items {
+		if validID(it.ID) {
+			ids = append(ids, it.ID)
+		}
+	}
+	return ids, nil
+}

@@ -1,0 +1,126 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
+	"github.com/paddock-dev/paddock/internal/runtime/runtimetest"
+)
+
+// testLogger sends a backend's logs to the test, so a failure shows the
+// commands that led to it.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: mounts, loop devices and cgroups")
+	}
+}
+
+func needBinary(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Skipf("needs %s in PATH", name)
+	}
+}
+
+// newTestRuntime makes a backend with its own short state root (the
+// agent's socket path must fit in sun_path) and, at cleanup, destroys
+// whatever sandbox is left and removes the root only if nothing is still
+// mounted below it.
+func newTestRuntime(t *testing.T, kind string) *Runtime {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pdk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Options{Runtime: kind, Root: dir, CgroupParent: "paddock-test", Logger: testLogger(t)})
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		ids, err := r.List(ctx)
+		if err != nil {
+			t.Errorf("cleanup: list: %v", err)
+		}
+		for _, id := range ids {
+			if err := r.Destroy(ctx, id); err != nil {
+				t.Errorf("cleanup: destroy %s: %v", id, err)
+			}
+		}
+		// The shared test parent goes too once empty; another test still
+		// using it keeps it (rmdir fails with EBUSY).
+		if mounts, err := cgroupMounts(); err == nil {
+			for _, m := range mounts {
+				_ = unix.Rmdir(filepath.Join(m, r.cgroupParent))
+			}
+		}
+		if m, err := mountsUnder(dir); err != nil || len(m) > 0 {
+			t.Errorf("cleanup: mounts left under %s: %v %v; not removing it", dir, m, err)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return r
+}
+
+func TestSuite(t *testing.T) {
+	for _, kind := range []string{KindRunc, KindRunsc} {
+		t.Run(kind, func(t *testing.T) {
+			needRoot(t)
+			needBinary(t, kind)
+			needBinary(t, "mkfs.ext4")
+			runtimetest.Run(t, func(t *testing.T) runtime.Backend { return newTestRuntime(t, kind) }, runtimetest.Options{
+				// A prebuilt agent (e.g. from CI's build step) saves a build.
+				AgentBinary:       os.Getenv("PADDOCK_TEST_AGENT"),
+				SandboxWideLimits: kind == KindRunsc,
+			})
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want error
+	}{
+		{"unknown runtime", Options{Runtime: "crun", Root: "/tmp/x"}, errdefs.ErrInvalidArgument},
+		{"relative root", Options{Runtime: KindRunc, Root: "state"}, errdefs.ErrInvalidArgument},
+		{"root too long for sockets", Options{Runtime: KindRunc, Root: "/" + string(make([]byte, 80))}, errdefs.ErrInvalidArgument},
+		{"bad cgroup parent", Options{Runtime: KindRunc, Root: "/tmp/x", CgroupParent: "../escape"}, errdefs.ErrInvalidArgument},
+		{"missing binary", Options{Runtime: KindRunc, Root: t.TempDir(), Binary: "/nonexistent/runc"}, errdefs.ErrUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.opts)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("New(%+v) = %v, want %v", tt.opts, err, tt.want)
+			}
+		})
+	}
+}

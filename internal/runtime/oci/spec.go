@@ -1,0 +1,175 @@
+package oci
+
+import (
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/paddock-dev/paddock/internal/runtime"
+)
+
+// Paths inside the sandbox.
+const (
+	agentPathInSandbox = "/.paddock/bin/paddock"
+	runDirInSandbox    = "/.paddock/run"
+	agentSocketName    = "agent.sock"
+	defaultPath        = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	nofileCeiling      = 65536
+	cfsPeriod          = 100000
+)
+
+// capabilities are what the agent (root in the sandbox) keeps: enough to
+// run package managers and switch to the unprivileged user, nothing that
+// reaches the kernel's administrative surface.
+var capabilities = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
+	"CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE", "CAP_SETPCAP", "CAP_SYS_CHROOT",
+}
+
+var maskedPaths = []string{
+	"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+	"/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+	"/sys/devices/virtual/powercap",
+}
+
+var readonlyPaths = []string{
+	"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+}
+
+// bundlePaths are the host paths the config refers to.
+type bundlePaths struct {
+	rootfs      string
+	runDir      string
+	agentBinary string
+}
+
+// buildSpec turns a validated Spec into the container's OCI config.
+func (r *Runtime) buildSpec(spec runtime.Spec, p bundlePaths) *specs.Spec {
+	env := make([]string, 0, len(spec.Env)+1)
+	hasPath := false
+	for _, kv := range spec.Env {
+		if strings.HasPrefix(kv, "PATH=") {
+			hasPath = true
+		}
+		env = append(env, kv)
+	}
+	if !hasPath {
+		env = append(env, defaultPath)
+	}
+	nofile := min(r.host.nofileHard, nofileCeiling)
+	caps := append([]string(nil), capabilities...)
+
+	s := &specs.Spec{
+		// runc 1.1 and runsc of its time speak spec 1.0.2; nothing newer is used.
+		Version: "1.0.2",
+		Process: &specs.Process{
+			Args: []string{agentPathInSandbox, "agent", "--socket", runDirInSandbox + "/" + agentSocketName},
+			Env:  env,
+			Cwd:  "/",
+			User: specs.User{UID: 0, GID: 0},
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding:  caps,
+				Effective: caps,
+				Permitted: caps,
+			},
+			NoNewPrivileges: true,
+			Rlimits: []specs.POSIXRlimit{
+				{Type: "RLIMIT_NOFILE", Soft: nofile, Hard: nofile},
+				{Type: "RLIMIT_CORE", Soft: 0, Hard: 0},
+			},
+		},
+		Root:     &specs.Root{Path: p.rootfs, Readonly: false},
+		Hostname: spec.ID,
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+			{Destination: agentPathInSandbox, Type: "bind", Source: p.agentBinary, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+			{Destination: runDirInSandbox, Type: "bind", Source: p.runDir, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
+		},
+		Linux: &specs.Linux{
+			CgroupsPath: "/" + r.cgroupParent + "/" + spec.ID,
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace},
+				{Type: specs.IPCNamespace},
+				{Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace},
+				// A new, empty network namespace has only loopback.
+				{Type: specs.NetworkNamespace},
+			},
+			MaskedPaths:   append([]string(nil), maskedPaths...),
+			ReadonlyPaths: append([]string(nil), readonlyPaths...),
+			Seccomp:       defaultSeccomp(),
+			Resources:     r.resources(spec.Resources),
+		},
+	}
+	if r.host.cgroupNS {
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.CgroupNamespace})
+	}
+	return s
+}
+
+func (r *Runtime) resources(res runtime.Resources) *specs.LinuxResources {
+	quota := res.CPUMillis * cfsPeriod / 1000
+	period := uint64(cfsPeriod)
+	mem := res.MemoryBytes
+	out := &specs.LinuxResources{
+		Devices: allowedDevices(),
+		CPU:     &specs.LinuxCPU{Quota: &quota, Period: &period},
+		Memory:  &specs.LinuxMemory{Limit: &mem},
+	}
+	// Swap equal to the limit means "no swap" (v1 memsw counts memory
+	// plus swap); where the kernel does not account swap, setting it
+	// would fail the create.
+	if r.host.swapAccounting {
+		swap := mem
+		out.Memory.Swap = &swap
+	}
+	if res.Pids > 0 {
+		pids := res.Pids
+		if r.kind == KindRunsc {
+			pids = runscPidsLimit(pids)
+		}
+		out.Pids = &specs.LinuxPids{Limit: &pids}
+	}
+	return out
+}
+
+// allowedDevices denies every device, then allows the standard set a
+// process expects to find in /dev.
+func allowedDevices() []specs.LinuxDeviceCgroup {
+	c := func(major, minor int64) specs.LinuxDeviceCgroup {
+		d := specs.LinuxDeviceCgroup{Allow: true, Type: "c", Access: "rwm", Major: &major}
+		if minor >= 0 {
+			d.Minor = &minor
+		}
+		return d
+	}
+	return []specs.LinuxDeviceCgroup{
+		{Allow: false, Access: "rwm"},
+		c(1, 3),    // null
+		c(1, 5),    // zero
+		c(1, 7),    // full
+		c(1, 8),    // random
+		c(1, 9),    // urandom
+		c(5, 0),    // tty
+		c(5, 2),    // ptmx
+		c(136, -1), // pts/*
+	}
+}
+
+// runscPidsLimit is the host pids limit for a gVisor sandbox. The host
+// cgroup holds the sentry and gofer, not the sandbox's processes: with the
+// ptrace platform each guest process costs about nine host tasks (stub
+// processes and sentry threads, kept for reuse after it exits), an idle
+// sandbox uses about 40, and running out crashes the sentry, i.e. the
+// whole sandbox. This version of gVisor does not enforce the limit inside
+// the sandbox, so the host limit is a backstop that scales with the
+// requested limit, not the limit itself.
+func runscPidsLimit(pids int64) int64 {
+	return pids*16 + 512
+}
