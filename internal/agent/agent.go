@@ -1,0 +1,319 @@
+// Package agent is the in-sandbox agent: PID 1 of every sandbox. It reaps
+// zombies, starts and tracks processes (pipes or a terminal), serves files,
+// watches directories and moves tar streams in and out, speaking E2B envd's
+// protocol (Connect RPC services process.Process and filesystem.Filesystem,
+// HTTP /files and /health) over h2c on a unix socket the daemon reaches
+// through a bind mount.
+package agent
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/proto/gen/filesystem/filesystemconnect"
+	"github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1/agentv1connect"
+	"github.com/paddock-dev/paddock/proto/gen/process/processconnect"
+)
+
+// EnvdVersion is the envd protocol version this agent implements: the
+// process and filesystem services with CloseStdin and include_entry
+// watchers, /files with multipart and octet-stream uploads, /init and /envs.
+const EnvdVersion = "0.5.20"
+
+// EnvPrefix marks the agent's own settings in its environment; such
+// variables are not passed on to the processes it starts.
+const EnvPrefix = "PADDOCK_AGENT_"
+
+// Defaults for zero Options fields.
+const (
+	DefaultKeepalive     = 30 * time.Second
+	DefaultShutdownGrace = 5 * time.Second
+	DefaultMaxTarBytes   = 16 << 30
+	DefaultMaxTarEntries = 1 << 20
+	// maxRPCMessage bounds one Connect message (e.g. a SendInput chunk).
+	maxRPCMessage = 16 << 20
+)
+
+// Options configure an Agent. The zero value is valid.
+type Options struct {
+	Logger *slog.Logger
+	// EtcDir holds the passwd and group files users are resolved from
+	// ("/etc" inside a sandbox; tests point it elsewhere).
+	EtcDir string
+	// Env is the sandbox-wide environment every process inherits. Nil
+	// means the agent's own environment without EnvPrefix variables.
+	Env []string
+	// Version is Paddock's version, reported by the Info RPC.
+	Version           string
+	KeepaliveInterval time.Duration
+	// ShutdownGrace is how long processes get between SIGTERM and SIGKILL.
+	ShutdownGrace time.Duration
+	// MaxTarBytes and MaxTarEntries bound one tar upload.
+	MaxTarBytes   int64
+	MaxTarEntries int
+}
+
+// Agent serves one sandbox. Create it with New.
+type Agent struct {
+	log     *slog.Logger
+	users   userDB
+	opts    Options
+	reaper  *reaper
+	started time.Time
+
+	mu          sync.RWMutex
+	env         []string
+	defaultUser string
+	defaultCwd  string
+
+	procs    *procTable
+	watchers *watcherTable
+}
+
+// New builds an Agent; it starts serving with Serve.
+func New(opts Options) *Agent {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.EtcDir == "" {
+		opts.EtcDir = "/etc"
+	}
+	if opts.KeepaliveInterval <= 0 {
+		opts.KeepaliveInterval = DefaultKeepalive
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = DefaultShutdownGrace
+	}
+	if opts.MaxTarBytes <= 0 {
+		opts.MaxTarBytes = DefaultMaxTarBytes
+	}
+	if opts.MaxTarEntries <= 0 {
+		opts.MaxTarEntries = DefaultMaxTarEntries
+	}
+	env := opts.Env
+	if env == nil {
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, EnvPrefix) {
+				env = append(env, kv)
+			}
+		}
+	}
+	return &Agent{
+		log:         opts.Logger,
+		users:       userDB{etcDir: opts.EtcDir},
+		opts:        opts,
+		reaper:      processReaper(opts.Logger),
+		started:     time.Now(),
+		env:         env,
+		defaultUser: DefaultUser,
+		procs:       newProcTable(),
+		watchers:    newWatcherTable(),
+	}
+}
+
+// Handler returns the agent's whole HTTP surface.
+func (a *Agent) Handler() http.Handler {
+	mux := http.NewServeMux()
+	rpcOpts := []connect.HandlerOption{connect.WithReadMaxBytes(maxRPCMessage)}
+	mux.Handle(processconnect.NewProcessHandler(&processService{a: a}, rpcOpts...))
+	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{a: a}, rpcOpts...))
+	mux.Handle(agentv1connect.NewAgentServiceHandler(&infoService{a: a}, rpcOpts...))
+	mux.HandleFunc("GET /health", a.handleHealth)
+	mux.HandleFunc("POST /init", a.handleInit)
+	mux.HandleFunc("GET /envs", a.handleEnvs)
+	mux.HandleFunc("GET /files", a.handleDownload)
+	mux.HandleFunc("POST /files", a.handleUpload)
+	mux.HandleFunc("GET /paddock/v1/tar", a.handleTarOut)
+	mux.HandleFunc("PUT /paddock/v1/tar", a.handleTarIn)
+	return withUser(mux)
+}
+
+// ListenUnix creates the agent's socket at path, replacing a stale one
+// left by an earlier agent (the directory is the agent's own).
+func ListenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create socket directory: %w", errdefs.ErrFailedPrecondition)
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == os.ModeSocket {
+		_ = os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %v: %w", path, err, errdefs.ErrUnavailable)
+	}
+	// The daemon may run under another uid than the sandbox's root.
+	_ = os.Chmod(path, 0o666)
+	return ln, nil
+}
+
+// Serve answers requests on ln until ctx ends, then shuts down: processes
+// get SIGTERM, then SIGKILL after the grace period. It returns nil after a
+// clean shutdown.
+func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           a.Handler(),
+		Protocols:         &protos,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %v: %w", err, errdefs.ErrUnavailable)
+	case <-ctx.Done():
+	}
+	a.log.Info("shutting down", "processes", a.procs.count())
+	a.Shutdown(context.WithoutCancel(ctx))
+	a.watchers.closeAll()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	return nil
+}
+
+// Shutdown stops every process: SIGTERM to each group, SIGKILL to what is
+// left after the grace period.
+func (a *Agent) Shutdown(ctx context.Context) {
+	a.procs.signalAll(syscall.SIGTERM)
+	grace, cancel := context.WithTimeout(ctx, a.opts.ShutdownGrace)
+	defer cancel()
+	if a.procs.waitEmpty(grace) {
+		return
+	}
+	a.procs.signalAll(syscall.SIGKILL)
+	kill, cancel2 := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel2()
+	a.procs.waitEmpty(kill)
+}
+
+func (a *Agent) sandboxEnv() []string {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return append([]string(nil), a.env...)
+}
+
+type userKey struct{}
+
+type userSelection struct {
+	name string
+	err  error
+}
+
+// withUser reads envd's user selection, "Authorization: Basic
+// base64(name:)", into the request context. The socket is reachable only
+// by the daemon, so the header selects a user but proves nothing.
+func withUser(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := r.Header.Get("Authorization"); h != "" {
+			// A bad header fails the request when a user is resolved, so
+			// each protocol reports it in its own error format.
+			name, err := parseBasicUser(h)
+			sel := userSelection{name: name, err: err}
+			r = r.WithContext(context.WithValue(r.Context(), userKey{}, sel))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func parseBasicUser(h string) (string, error) {
+	scheme, payload, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") || len(payload) > 1024 {
+		return "", errdefs.Invalid("authorization header must be Basic")
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(payload))
+	if err != nil {
+		return "", errdefs.Invalid("authorization header is not valid base64")
+	}
+	name, _, _ := strings.Cut(string(raw), ":")
+	if name != "" && !validUserName(name) {
+		return "", errdefs.Invalid("invalid user name in authorization header")
+	}
+	return name, nil
+}
+
+// userFor resolves the request's user: an explicit name (envd's username
+// query parameter) wins, then the Basic header, then the default user.
+func (a *Agent) userFor(ctx context.Context, explicit string) (*User, error) {
+	name := explicit
+	if name == "" {
+		sel, _ := ctx.Value(userKey{}).(userSelection)
+		if sel.err != nil {
+			return nil, sel.err
+		}
+		name = sel.name
+	}
+	if name == "" {
+		a.mu.RLock()
+		name = a.defaultUser
+		a.mu.RUnlock()
+	}
+	return a.users.lookup(name)
+}
+
+// rpcError turns an error from the vocabulary into a Connect error whose
+// code the client maps back.
+func rpcError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	code := connect.CodeInternal
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		code = connect.CodeNotFound
+	case errors.Is(err, errdefs.ErrInvalidArgument):
+		code = connect.CodeInvalidArgument
+	case errors.Is(err, errdefs.ErrConflict):
+		code = connect.CodeAlreadyExists
+	case errors.Is(err, errdefs.ErrPermissionDenied):
+		code = connect.CodePermissionDenied
+	case errors.Is(err, errdefs.ErrResourceExhausted):
+		code = connect.CodeResourceExhausted
+	case errors.Is(err, errdefs.ErrFailedPrecondition):
+		code = connect.CodeFailedPrecondition
+	case errors.Is(err, errdefs.ErrUnavailable):
+		code = connect.CodeUnavailable
+	case errors.Is(err, context.Canceled):
+		code = connect.CodeCanceled
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, errdefs.ErrDeadlineExceeded):
+		code = connect.CodeDeadlineExceeded
+	}
+	return connect.NewError(code, errors.New(publicMessage(err)))
+}
+
+// publicMessage strips the sentinel's own text, which the code carries.
+func publicMessage(err error) string {
+	msg := err.Error()
+	for _, s := range []error{errdefs.ErrNotFound, errdefs.ErrInvalidArgument, errdefs.ErrConflict,
+		errdefs.ErrPermissionDenied, errdefs.ErrResourceExhausted, errdefs.ErrFailedPrecondition,
+		errdefs.ErrUnavailable} {
+		if trimmed, ok := strings.CutSuffix(msg, ": "+s.Error()); ok {
+			return trimmed
+		}
+	}
+	return msg
+}

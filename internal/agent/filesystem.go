@@ -1,0 +1,249 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/proto/gen/filesystem"
+	"github.com/paddock-dev/paddock/proto/gen/filesystem/filesystemconnect"
+)
+
+// Bounds on ListDir, which a client could otherwise point at / with a
+// huge depth.
+const (
+	maxListDepth   = 64
+	maxListEntries = 100_000
+)
+
+type filesystemService struct{ a *Agent }
+
+var _ filesystemconnect.FilesystemHandler = (*filesystemService)(nil)
+
+// idNames caches uid and gid names for one request.
+type idNames struct {
+	db     userDB
+	users  map[uint32]string
+	groups map[uint32]string
+}
+
+func newIDNames(db userDB) *idNames {
+	return &idNames{db: db, users: map[uint32]string{}, groups: map[uint32]string{}}
+}
+
+func (n *idNames) user(id uint32) string {
+	if s, ok := n.users[id]; ok {
+		return s
+	}
+	s := n.db.names("passwd", id)
+	n.users[id] = s
+	return s
+}
+
+func (n *idNames) group(id uint32) string {
+	if s, ok := n.groups[id]; ok {
+		return s
+	}
+	s := n.db.names("group", id)
+	n.groups[id] = s
+	return s
+}
+
+// entryInfo describes path without following a final symlink, as envd does.
+func entryInfo(path string, names *idNames) (*filesystem.EntryInfo, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, fsError("stat", path, err)
+	}
+	return entryFromInfo(path, fi, names), nil
+}
+
+func entryFromInfo(path string, fi fs.FileInfo, names *idNames) *filesystem.EntryInfo {
+	e := &filesystem.EntryInfo{
+		Name:         fi.Name(),
+		Path:         path,
+		Size:         fi.Size(),
+		Mode:         uint32(fi.Mode().Perm()),
+		Permissions:  fi.Mode().String(),
+		ModifiedTime: timestamppb.New(fi.ModTime()),
+	}
+	if path == "/" {
+		e.Name = "/"
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		e.Type = filesystem.FileType_FILE_TYPE_SYMLINK
+		if target, err := os.Readlink(path); err == nil {
+			e.SymlinkTarget = &target
+		}
+	case fi.IsDir():
+		e.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
+	case fi.Mode().IsRegular():
+		e.Type = filesystem.FileType_FILE_TYPE_FILE
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && names != nil {
+		e.Owner = names.user(st.Uid)
+		e.Group = names.group(st.Gid)
+	}
+	return e
+}
+
+func (s *filesystemService) Stat(ctx context.Context, req *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error) {
+	_, path, err := s.a.userPath(ctx, req.Msg.GetPath())
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	e, err := entryInfo(path, newIDNames(s.a.users))
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&filesystem.StatResponse{Entry: e}), nil
+}
+
+func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
+	u, path, err := s.a.userPath(ctx, req.Msg.GetPath())
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.IsDir() {
+			return nil, rpcError(fmt.Errorf("directory %s already exists: %w", path, errdefs.ErrConflict))
+		}
+		return nil, rpcError(fmt.Errorf("%s exists and is not a directory: %w", path, errdefs.ErrConflict))
+	}
+	if err := mkdirAllOwned(path, u); err != nil {
+		return nil, rpcError(err)
+	}
+	e, err := entryInfo(path, newIDNames(s.a.users))
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&filesystem.MakeDirResponse{Entry: e}), nil
+}
+
+func (s *filesystemService) Move(ctx context.Context, req *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error) {
+	u, src, err := s.a.userPath(ctx, req.Msg.GetSource())
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	dst, err := resolvePath(u, req.Msg.GetDestination())
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	if _, err := os.Lstat(src); err != nil {
+		return nil, rpcError(fsError("move", src, err))
+	}
+	if err := mkdirAllOwned(filepath.Dir(dst), u); err != nil {
+		return nil, rpcError(err)
+	}
+	if err := os.Rename(src, dst); err != nil {
+		return nil, rpcError(fsError("move", src, err))
+	}
+	e, err := entryInfo(dst, newIDNames(s.a.users))
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&filesystem.MoveResponse{Entry: e}), nil
+}
+
+func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error) {
+	_, path, err := s.a.userPath(ctx, req.Msg.GetPath())
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	depth := int(req.Msg.GetDepth())
+	if depth == 0 {
+		depth = 1
+	}
+	if depth > maxListDepth {
+		return nil, rpcError(errdefs.Invalid("depth must be at most %d", maxListDepth))
+	}
+	// The directory asked for may itself be a symlink; entries below are
+	// described, not followed.
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, rpcError(fsError("list", path, err))
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return nil, rpcError(fsError("list", path, err))
+	}
+	if !fi.IsDir() {
+		return nil, rpcError(errdefs.Invalid("%s is not a directory", path))
+	}
+	names := newIDNames(s.a.users)
+	var entries []*filesystem.EntryInfo
+	var walk func(dir, shown string, level int) error
+	walk = func(dir, shown string, level int) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		des, err := os.ReadDir(dir)
+		if err != nil {
+			if level > 1 && (errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist)) {
+				return nil
+			}
+			return fsError("list", shown, err)
+		}
+		for _, de := range des {
+			if len(entries) >= maxListEntries {
+				return fmt.Errorf("more than %d entries; list a smaller tree: %w", maxListEntries, errdefs.ErrResourceExhausted)
+			}
+			info, err := de.Info()
+			if err != nil {
+				continue
+			}
+			p := filepath.Join(shown, de.Name())
+			e := entryFromInfo(filepath.Join(dir, de.Name()), info, names)
+			e.Path = p
+			entries = append(entries, e)
+			if de.IsDir() && level < depth {
+				if err := walk(filepath.Join(dir, de.Name()), p, level+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(real, path, 1); err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&filesystem.ListDirResponse{Entries: entries}), nil
+}
+
+func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error) {
+	_, path, err := s.a.userPath(ctx, req.Msg.GetPath())
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	if path == "/" {
+		return nil, rpcError(errdefs.Invalid("refusing to remove /"))
+	}
+	if _, err := os.Lstat(path); err != nil {
+		return nil, rpcError(fsError("remove", path, err))
+	}
+	if err := os.RemoveAll(path); err != nil {
+		return nil, rpcError(fsError("remove", path, err))
+	}
+	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
+}
+
+func (a *Agent) userPath(ctx context.Context, p string) (*User, string, error) {
+	u, err := a.userFor(ctx, "")
+	if err != nil {
+		return nil, "", err
+	}
+	path, err := resolvePath(u, p)
+	if err != nil {
+		return nil, "", err
+	}
+	return u, path, nil
+}

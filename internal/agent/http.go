@@ -1,0 +1,320 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"connectrpc.com/connect"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
+	"github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1/agentv1connect"
+)
+
+// maxInitBody bounds POST /init.
+const maxInitBody = 1 << 20
+
+type infoService struct{ a *Agent }
+
+var _ agentv1connect.AgentServiceHandler = (*infoService)(nil)
+
+func (s *infoService) Info(context.Context, *connect.Request[agentv1.InfoRequest]) (*connect.Response[agentv1.InfoResponse], error) {
+	return connect.NewResponse(&agentv1.InfoResponse{
+		Version:           s.a.opts.Version,
+		EnvdVersion:       EnvdVersion,
+		Pid:               uint32(os.Getpid()),
+		StartedAtUnixNano: s.a.started.UnixNano(),
+		ProcessCount:      uint32(s.a.procs.count()),
+	}), nil
+}
+
+func (a *Agent) handleHealth(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Envd-Version", EnvdVersion)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// initRequest is the part of envd's /init body the agent acts on; time
+// sync, tokens and volume mounts are the daemon's business.
+type initRequest struct {
+	EnvVars        map[string]string `json:"envVars"`
+	DefaultUser    string            `json:"defaultUser"`
+	DefaultWorkdir string            `json:"defaultWorkdir"`
+}
+
+func (a *Agent) handleInit(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Envd-Version", EnvdVersion)
+	var req initRequest
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(io.LimitReader(r.Body, maxInitBody)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			writeHTTPError(w, http.StatusBadRequest, "init body is not valid JSON")
+			return
+		}
+	}
+	if req.DefaultUser != "" && !validUserName(req.DefaultUser) {
+		writeHTTPError(w, http.StatusBadRequest, "invalid default user")
+		return
+	}
+	if req.DefaultWorkdir != "" && (!filepath.IsAbs(req.DefaultWorkdir) || strings.IndexByte(req.DefaultWorkdir, 0) >= 0) {
+		writeHTTPError(w, http.StatusBadRequest, "default workdir must be an absolute path")
+		return
+	}
+	for k, v := range req.EnvVars {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+			writeHTTPError(w, http.StatusBadRequest, fmt.Sprintf("invalid environment variable %q", k))
+			return
+		}
+	}
+	a.mu.Lock()
+	for k, v := range req.EnvVars {
+		a.env = setEnv(a.env, k, v)
+	}
+	if req.DefaultUser != "" {
+		a.defaultUser = req.DefaultUser
+	}
+	if req.DefaultWorkdir != "" {
+		a.defaultCwd = filepath.Clean(req.DefaultWorkdir)
+	}
+	a.mu.Unlock()
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func setEnv(env []string, k, v string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, k+"=") {
+			env[i] = k + "=" + v
+			return env
+		}
+	}
+	return append(env, k+"="+v)
+}
+
+func (a *Agent) handleEnvs(w http.ResponseWriter, r *http.Request) {
+	m := make(map[string]string)
+	for _, kv := range a.sandboxEnv() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(m)
+}
+
+// httpError is envd's error body.
+type httpError struct {
+	Message string `json:"message"`
+	Code    int    `json:"code"`
+}
+
+func writeHTTPError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(httpError{Message: msg, Code: status})
+}
+
+func httpStatus(err error) int {
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, errdefs.ErrInvalidArgument):
+		return http.StatusBadRequest
+	case errors.Is(err, errdefs.ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, errdefs.ErrPermissionDenied):
+		return http.StatusForbidden
+	case errors.Is(err, errdefs.ErrResourceExhausted):
+		return http.StatusInsufficientStorage
+	case errors.Is(err, errdefs.ErrFailedPrecondition):
+		return http.StatusPreconditionFailed
+	}
+	return http.StatusInternalServerError
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	writeHTTPError(w, httpStatus(err), publicMessage(err))
+}
+
+// entryJSON is envd's upload result entry.
+type entryJSON struct {
+	Path string `json:"path"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+func (a *Agent) handleDownload(w http.ResponseWriter, r *http.Request) {
+	u, err := a.userFor(r.Context(), r.URL.Query().Get("username"))
+	if err != nil {
+		writeHTTPError(w, http.StatusUnauthorized, publicMessage(err))
+		return
+	}
+	path, err := resolvePath(u, r.URL.Query().Get("path"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		writeErr(w, fsError("open", path, err))
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		writeErr(w, fsError("stat", path, err))
+		return
+	}
+	if !fi.Mode().IsRegular() {
+		writeErr(w, errdefs.Invalid("%s is not a regular file", path))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filepath.Base(path)}))
+	w.Header().Set("Cache-Control", "no-store")
+	http.ServeContent(w, r, "", fi.ModTime(), f)
+}
+
+func (a *Agent) handleUpload(w http.ResponseWriter, r *http.Request) {
+	u, err := a.userFor(r.Context(), r.URL.Query().Get("username"))
+	if err != nil {
+		writeHTTPError(w, http.StatusUnauthorized, publicMessage(err))
+		return
+	}
+	qpath := r.URL.Query().Get("path")
+	mediaType, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	var written []entryJSON
+	switch mediaType {
+	case "multipart/form-data":
+		mr, err := r.MultipartReader()
+		if err != nil || params["boundary"] == "" {
+			writeHTTPError(w, http.StatusBadRequest, "invalid multipart body")
+			return
+		}
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				writeHTTPError(w, http.StatusBadRequest, "invalid multipart body")
+				return
+			}
+			if part.FormName() != "file" {
+				_ = part.Close()
+				continue
+			}
+			e, err := a.uploadPart(u, qpath, part)
+			_ = part.Close()
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			written = append(written, e)
+		}
+	case "application/octet-stream", "":
+		if qpath == "" {
+			writeHTTPError(w, http.StatusBadRequest, "the path parameter is required for a raw upload")
+			return
+		}
+		e, err := a.writeFile(u, qpath, r.Body)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		written = append(written, e)
+	default:
+		writeHTTPError(w, http.StatusUnsupportedMediaType, "upload must be multipart/form-data or application/octet-stream")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if written == nil {
+		written = []entryJSON{}
+	}
+	_ = json.NewEncoder(w).Encode(written)
+}
+
+// uploadPart writes one multipart file: to the path parameter if given,
+// else to the part's file name (relative names from the user's home).
+func (a *Agent) uploadPart(u *User, qpath string, part *multipart.Part) (entryJSON, error) {
+	target := qpath
+	if target == "" {
+		target = part.FileName()
+		if target == "" {
+			return entryJSON{}, errdefs.Invalid("a file part needs a path parameter or a file name")
+		}
+	}
+	return a.writeFile(u, target, part)
+}
+
+// writeFile replaces the content of the file at p with r's, creating
+// missing parents, everything new owned by u. It writes in place, as envd
+// does, so watchers see one create (or write) of the file itself; a symlink
+// at p is replaced, never written through.
+func (a *Agent) writeFile(u *User, p string, r io.Reader) (entryJSON, error) {
+	path, err := resolvePath(u, p)
+	if err != nil {
+		return entryJSON{}, err
+	}
+	if path == "/" {
+		return entryJSON{}, errdefs.Invalid("cannot write to /")
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return entryJSON{}, fmt.Errorf("%s is a directory: %w", path, errdefs.ErrConflict)
+	case err == nil && !fi.Mode().IsRegular():
+		if err := os.Remove(path); err != nil {
+			return entryJSON{}, fsError("replace", path, err)
+		}
+	}
+	if err := mkdirAllOwned(filepath.Dir(path), u); err != nil {
+		return entryJSON{}, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return entryJSON{}, fsError("create", path, err)
+	}
+	if _, err := io.Copy(f, bodyReader{r}); err != nil {
+		_ = f.Close()
+		var be bodyError
+		if errors.As(err, &be) {
+			return entryJSON{}, errdefs.Invalid("upload body could not be read: %v", be.err)
+		}
+		return entryJSON{}, fsError("write", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return entryJSON{}, fsError("write", path, err)
+	}
+	if err := chownTo(path, u); err != nil {
+		return entryJSON{}, err
+	}
+	return entryJSON{Path: path, Name: filepath.Base(path), Type: "file"}, nil
+}
+
+// bodyError marks a failure to read the upload, as opposed to a failure to
+// write it to disk: the first is the client's, the second the sandbox's.
+type bodyError struct{ err error }
+
+func (e bodyError) Error() string { return e.err.Error() }
+
+type bodyReader struct{ r io.Reader }
+
+func (b bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = bodyError{err}
+	}
+	return n, err
+}

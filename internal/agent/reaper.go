@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// reaper owns every wait in the agent's process. As PID 1 (or a child
+// subreaper) the agent inherits orphans, and one wait4(-1) loop is the only
+// way to reap them; a second waiter (os/exec's cmd.Wait) would race it for
+// exit statuses. So children are started but never waited on directly: the
+// reaper hands each exit status to whoever registered for that pid.
+type reaper struct {
+	log *slog.Logger
+
+	// startMu is held for reading while a child is forked and registered,
+	// and for writing while an exit is dispatched, so an exit can never be
+	// looked up between fork and registration.
+	startMu sync.RWMutex
+
+	mu      sync.Mutex
+	waiters map[int]chan<- syscall.WaitStatus
+
+	sigc chan os.Signal
+}
+
+// The reaper is per OS process, not per Agent: two wait4(-1) loops in one
+// process would steal each other's children.
+var (
+	reaperOnce sync.Once
+	theReaper  *reaper
+)
+
+func processReaper(log *slog.Logger) *reaper {
+	reaperOnce.Do(func() {
+		theReaper = &reaper{
+			log:     log,
+			waiters: make(map[int]chan<- syscall.WaitStatus),
+			sigc:    make(chan os.Signal, 1),
+		}
+		theReaper.run()
+	})
+	return theReaper
+}
+
+func (r *reaper) run() {
+	// Orphans must come to the agent even when it is not PID 1.
+	if os.Getpid() != 1 {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			r.log.Warn("cannot become a child subreaper; orphans will not be reaped", "err", err)
+		}
+	}
+	signal.Notify(r.sigc, syscall.SIGCHLD)
+	go func() {
+		// SIGCHLDs coalesce; a slow tick covers any lost to the channel's
+		// one-slot buffer.
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			r.reapAll()
+			select {
+			case <-r.sigc:
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+func (r *reaper) reapAll() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return
+		}
+		r.dispatch(pid, ws)
+	}
+}
+
+func (r *reaper) dispatch(pid int, ws syscall.WaitStatus) {
+	r.startMu.Lock()
+	r.mu.Lock()
+	ch, ok := r.waiters[pid]
+	delete(r.waiters, pid)
+	r.mu.Unlock()
+	r.startMu.Unlock()
+	if ok {
+		ch <- ws // buffered, never blocks
+	}
+}
+
+// start forks a child through fork (which must not wait on it) and
+// registers for its exit status atomically with respect to the reaper.
+func (r *reaper) start(fork func() (int, error)) (int, <-chan syscall.WaitStatus, error) {
+	r.startMu.RLock()
+	defer r.startMu.RUnlock()
+	pid, err := fork()
+	if err != nil {
+		return 0, nil, err
+	}
+	ch := make(chan syscall.WaitStatus, 1)
+	r.mu.Lock()
+	r.waiters[pid] = ch
+	r.mu.Unlock()
+	return pid, ch, nil
+}

@@ -1,0 +1,153 @@
+package agent
+
+import (
+	"encoding/base64"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+func writeEtc(t *testing.T, passwd, group string) userDB {
+	t.Helper()
+	dir := t.TempDir()
+	if passwd != "" {
+		os.WriteFile(filepath.Join(dir, "passwd"), []byte(passwd), 0o644)
+	}
+	if group != "" {
+		os.WriteFile(filepath.Join(dir, "group"), []byte(group), 0o644)
+	}
+	return userDB{etcDir: dir}
+}
+
+func TestUserLookup(t *testing.T) {
+	db := writeEtc(t,
+		"# comment\nroot:x:0:0:root:/root:/bin/bash\nuser:x:1001:1002:User:/home/u:/bin/sh\nbroken:x:nan:1::/:/bin/sh\nrel:x:5:5::relative:/bin/sh\n",
+		"root:x:0:\nusers:x:1002:\ndocker:x:999:alice,user\nwheel:x:10:user\nother:x:20:alice\n")
+	empty := writeEtc(t, "", "")
+	tests := []struct {
+		name    string
+		db      userDB
+		user    string
+		want    *User
+		wantErr error
+	}{
+		{name: "default", db: db, user: "", want: &User{Name: "user", UID: 1001, GID: 1002, Groups: []uint32{1002, 999, 10}, Home: "/home/u", Shell: "/bin/sh"}},
+		{name: "root", db: db, user: "root", want: &User{Name: "root", Home: "/root", Shell: "/bin/bash", Groups: []uint32{0}}},
+		{name: "relative home becomes /", db: db, user: "rel", want: &User{Name: "rel", UID: 5, GID: 5, Home: "/", Shell: "/bin/sh", Groups: []uint32{5}}},
+		{name: "unparsable entry", db: db, user: "broken", wantErr: errdefs.ErrNotFound},
+		{name: "unknown", db: db, user: "nobody", wantErr: errdefs.ErrNotFound},
+		{name: "invalid name", db: db, user: "a:b", wantErr: errdefs.ErrInvalidArgument},
+		{name: "fallback default user", db: empty, user: "user", want: &User{Name: "user", UID: 1000, GID: 1000, Home: "/home/user", Groups: []uint32{1000}}},
+		{name: "fallback root", db: empty, user: "root", want: &User{Name: "root", Home: "/root", Groups: []uint32{0}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.db.lookup(tt.user)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if n := db.names("passwd", 1001); n != "user" {
+		t.Errorf("name of 1001 = %q", n)
+	}
+	if n := db.names("group", 4242); n != "4242" {
+		t.Errorf("unknown gid shown as %q, want the number", n)
+	}
+}
+
+func TestResolvePath(t *testing.T) {
+	u := &User{Name: "user", Home: "/home/user"}
+	tests := []struct {
+		in, want string
+		wantErr  bool
+	}{
+		{in: "", want: "/home/user"},
+		{in: "~", want: "/home/user"},
+		{in: "~/a/../b", want: "/home/user/b"},
+		{in: "rel/x", want: "/home/user/rel/x"},
+		{in: "../../../etc", want: "/etc"},
+		{in: "/abs//x/", want: "/abs/x"},
+		{in: "a\x00b", wantErr: true},
+		{in: strings.Repeat("a", maxPathLen+1), wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := resolvePath(u, tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("resolvePath(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestParseBasicUser(t *testing.T) {
+	enc := func(s string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(s)) }
+	tests := []struct {
+		header, want string
+		wantErr      bool
+	}{
+		{header: enc("root:"), want: "root"},
+		{header: enc("user:ignored"), want: "user"},
+		{header: enc(":"), want: ""},
+		{header: "basic " + base64.StdEncoding.EncodeToString([]byte("user:")), want: "user"},
+		{header: "Bearer abc", wantErr: true},
+		{header: "Basic !!!", wantErr: true},
+		{header: enc("bad name:"), wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := parseBasicUser(tt.header)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("parseBasicUser(%q) = %q, %v; want %q", tt.header, got, err, tt.want)
+		}
+	}
+}
+
+func FuzzParseBasicUser(f *testing.F) {
+	f.Add("Basic dXNlcjo=")
+	f.Add("Basic ")
+	f.Add("Basic Og==")
+	f.Fuzz(func(t *testing.T, h string) {
+		name, err := parseBasicUser(h)
+		if err == nil && name != "" && !validUserName(name) {
+			t.Fatalf("accepted invalid user name %q", name)
+		}
+	})
+}
+
+func FuzzPasswdLine(f *testing.F) {
+	f.Add("user:x:1000:1000::/home/user:/bin/sh")
+	f.Add("a:b:c")
+	f.Fuzz(func(t *testing.T, line string) {
+		u, ok := parsePasswdFields(strings.Split(line, ":"))
+		if ok && (u.Name == "" || !filepath.IsAbs(u.Home)) {
+			t.Fatalf("parsed %q into %+v", line, u)
+		}
+	})
+}
+
+func FuzzResolvePath(f *testing.F) {
+	f.Add("~/x")
+	f.Add("../..")
+	f.Fuzz(func(t *testing.T, p string) {
+		got, err := resolvePath(&User{Home: "/home/user"}, p)
+		if err != nil {
+			return
+		}
+		if !filepath.IsAbs(got) || filepath.Clean(got) != got || strings.IndexByte(got, 0) >= 0 {
+			t.Fatalf("resolvePath(%q) = %q", p, got)
+		}
+	})
+}
