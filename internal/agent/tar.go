@@ -334,7 +334,7 @@ func extractEntry(tr *tar.Reader, hdr *tar.Header, root string, u *User) error {
 		if err := os.Chmod(path, perm); err != nil {
 			return fsError("extract", path, err)
 		}
-		return chownTo(path, u)
+		return entryOwner(path, hdr, u)
 	case tar.TypeSymlink:
 		if hdr.Linkname == "" || strings.IndexByte(hdr.Linkname, 0) >= 0 || len(hdr.Linkname) > maxPathLen {
 			return errdefs.Invalid("tar entry %q has an invalid link target", hdr.Name)
@@ -342,7 +342,7 @@ func extractEntry(tr *tar.Reader, hdr *tar.Header, root string, u *User) error {
 		if err := os.Symlink(hdr.Linkname, path); err != nil {
 			return fsError("extract", path, err)
 		}
-		return chownTo(path, u)
+		return entryOwner(path, hdr, u)
 	case tar.TypeLink:
 		target, err := cleanTarName(hdr.Linkname)
 		if err != nil || target == "" {
@@ -386,5 +386,21 @@ func extractEntry(tr *tar.Reader, hdr *tar.Header, root string, u *User) error {
 	if !hdr.ModTime.IsZero() {
 		_ = os.Chtimes(path, time.Time{}, hdr.ModTime)
 	}
-	return chownTo(path, u)
+	return entryOwner(path, hdr, u)
+}
+
+// entryOwner gives an extracted entry its owner. Extracting as root keeps
+// the archive's numeric owners (as tar does for root), so an archive of a
+// sandbox's files round-trips; any other user owns what it extracts.
+func entryOwner(path string, hdr *tar.Header, u *User) error {
+	if u.UID != 0 || os.Geteuid() != 0 {
+		return chownTo(path, u)
+	}
+	if hdr.Uid < 0 || hdr.Gid < 0 || hdr.Uid > 1<<31-2 || hdr.Gid > 1<<31-2 {
+		return errdefs.Invalid("tar entry %q has an invalid owner %d:%d", hdr.Name, hdr.Uid, hdr.Gid)
+	}
+	if err := os.Lchown(path, hdr.Uid, hdr.Gid); err != nil {
+		return fsError("chown", path, err)
+	}
+	return nil
 }

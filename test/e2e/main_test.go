@@ -1,0 +1,272 @@
+// Package e2e drives the real paddock binary (CLI and daemon) against real
+// runc and runsc containers, a real SQLite store and real images. Every test
+// here needs root and runc; without them they skip with the reason.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/sdk/go/paddock"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	tmpRoot   string
+)
+
+func TestMain(m *testing.M) {
+	// Short paths: a sandbox's agent socket lives under the state dir, and
+	// unix socket paths are limited to 107 bytes.
+	dir, err := os.MkdirTemp("/tmp", "pde-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	tmpRoot = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireHost skips unless the machine can run sandboxes.
+func requireHost(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the daemon creates containers, mounts and cgroups")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("needs runc (apt-get install runc)")
+	}
+}
+
+func requireGVisor(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("runsc"); err != nil {
+		t.Skip("needs runsc (apt-get install runsc)")
+	}
+}
+
+// paddockBin builds the real binary once.
+func paddockBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binPath = filepath.Join(tmpRoot, "paddock")
+		cmd := exec.Command("go", "build", "-o", binPath, "github.com/paddock-dev/paddock/cmd/paddock")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// imagesDir is shared by every daemon of the test run (and, through
+// PADDOCK_TEST_IMAGE_CACHE, by every run on the machine), so Debian's
+// base image is built once.
+func imagesDir() string {
+	if d := os.Getenv("PADDOCK_TEST_IMAGE_CACHE"); d != "" {
+		return d
+	}
+	return filepath.Join(tmpRoot, "images")
+}
+
+// daemon is one real `paddock serve` process.
+type daemon struct {
+	t        *testing.T
+	stateDir string
+	socket   string
+	listen   string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	logs     *syncBuffer
+	client   *paddock.Client
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type daemonOpts struct {
+	listen bool
+}
+
+// startDaemon starts a daemon on a fresh state dir; t.Cleanup stops it and
+// destroys every sandbox it has.
+func startDaemon(t *testing.T, o daemonOpts) *daemon {
+	t.Helper()
+	requireHost(t)
+	state, err := os.MkdirTemp(tmpRoot, "s-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{t: t, stateDir: state, socket: filepath.Join(state, "paddock.sock")}
+	if o.listen {
+		d.listen = freeAddr(t)
+	}
+	d.client = &paddock.Client{Socket: d.socket}
+	d.start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if d.cmd == nil {
+			d.start()
+		}
+		if list, err := d.client.List(ctx, nil); err == nil {
+			for _, s := range list {
+				_ = d.client.Delete(ctx, s.ID)
+			}
+		}
+		d.stop()
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", d.logs.String())
+		}
+		_ = os.RemoveAll(state)
+	})
+	return d
+}
+
+func (d *daemon) start() {
+	d.t.Helper()
+	args := []string{"serve", "--state-dir", d.stateDir, "--socket", d.socket, "--log-level", "debug"}
+	if d.listen != "" {
+		args = append(args, "--listen", d.listen)
+	}
+	cmd := exec.Command(paddockBin(d.t), args...)
+	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+imagesDir(), "PADDOCK_PREPARE_DEFAULT_IMAGE=false")
+	if d.logs == nil {
+		d.logs = &syncBuffer{}
+	}
+	cmd.Stdout, cmd.Stderr = d.logs, d.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	d.cmd = cmd
+	d.exited = make(chan struct{})
+	go func(c *exec.Cmd, done chan struct{}) { _ = c.Wait(); close(done) }(cmd, d.exited)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-d.exited:
+			d.cmd = nil
+			d.t.Fatalf("daemon exited at start:\n%s", d.logs.String())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := d.client.Health(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("daemon did not answer: %v\n%s", err, d.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop ends the daemon gracefully (sandboxes keep running).
+func (d *daemon) stop() {
+	if d.cmd == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(20 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+	}
+	d.cmd = nil
+}
+
+// kill9 ends the daemon the hard way.
+func (d *daemon) kill9() {
+	_ = d.cmd.Process.Kill()
+	<-d.exited
+	d.cmd = nil
+}
+
+// run runs the CLI against this daemon and returns stdout, stderr and the
+// exit code.
+func (d *daemon) run(args ...string) (string, string, int) {
+	d.t.Helper()
+	return d.runStdin(nil, args...)
+}
+
+func (d *daemon) runStdin(stdin []byte, args ...string) (string, string, int) {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, paddockBin(d.t), args...)
+	cmd.Env = append(os.Environ(), "PADDOCK_SOCKET="+d.socket)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		d.t.Fatalf("paddock %s: %v", strings.Join(args, " "), err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// must runs the CLI and fails the test unless it exits 0.
+func (d *daemon) must(args ...string) string {
+	d.t.Helper()
+	out, errOut, code := d.run(args...)
+	if code != 0 {
+		d.t.Fatalf("paddock %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000)
+}
