@@ -1,0 +1,38 @@
+# Paddock's two set-up commands are `make run` and `make test`; both install
+# what is missing (as root, from Debian's packages) before they start.
+GO      ?= go
+BIN     ?= bin/paddock
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/paddock-dev/paddock/internal/daemon.Version=$(VERSION)
+export CGO_ENABLED = 0
+
+.PHONY: all build run test deps generate vet bench clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/paddock
+
+deps:
+	@./scripts/install-deps.sh
+
+## run: install what is missing, build, and serve on the embedded defaults.
+run: deps build
+	./$(BIN) serve
+
+## test: every test (unit, runtime suites on runc and runsc, end to end).
+test: deps
+	./scripts/test.sh
+
+generate:
+	./proto/generate.sh
+
+vet:
+	$(GO) vet ./...
+
+bench: build
+	PADDOCK_BENCH_DEPS=1 ./scripts/install-deps.sh
+	./bench/run.sh
+
+clean:
+	rm -rf bin .test-output

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what Paddock needs on a Debian machine, only when it is missing.
+# Runtime: runc, runsc (gVisor), mmdebstrap (the base image), busybox-static
+# (the busybox image), e2fsprogs (size-capped writable layers), iproute2.
+# Benchmarks also use podman as a baseline (PADDOCK_BENCH_DEPS=1).
+set -euo pipefail
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have runc || need+=(runc)
+have runsc || need+=(runsc)
+have mmdebstrap || need+=(mmdebstrap)
+# busybox-static, not the dynamic busybox: its binary must run in an empty rootfs.
+if ! { [ -x /bin/busybox ] && { LC_ALL=C ldd /bin/busybox 2>&1 || true; } | grep -q 'not a dynamic executable'; }; then
+	need+=(busybox-static)
+fi
+have mkfs.ext4 || need+=(e2fsprogs)
+have ip || need+=(iproute2)
+have losetup || need+=(mount)
+if [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
+	have podman || need+=(podman)
+	have hyperfine || need+=(hyperfine)
+fi
+if [ ${#need[@]} -eq 0 ]; then
+	exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "paddock needs these Debian packages: ${need[*]}" >&2
+	echo "install them as root: apt-get install -y ${need[*]}" >&2
+	exit 1
+fi
+echo "installing: ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

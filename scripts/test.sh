@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs every test of the project: formatting and vet, unit tests, the shared
+# runtime suite on runc and runsc, and end-to-end tests that drive the real
+# CLI against a real daemon. Tests that need root or a runtime skip with a
+# reason when those are absent; the summary lists every skip.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${PADDOCK_TEST_OUT:-.test-output}
+mkdir -p "$out"
+# One image cache for every test package, so Debian's base image is built
+# once per machine rather than once per package.
+export PADDOCK_TEST_IMAGE_CACHE=${PADDOCK_TEST_IMAGE_CACHE:-/var/cache/paddock-test/images}
+export CGO_ENABLED=0
+
+fail=0
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go') | grep -v '/gen/' || true)
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:"; echo "$unformatted"; fail=1
+fi
+if ! go vet ./...; then
+	fail=1
+fi
+
+log="$out/go-test.log"
+echo "running go test (full log: $log)"
+go test -count=1 -v -timeout 45m ./... >"$log" 2>&1
+rc=$?
+grep -E '^(ok|FAIL|---|panic:)|^\s+--- (FAIL|SKIP)' "$log" | grep -v -- '--- PASS' || true
+
+passed=$(grep -cE '^\s*--- PASS' "$log" || true)
+failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
+skipped=$(grep -cE '^\s*--- SKIP' "$log" || true)
+if [ "$skipped" -gt 0 ]; then
+	echo
+	echo "skipped tests and their reasons:"
+	grep -E -A1 '^\s*--- SKIP' "$log" | grep -v '^--$' || true
+fi
+if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+	echo "go test exited $rc without a failing test (build error or panic): see $log"
+	grep -E -B2 -A20 '^(panic:|FAIL\s|# )' "$log" | head -80 || true
+	failed=1
+fi
+echo
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+if [ "$rc" -ne 0 ] || [ "$fail" -ne 0 ]; then
+	exit 1
+fi
