@@ -237,6 +237,14 @@ func newStartCmd(g *globals) *cobra.Command {
 	return lifecycleCmd(g, "start", "Start a stopped sandbox", (*paddock.Client).Start)
 }
 
+func newPauseCmd(g *globals) *cobra.Command {
+	return lifecycleCmd(g, "pause", "Freeze a sandbox: memory and processes are kept, no CPU is used", (*paddock.Client).Pause)
+}
+
+func newResumeCmd(g *globals) *cobra.Command {
+	return lifecycleCmd(g, "resume", "Thaw a paused sandbox", (*paddock.Client).Resume)
+}
+
 type lifecycleFunc = func(c *paddock.Client, ctx context.Context, id string) (*api.Sandbox, error)
 
 func lifecycleCmd(g *globals, use, short string, f lifecycleFunc) *cobra.Command {

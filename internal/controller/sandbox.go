@@ -386,8 +386,18 @@ func (c *Controller) Agent(ctx context.Context, ref string) (ag *client.Client, 
 	}
 	e := c.entry(rec.ID)
 	e.mu.Lock()
-	if rec.State != api.StateRunning || e.agent == nil {
-		rec, err = c.startLocked(ctx, e, rec.ID, "request to a "+rec.State+" sandbox")
+	if rec, err = c.resolve(ctx, rec.ID); err == nil {
+		switch {
+		case rec.State == api.StatePaused:
+			// The next request to a paused sandbox resumes it, as the next
+			// request to a stopped one starts it.
+			err = c.resumeLocked(ctx, e, rec, "request to a paused sandbox")
+			if err == nil && e.agent == nil {
+				err = c.adopt(ctx, e, rec)
+			}
+		case rec.State != api.StateRunning || e.agent == nil:
+			rec, err = c.startLocked(ctx, e, rec.ID, "request to a "+rec.State+" sandbox")
+		}
 	}
 	ag = e.agent
 	if err == nil && ag == nil {

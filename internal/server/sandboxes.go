@@ -78,6 +78,24 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, sb)
 }
 
+func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.opts.Controller.Pause(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sb)
+}
+
+func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.opts.Controller.Resume(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sb)
+}
+
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	h, err := s.opts.Controller.History(r.Context(), r.PathValue("id"))
 	if err != nil {

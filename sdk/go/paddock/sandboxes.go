@@ -44,6 +44,17 @@ func (c *Client) Start(ctx context.Context, id string) (*api.Sandbox, error) {
 	return c.sandboxCall(ctx, http.MethodPost, id, "/start")
 }
 
+// Pause freezes a running sandbox: memory and processes are kept, and it
+// uses no CPU until Resume (or the next request that needs it).
+func (c *Client) Pause(ctx context.Context, id string) (*api.Sandbox, error) {
+	return c.sandboxCall(ctx, http.MethodPost, id, "/pause")
+}
+
+// Resume thaws a paused sandbox.
+func (c *Client) Resume(ctx context.Context, id string) (*api.Sandbox, error) {
+	return c.sandboxCall(ctx, http.MethodPost, id, "/resume")
+}
+
 func (c *Client) sandboxCall(ctx context.Context, method, id, suffix string) (*api.Sandbox, error) {
 	p, err := sandboxPath(id, suffix)
 	if err != nil {
