@@ -7,16 +7,21 @@
 //
 //	GET    /v1/health                          -> Health
 //	GET    /v1/openapi.json                    -> OpenAPI 3 document
+//	GET    /v1/info                            -> Info (runtimes probed at start, sizes, host limits, defaults)
+//	GET    /v1/policy                          -> Policy
+//	PUT    /v1/policy                          Policy -> Policy (unix socket only; docs/admission.md)
 //	POST   /v1/sandboxes                       CreateSandboxRequest -> Sandbox (201)
 //	GET    /v1/sandboxes?label=k=v&label=...   -> SandboxList
 //	GET    /v1/sandboxes/{id}                  -> Sandbox
 //	DELETE /v1/sandboxes/{id}                  -> 204
 //	POST   /v1/sandboxes/{id}/stop             -> Sandbox
 //	POST   /v1/sandboxes/{id}/start            -> Sandbox
+//	POST   /v1/sandboxes/{id}/pause            -> Sandbox (memory and processes kept)
+//	POST   /v1/sandboxes/{id}/resume           -> Sandbox
 //	GET    /v1/sandboxes/{id}/history          -> History (state changes with reasons)
 //	POST   /v1/sandboxes/{id}/exec             ExecRequest -> NDJSON stream of ExecEvent
 //	GET    /v1/sandboxes/{id}/files?path=P     -> raw bytes (application/octet-stream)
-//	PUT    /v1/sandboxes/{id}/files?path=P     raw body -> FileInfo (parents created)
+//	PUT    /v1/sandboxes/{id}/files?path=P&mode=0755  raw body -> FileInfo (parents created)
 //	GET    /v1/sandboxes/{id}/files/list?path=P      -> FileList
 //	GET    /v1/sandboxes/{id}/files/stat?path=P      -> FileInfo
 //	POST   /v1/sandboxes/{id}/files/mkdir      PathRequest -> FileInfo
@@ -25,11 +30,63 @@
 //	GET    /v1/sandboxes/{id}/tar?path=P       -> application/x-tar of the directory P
 //	PUT    /v1/sandboxes/{id}/tar?path=P       application/x-tar body, extracted under P -> 204
 //	GET    /v1/sandboxes/{id}/layer            -> application/x-tar of the writable layer (changes vs. the image)
+//	POST   /v1/sandboxes/{id}/sessions         CreateSessionRequest -> Session (201; docs/sessions.md)
+//	GET    /v1/sandboxes/{id}/sessions         -> SessionList
+//	DELETE /v1/sandboxes/{id}/sessions/{session}  -> 204 (ends the shell and its jobs, never background processes)
+//	POST   /v1/sandboxes/{id}/processes        StartProcessRequest -> Process (201)
+//	GET    /v1/sandboxes/{id}/processes        -> ProcessList
+//	GET    /v1/sandboxes/{id}/processes/{pid}  -> Process ({pid} is a process id or a pid)
+//	GET    /v1/sandboxes/{id}/processes/{pid}/logs?stream=S&offset=N&follow=BOOL  -> NDJSON stream of ProcessLogEvent
+//	POST   /v1/sandboxes/{id}/processes/{pid}/kill  KillProcessRequest -> Process
+//	POST   /v1/sandboxes/{id}/processes/{pid}/wait  WaitProcessRequest -> WaitResult
+//	POST   /v1/sandboxes/{id}/contexts         CreateContextRequest -> CodeContext (201; docs/code-contexts.md)
+//	GET    /v1/sandboxes/{id}/contexts         -> CodeContextList
+//	DELETE /v1/sandboxes/{id}/contexts/{ctx}   -> 204 (ends the interpreter)
+//	POST   /v1/sandboxes/{id}/contexts/{ctx}/run  RunCodeRequest -> NDJSON stream of RunCodeEvent
+//	POST   /v1/sandboxes/{id}/snapshots        CreateSnapshotRequest -> Snapshot (201; files only, no memory or processes)
+//	POST   /v1/sandboxes/{id}/fork             ForkRequest -> ForkResult (201)
+//	GET    /v1/snapshots                       -> SnapshotList
+//	GET    /v1/snapshots/{snapshot}            -> Snapshot
+//	PATCH  /v1/snapshots/{snapshot}            UpdateSnapshotRequest -> Snapshot
+//	DELETE /v1/snapshots/{snapshot}            -> 204
+//	GET    /v1/snapshots/{snapshot}/export     -> application/x-tar (manifest + layer tars with sha256 checksums)
+//	POST   /v1/snapshots/import?name=N&ttl=D   application/x-tar body -> Snapshot (201)
+//	GET    /v1/sandboxes/{id}/ledger?after=N&limit=N -> Ledger (also after a destroy, for the retention period)
+//	POST   /v1/sandboxes/{id}/ledger           AddLedgerEntryRequest -> LedgerEntry (201)
+//	GET    /v1/sandboxes/{id}/network          -> NetworkPolicy
+//	PUT    /v1/sandboxes/{id}/network          UpdateNetworkRequest -> NetworkPolicy
+//	POST   /v1/sandboxes/{id}/backups          CreateBackupRequest -> Backup (201)
+//	GET    /v1/backups?sandbox=ID              -> BackupList
+//	GET    /v1/backups/{backup}                -> Backup
+//	DELETE /v1/backups/{backup}                -> 204
+//	POST   /v1/backups/{backup}/restore        RestoreBackupRequest -> Backup
+//	GET    /v1/sandboxes/{id}/pty?terminal=T&cmd=C&env=K=V&cwd=D&user=U&cols=N&rows=N  -> WebSocket: binary frames are terminal bytes, text frames PTYMessage (docs/terminals-watch-preview.md)
+//	GET    /v1/sandboxes/{id}/terminals        -> TerminalList
+//	DELETE /v1/sandboxes/{id}/terminals/{terminal}  -> 204 (kills its process group)
+//	GET    /v1/sandboxes/{id}/watch?path=P&recursive=BOOL&include=G&exclude=G&user=U  -> NDJSON stream of WatchEvent
+//	POST   /v1/sandboxes/{id}/previews         ExposeRequest -> Preview (201; the token is shown once)
+//	GET    /v1/sandboxes/{id}/previews         -> PreviewList
+//	DELETE /v1/sandboxes/{id}/previews/{port}  -> 204 (revokes the port's token)
 //	GET    /v1/images                          -> ImageList
-//	POST   /v1/images/{name}/build             -> NDJSON stream of BuildEvent
+//	POST   /v1/images/{name}/build?if_missing=true  -> NDJSON stream of BuildEvent
+//	POST   /v1/images/import?source=S          tar body (docker save or OCI layout) -> Image (201)
+//	POST   /v1/images/pull                     PullImageRequest -> NDJSON stream of BuildEvent
+//	DELETE /v1/images/{ref}?gc=true            -> RemoveImageResult (ref may be a digest or an escaped source)
+//	POST   /v1/images/gc                       -> ImageGCResult
 //	POST   /v1/keys                            CreateKeyRequest -> CreatedKey (201; secret shown once)
 //	GET    /v1/keys                            -> KeyList
 //	DELETE /v1/keys/{id}                       -> 204
+//	POST   /v1/templates/build                 application/x-tar body (template.json + context/) -> NDJSON stream of TemplateBuildEvent
+//	GET    /v1/templates                       -> TemplateList
+//	GET    /v1/templates/{template}            -> Template
+//	DELETE /v1/templates/{template}            -> 204 (pools of it stop refilling)
+//	GET    /v1/pools                           -> PoolList
+//	GET    /v1/pools/{pool}                    -> Pool
+//	PUT    /v1/pools/{pool}                    SetPoolRequest -> Pool
+//	DELETE /v1/pools/{pool}                    -> 204 (destroys its unclaimed sandboxes)
+//	POST   /mcp?keep=BOOL                      JSON-RPC message -> JSON-RPC response or text/event-stream (MCP streamable HTTP; docs/mcp.md)
+//	GET    /mcp                                -> text/event-stream of an MCP session's server messages
+//	DELETE /mcp                                -> 204 (ends the MCP session named by the Mcp-Session-Id header)
 package api
 
 import "time"
@@ -68,7 +125,8 @@ type Resources struct {
 type CreateSandboxRequest struct {
 	Name      string            `json:"name,omitempty"`
 	Image     string            `json:"image,omitempty"`   // "base" (default), "busybox", or sha256:<hex>
-	Runtime   string            `json:"runtime,omitempty"` // "runc" (default) or "gvisor"
+	Runtime   string            `json:"runtime,omitempty"` // "runc" (default), "gvisor" or "crun"
+	Size      string            `json:"size,omitempty"`    // a preset (GET /v1/info); non-zero Resources fields override it
 	Resources Resources         `json:"resources,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
@@ -78,6 +136,23 @@ type CreateSandboxRequest struct {
 	KeepAlive bool `json:"keep_alive,omitempty"`
 	// Timeout is the hard lifetime (Go duration); at its end the sandbox is destroyed.
 	Timeout string `json:"timeout,omitempty"`
+	// FromSnapshot restores a snapshot (id or name) into the new sandbox:
+	// its files, on the snapshot's image (Image may be left empty; another
+	// image is refused).
+	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// Network is the sandbox's network (default: mode none, loopback only).
+	Network *NetworkPolicy `json:"network,omitempty"`
+	// OnIdle is what sleep_after does: OnIdleStop (default), OnIdlePause
+	// or OnIdleSnapshot.
+	OnIdle string `json:"on_idle,omitempty"`
+	// Template creates the sandbox from a built template (docs/templates-pools.md);
+	// a ready sandbox of a matching warm pool is served when there is one.
+	Template string `json:"template,omitempty"`
+	// Pool takes the sandbox from this warm pool (its template); with
+	// Identifier, the sandbox bound to that identifier is returned,
+	// allocated from the pool on first use.
+	Pool       string `json:"pool,omitempty"`
+	Identifier string `json:"identifier,omitempty"`
 }
 
 // Sandbox is what the API says about one sandbox.
@@ -99,6 +174,15 @@ type Sandbox struct {
 	UpdatedAt      time.Time         `json:"updated_at"`
 	LastActivityAt time.Time         `json:"last_activity_at"`
 	ExpiresAt      *time.Time        `json:"expires_at,omitempty"`
+	// FromSnapshot is the snapshot the sandbox was restored from.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// OnIdle is what idling does to the sandbox: stop, pause or snapshot.
+	OnIdle string `json:"on_idle,omitempty"`
+	// CreatedBy is the id of the API key that created the sandbox, or
+	// CallerLocal for the unix socket.
+	CreatedBy string `json:"created_by,omitempty"`
+	// Network is the sandbox's network; absent means mode none.
+	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.
@@ -118,6 +202,17 @@ type ExecRequest struct {
 	Stdin []byte `json:"stdin,omitempty"`
 	// Timeout (Go duration) kills the process when it runs longer; "" = the daemon default.
 	Timeout string `json:"timeout,omitempty"`
+	// Session runs Cmd in that shell session (api.DefaultSession always
+	// exists): the words of Cmd are joined with spaces into shell text,
+	// and cwd, exported variables and functions carry over between
+	// commands. Env, Cwd and Stdin are refused with a session.
+	Session string `json:"session,omitempty"`
+	// QueueTimeout (Go duration) bounds how long a session command waits
+	// behind the session's earlier ones; "" = 10m.
+	QueueTimeout string `json:"queue_timeout,omitempty"`
+	// AllowHosts are host rules granted to an egress sandbox while this
+	// command runs (docs/networking.md); not with Session.
+	AllowHosts []string `json:"allow_hosts,omitempty"`
 }
 
 // MaxExecStdin bounds ExecRequest.Stdin.
@@ -143,6 +238,10 @@ type ExecEvent struct {
 	Signal   string `json:"signal,omitempty"`
 	// TimedOut is true on end when the exec's timeout killed it.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// SessionRestarted is true on end when the command left its session's
+	// shell dead or stuck and a fresh shell replaced it (cwd, variables and
+	// functions are reset).
+	SessionRestarted bool `json:"session_restarted,omitempty"`
 	// Error is set on end when the stream failed; the command's real
 	// status is then unknown, and ExitCode is absent.
 	Error *Error `json:"error,omitempty"`
@@ -183,6 +282,11 @@ type Image struct {
 	Digest    string    `json:"digest"`
 	SizeBytes int64     `json:"size_bytes"`
 	CreatedAt time.Time `json:"created_at"`
+	// Imported and pulled images (imageimport.go): where the image came
+	// from, how many layers it stacks, and its config.
+	Source     string       `json:"source,omitempty"`
+	LayerCount int          `json:"layer_count,omitempty"`
+	Config     *ImageConfig `json:"config,omitempty"`
 }
 
 // ImageList is the body of GET /v1/images.
@@ -201,7 +305,17 @@ type BuildEvent struct {
 // CreateKeyRequest is the body of POST /v1/keys.
 type CreateKeyRequest struct {
 	Name string `json:"name"`
+	// Format is KeyFormatPaddock (default, "pdk_" + hex) or KeyFormatE2B
+	// ("e2b_" + hex, what E2B's SDKs expect in E2B_API_KEY). Both work on
+	// every route.
+	Format string `json:"format,omitempty"`
 }
+
+// API key formats.
+const (
+	KeyFormatPaddock = "paddock"
+	KeyFormatE2B     = "e2b"
+)
 
 // Key is an API key's public record; its secret is stored only hashed.
 type Key struct {
@@ -227,6 +341,8 @@ type Health struct {
 	Status   string   `json:"status"`
 	Version  string   `json:"version"`
 	Runtimes []string `json:"runtimes"`
+	// DefaultImage is what a create that names no image gets.
+	DefaultImage string `json:"default_image"`
 }
 
 // StateChange is one recorded lifecycle transition.

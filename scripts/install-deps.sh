@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Paddock needs on a Debian machine, only when it is missing.
-# Runtime: runc, runsc (gVisor), mmdebstrap (the base image), busybox-static
+# Runtime: runc, runsc (gVisor), crun, mmdebstrap (the base image), busybox-static
 # (the busybox image), e2fsprogs (size-capped writable layers), iproute2.
 # Benchmarks also use podman as a baseline (PADDOCK_BENCH_DEPS=1).
 set -euo pipefail
@@ -9,6 +9,8 @@ need=()
 have() { command -v "$1" >/dev/null 2>&1; }
 have runc || need+=(runc)
 have runsc || need+=(runsc)
+# crun: probed at daemon start; test/e2e checks its verdict on this host's cgroup layout.
+have crun || need+=(crun)
 have mmdebstrap || need+=(mmdebstrap)
 # busybox-static, not the dynamic busybox: its binary must run in an empty rootfs.
 if ! { [ -x /bin/busybox ] && { LC_ALL=C ldd /bin/busybox 2>&1 || true; } | grep -q 'not a dynamic executable'; }; then

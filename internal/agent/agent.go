@@ -82,6 +82,9 @@ type Agent struct {
 
 	procs    *procTable
 	watchers *watcherTable
+	sessions *sessionTable
+	bg       *bgTable
+	contexts *contextTable
 }
 
 // New builds an Agent; it starts serving with Serve.
@@ -122,6 +125,9 @@ func New(opts Options) *Agent {
 		defaultUser: DefaultUser,
 		procs:       newProcTable(),
 		watchers:    newWatcherTable(),
+		sessions:    newSessionTable(),
+		bg:          newBgTable(),
+		contexts:    newContextTable(),
 	}
 }
 
@@ -132,6 +138,9 @@ func (a *Agent) Handler() http.Handler {
 	mux.Handle(processconnect.NewProcessHandler(&processService{a: a}, rpcOpts...))
 	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{a: a}, rpcOpts...))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(&infoService{a: a}, rpcOpts...))
+	mux.Handle(agentv1connect.NewSessionServiceHandler(&sessionService{a: a}, rpcOpts...))
+	mux.Handle(agentv1connect.NewProcessServiceHandler(&bgService{a: a}, rpcOpts...))
+	mux.Handle(agentv1connect.NewCodeContextServiceHandler(&codeContextService{a: a}, rpcOpts...))
 	mux.HandleFunc("GET /health", a.handleHealth)
 	mux.HandleFunc("POST /init", a.handleInit)
 	mux.HandleFunc("GET /envs", a.handleEnvs)
@@ -139,6 +148,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("POST /files", a.handleUpload)
 	mux.HandleFunc("GET /paddock/v1/tar", a.handleTarOut)
 	mux.HandleFunc("PUT /paddock/v1/tar", a.handleTarIn)
+	mux.HandleFunc("GET "+PortForwardPath, a.handlePortForward)
 	return withUser(mux)
 }
 
@@ -195,6 +205,9 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 // Shutdown stops every process: SIGTERM to each group, SIGKILL to what is
 // left after the grace period.
 func (a *Agent) Shutdown(ctx context.Context) {
+	// Sessions first, so no shell is restarted while everything ends.
+	a.sessions.closeAll()
+	a.contexts.closeAll()
 	a.procs.signalAll(syscall.SIGTERM)
 	grace, cancel := context.WithTimeout(ctx, a.opts.ShutdownGrace)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -231,6 +232,19 @@ func (a *Agent) handleUpload(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			writeErr(w, err)
 			return
+		}
+		// Paddock's own extension: envd has no way to set the mode of an
+		// uploaded file, and scripts need 0755.
+		if m := r.URL.Query().Get("mode"); m != "" {
+			mode, perr := strconv.ParseUint(m, 8, 32)
+			if perr != nil || mode > 0o777 {
+				writeHTTPError(w, http.StatusBadRequest, "mode must be octal permission bits, at most 0777")
+				return
+			}
+			if err := os.Chmod(e.Path, os.FileMode(mode)); err != nil {
+				writeErr(w, fsError("chmod", e.Path, err))
+				return
+			}
 		}
 		written = append(written, e)
 	default:

@@ -108,6 +108,7 @@ func (d *dirWatch) convert(ev fsnotify.Event) []*filesystem.FilesystemEvent {
 		if d.recursive {
 			if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
 				_ = d.add(ev.Name)
+				out = append(out, d.existing(ev.Name)...)
 			}
 		}
 	}

@@ -110,7 +110,7 @@ func TestCreateRejectsBadFlagsLocally(t *testing.T) {
 	}{
 		{[]string{"create", "--memory", "lots"}, "512M, 2G or 1GiB"},
 		{[]string{"create", "--disk", "0"}, "--disk"},
-		{[]string{"create", "--runtime", "kata"}, "runc or gvisor"},
+		{[]string{"create", "--runtime", "kata"}, "runc, gvisor or crun"},
 		{[]string{"create", "--env", "1X=2"}, "--env"},
 		{[]string{"create", "--label", "nolabel"}, "--label"},
 		{[]string{"do", "--memory", "7X", "--", "true"}, "unknown unit"},

@@ -100,6 +100,9 @@ func runDo(cmd *cobra.Command, g *globals, f *doFlags, argv []string) (err error
 
 	ctx := cmd.Context()
 	c := g.client()
+	if err := prepareImage(ctx, c, req.Image, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
 	sb, err := c.Create(ctx, req)
 	if err != nil {
 		if ownName && (ctx.Err() != nil || errors.Is(err, paddock.ErrUnavailable)) {

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
@@ -15,6 +17,8 @@ type execFlags struct {
 	workdir string
 	user    string
 	timeout time.Duration
+	// allowHosts: exec only (network.go), registered by newExecCmd.
+	allowHosts []string
 }
 
 func (f *execFlags) register(cmd *cobra.Command, withEnv, withTimeout bool) {
@@ -37,7 +41,7 @@ func (f *execFlags) options(cmd *cobra.Command, argv []string) (paddock.ExecOpti
 	}
 	opts := paddock.ExecOptions{
 		Cmd: argv, Env: env, Cwd: f.workdir, User: f.user, Timeout: f.timeout,
-		Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
+		Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), AllowHosts: f.allowHosts,
 	}
 	if f.stdin {
 		opts.Stdin = cmd.InOrStdin()
@@ -55,8 +59,9 @@ func exitWith(res *paddock.ExecResult) error {
 
 func newExecCmd(g *globals) *cobra.Command {
 	var f execFlags
+	var session string
 	cmd := &cobra.Command{
-		Use:   "exec ID [-i] [-e K=V]... [-w DIR] [-u USER] [--timeout D] -- CMD...",
+		Use:   "exec ID [-i] [-e K=V]... [-w DIR] [-u USER] [--timeout D] [--session NAME] -- CMD...",
 		Short: "Run a command in a sandbox, streaming its output; exit with its exit code",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
@@ -66,6 +71,18 @@ func newExecCmd(g *globals) *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			argv := args[1:]
+			// Flags may also sit between the id and "--", as in
+			// "exec dev --session s1 -- pwd"; without a "--" everything
+			// after the id stays the command's.
+			if i := slices.Index(argv, "--"); i > 0 && strings.HasPrefix(argv[0], "-") {
+				if err := cmd.Flags().Parse(argv[:i]); err != nil {
+					return err
+				}
+				if rest := cmd.Flags().Args(); len(rest) > 0 {
+					return fmt.Errorf("exec: %q before \"--\" is not a flag; put the command after \"--\"", rest[0])
+				}
+				argv = argv[i:]
+			}
 			// With flag parsing stopped at the id, a "--" after it is
 			// still in args; it only separates, it is not the command.
 			if len(argv) > 0 && argv[0] == "--" {
@@ -75,6 +92,7 @@ func newExecCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			opts.Session = session // sessions.go
 			res, err := g.client().Exec(cmd.Context(), args[0], opts)
 			if err != nil {
 				return err
@@ -86,5 +104,7 @@ func newExecCmd(g *globals) *cobra.Command {
 	// flags (ls -l) are not read as paddock's.
 	cmd.Flags().SetInterspersed(false)
 	f.register(cmd, true, true)
+	registerExecGrant(cmd, &f) // network.go
+	cmd.Flags().StringVar(&session, "session", "", `run the command as shell text in this session ("default" always exists); cwd, exports and functions persist`)
 	return cmd
 }

@@ -61,5 +61,6 @@ func newImagesCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.AddCommand(ls, build)
+	addImageImportCmds(g, cmd) // imageimport.go
 	return cmd
 }

@@ -14,12 +14,17 @@ func newKeysCmd(g *globals) *cobra.Command {
 		Short: "Manage API keys for TCP access",
 		Args:  cobra.NoArgs,
 	}
+	var e2bFormat bool
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create an API key and print its secret (shown only this once)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, err := g.client().CreateKey(cmd.Context(), args[0])
+			format := api.KeyFormatPaddock
+			if e2bFormat {
+				format = api.KeyFormatE2B
+			}
+			k, err := g.client().CreateKeyFormat(cmd.Context(), args[0], format)
 			if err != nil {
 				return err
 			}
@@ -32,6 +37,7 @@ func newKeysCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	create.Flags().BoolVar(&e2bFormat, "e2b", false, "issue the key in E2B's format (e2b_ + hex), for E2B_API_KEY")
 	ls := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},

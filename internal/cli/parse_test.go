@@ -191,7 +191,7 @@ func TestCreateFlagsRequest(t *testing.T) {
 		check   func(t *testing.T, f createFlags)
 	}{
 		{name: "empty is valid", f: createFlags{}},
-		{name: "bad runtime", f: createFlags{runtime: "kata"}, wantErr: "want runc or gvisor"},
+		{name: "bad runtime", f: createFlags{runtime: "kata"}, wantErr: "want runc, gvisor or crun"},
 		{name: "bad name", f: createFlags{name: "-x"}, wantErr: "--name"},
 		{name: "negative cpu", f: createFlags{cpu: -1}, wantErr: "--cpu"},
 		{name: "bad disk", f: createFlags{disk: "lots"}, wantErr: "--disk"},

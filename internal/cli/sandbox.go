@@ -28,13 +28,24 @@ type createFlags struct {
 	sleepAfter time.Duration
 	keepAlive  bool
 	timeout    time.Duration
+	// Snapshot restore and idle policy (snapshots.go).
+	fromSnapshot string
+	onIdle       string
+	// Size preset (admission.go).
+	size string
+	// Template, pool and identifier (templates.go).
+	template   string
+	pool       string
+	identifier string
+	// Network mode and host rules (network.go).
+	net netFlags
 }
 
 func (f *createFlags) register(cmd *cobra.Command, timeoutHelp string) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.name, "name", "", "name the sandbox (1-63 letters, digits, '-', '_', '.')")
 	fs.StringVar(&f.image, "image", "", `image: "base" (default), "busybox", or sha256:<digest>`)
-	fs.StringVar(&f.runtime, "runtime", "", "runtime: runc (default) or gvisor")
+	fs.StringVar(&f.runtime, "runtime", "", "runtime: runc (default), gvisor or crun (`paddock info` says which work here)")
 	fs.Float64Var(&f.cpu, "cpu", 0, "vCPUs, e.g. 0.5 or 2 (default: the daemon's)")
 	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. 512M, 2G, 1GiB")
 	fs.StringVar(&f.disk, "disk", "", "writable-layer size cap, e.g. 1G")
@@ -44,6 +55,10 @@ func (f *createFlags) register(cmd *cobra.Command, timeoutHelp string) {
 	fs.DurationVar(&f.sleepAfter, "sleep-after", 0, "stop after being idle this long, e.g. 10m")
 	fs.BoolVar(&f.keepAlive, "keep-alive", false, "never stop for idleness")
 	fs.DurationVar(&f.timeout, "timeout", 0, timeoutHelp)
+	f.registerSnapshotFlags(fs)
+	f.registerTemplateFlags(fs)
+	f.net.register(fs)
+	fs.StringVar(&f.size, "size", "", "size preset: lite, basic, standard-1 ... standard-4 (`paddock info`); --cpu/--memory/--disk/--pids override its fields")
 }
 
 // request validates the flags and builds the API request.
@@ -53,12 +68,12 @@ func (f *createFlags) request() (api.CreateSandboxRequest, error) {
 		return req, fmt.Errorf("--name %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", f.name)
 	}
 	switch f.runtime {
-	case "", api.RuntimeRunc, api.RuntimeGVisor:
+	case "", api.RuntimeRunc, api.RuntimeGVisor, api.RuntimeCrun:
 		req.Runtime = f.runtime
 	case "runsc":
 		req.Runtime = api.RuntimeGVisor
 	default:
-		return req, fmt.Errorf("--runtime %q: want runc or gvisor", f.runtime)
+		return req, fmt.Errorf("--runtime %q: want runc, gvisor or crun", f.runtime)
 	}
 	if f.cpu < 0 || f.cpu > 1024 {
 		return req, fmt.Errorf("--cpu %g: want a number of vCPUs between 0 and 1024, e.g. 0.5", f.cpu)
@@ -99,6 +114,16 @@ func (f *createFlags) request() (api.CreateSandboxRequest, error) {
 	if f.timeout > 0 {
 		req.Timeout = f.timeout.String()
 	}
+	if err := f.snapshotRequest(&req); err != nil {
+		return req, err
+	}
+	req.Size = f.size // the daemon names the presets and refuses others
+	if err := f.templateRequest(&req); err != nil {
+		return req, err
+	}
+	if err := f.net.request(&req); err != nil {
+		return req, err
+	}
 	return req, nil
 }
 
@@ -113,7 +138,14 @@ func newCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sb, err := g.client().Create(cmd.Context(), req)
+			c := g.client()
+			// A restore runs on the snapshot's image, a template on its own.
+			if req.FromSnapshot == "" && req.Template == "" && req.Pool == "" {
+				if err := prepareImage(cmd.Context(), c, req.Image, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
+			sb, err := c.Create(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -179,7 +211,10 @@ func newInspectCmd(g *globals) *cobra.Command {
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), sb)
 			}
-			return printSandbox(cmd, sb)
+			if err := printSandbox(cmd, sb); err != nil {
+				return err
+			}
+			return printHistory(cmd, g, sb.ID)
 		},
 	}
 }
@@ -203,6 +238,7 @@ func printSandbox(cmd *cobra.Command, sb *api.Sandbox) error {
 		idle = "daemon default"
 	}
 	t.row("Idle:", idle)
+	snapshotRows(t, sb)
 	t.row("Timeout:", sb.Timeout)
 	t.row("Created:", formatTime(sb.CreatedAt))
 	t.row("Last activity:", formatTime(sb.LastActivityAt))
@@ -211,6 +247,7 @@ func printSandbox(cmd *cobra.Command, sb *api.Sandbox) error {
 	}
 	t.row("Labels:", joinMap(sb.Labels))
 	t.row("Env:", joinMap(sb.Env))
+	t.row("Created by:", sb.CreatedBy)
 	return t.flush()
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/daemon"
@@ -13,6 +14,7 @@ import (
 func newServeCmd() *cobra.Command {
 	var (
 		printConfig bool
+		policyFile  string
 		flags       struct {
 			stateDir, socket, listen, logLevel string
 		}
@@ -24,7 +26,8 @@ func newServeCmd() *cobra.Command {
 keys are required), the sandboxes' controller, and the image store.
 
 Stopping the daemon leaves sandboxes running; the next start re-adopts them.
-Environment: PADDOCK_STATE_DIR, PADDOCK_SOCKET, PADDOCK_LISTEN, PADDOCK_LOG_LEVEL.`,
+Environment: PADDOCK_STATE_DIR, PADDOCK_SOCKET, PADDOCK_LISTEN, PADDOCK_LOG_LEVEL,
+PADDOCK_POLICY_FILE.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := config.Default()
@@ -43,6 +46,13 @@ Environment: PADDOCK_STATE_DIR, PADDOCK_SOCKET, PADDOCK_LISTEN, PADDOCK_LOG_LEVE
 			}
 			if f.Changed("log-level") {
 				cfg.LogLevel = flags.logLevel
+			}
+			if f.Changed("policy") {
+				abs, err := filepath.Abs(policyFile)
+				if err != nil {
+					return err
+				}
+				cfg.PolicyFile = abs
 			}
 			if printConfig {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -63,6 +73,7 @@ Environment: PADDOCK_STATE_DIR, PADDOCK_SOCKET, PADDOCK_LISTEN, PADDOCK_LOG_LEVE
 	f.StringVar(&flags.socket, "socket", config.DefaultSocket, "unix socket to serve the API on")
 	f.StringVar(&flags.listen, "listen", "", "also serve on this TCP address (API keys required), e.g. 127.0.0.1:8080")
 	f.StringVar(&flags.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&policyFile, "policy", "", "admission policy file (JSON; docs/admission.md); PUT /v1/policy rewrites it")
 	f.BoolVar(&printConfig, "print-config", false, "print the resulting configuration and exit")
 	return cmd
 }

@@ -52,6 +52,21 @@ type Config struct {
 	PrepareDefaultImage bool `json:"prepare_default_image"`
 	// LogLevel is debug, info, warn or error ($PADDOCK_LOG_LEVEL).
 	LogLevel string `json:"log_level"`
+	// LedgerRetention is how long a destroyed sandbox's ledger is kept
+	// after its last entry ($PADDOCK_LEDGER_RETENTION).
+	LedgerRetention time.Duration `json:"ledger_retention"`
+	// BackupTTL is the lifetime of a backup created without a ttl.
+	BackupTTL time.Duration `json:"backup_ttl"`
+	// PreviewListen is the TCP address of the preview listener that serves
+	// exposed sandbox ports ($PADDOCK_PREVIEW_LISTEN); "off" disables it.
+	PreviewListen string `json:"preview_listen"`
+	// PreviewDomain is the domain of preview hosts,
+	// {port}-{id}-{token}.{domain} ($PADDOCK_PREVIEW_DOMAIN).
+	PreviewDomain string `json:"preview_domain"`
+	// PolicyFile is the admission policy ($PADDOCK_POLICY_FILE, or
+	// `serve --policy`); it must exist when set. Unset, the policy lives
+	// in <StateDir>/policy.json, created by the first PUT /v1/policy.
+	PolicyFile string `json:"policy_file,omitempty"`
 }
 
 // Default returns the embedded defaults.
@@ -78,6 +93,10 @@ func Default() Config {
 		ExecTimeout:         24 * time.Hour,
 		PrepareDefaultImage: true,
 		LogLevel:            "info",
+		LedgerRetention:     30 * 24 * time.Hour,
+		BackupTTL:           7 * 24 * time.Hour,
+		PreviewListen:       DefaultPreviewListen,
+		PreviewDomain:       "localhost",
 	}
 }
 
@@ -95,8 +114,24 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	if v := getenv("PADDOCK_LISTEN"); v != "" {
 		c.Listen = v
 	}
+	if v := getenv("PADDOCK_PREVIEW_LISTEN"); v != "" {
+		c.PreviewListen = v
+	}
+	if v := getenv("PADDOCK_PREVIEW_DOMAIN"); v != "" {
+		c.PreviewDomain = v
+	}
 	if v := getenv("PADDOCK_LOG_LEVEL"); v != "" {
 		c.LogLevel = v
+	}
+	if v := getenv("PADDOCK_POLICY_FILE"); v != "" {
+		c.PolicyFile = v
+	}
+	if v := getenv("PADDOCK_LEDGER_RETENTION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("PADDOCK_LEDGER_RETENTION: %w", err)
+		}
+		c.LedgerRetention = d
 	}
 	if v := getenv("PADDOCK_PREPARE_DEFAULT_IMAGE"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -117,14 +152,17 @@ func (c *Config) Validate() error {
 	if !filepath.IsAbs(c.Socket) {
 		errs = append(errs, fmt.Errorf("socket %q must be an absolute path", c.Socket))
 	}
+	if c.PolicyFile != "" && !filepath.IsAbs(c.PolicyFile) {
+		errs = append(errs, fmt.Errorf("policy file %q must be an absolute path", c.PolicyFile))
+	}
 	if c.Images != "" && !filepath.IsAbs(c.Images) {
 		errs = append(errs, fmt.Errorf("images dir %q must be an absolute path", c.Images))
 	}
 	if len(c.Socket) > 100 {
 		errs = append(errs, fmt.Errorf("socket path %q is longer than a unix socket allows (100)", c.Socket))
 	}
-	if c.DefaultRuntime != api.RuntimeRunc && c.DefaultRuntime != api.RuntimeGVisor {
-		errs = append(errs, fmt.Errorf("default runtime %q: want runc or gvisor", c.DefaultRuntime))
+	if c.DefaultRuntime != api.RuntimeRunc && c.DefaultRuntime != api.RuntimeGVisor && c.DefaultRuntime != api.RuntimeCrun {
+		errs = append(errs, fmt.Errorf("default runtime %q: want runc, gvisor or crun", c.DefaultRuntime))
 	}
 	if c.Defaults.CPU <= 0 || c.Defaults.MemoryMB <= 0 || c.Defaults.DiskMB <= 0 || c.Defaults.Pids <= 0 {
 		errs = append(errs, errors.New("default resources must all be positive"))
@@ -139,6 +177,10 @@ func (c *Config) Validate() error {
 	if c.ReadyTimeout <= 0 || c.ExecTimeout <= 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
 	}
+	if c.LedgerRetention <= 0 || c.BackupTTL <= 0 {
+		errs = append(errs, errors.New("ledger_retention and backup_ttl must be positive"))
+	}
+	errs = append(errs, c.validatePreview()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

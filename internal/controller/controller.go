@@ -20,6 +20,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/runtime"
+	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -41,6 +42,10 @@ type Options struct {
 	Logger      *slog.Logger
 	// IdleInterval is how often idle and lifetime limits are checked (default 2s).
 	IdleInterval time.Duration
+	// Snapshots is the snapshot layer store; nil disables snapshots.
+	Snapshots *snapshot.Store
+	// Network plumbs egress sandboxes; nil: only mode none (network.go).
+	Network Network
 }
 
 // Controller is safe for concurrent use.
@@ -51,6 +56,11 @@ type Controller struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry
+
+	terms termTable // terminals of every sandbox (terminal.go)
+	snaps snapState // snapshot bookkeeping (snapshots.go)
+	pools poolState // warm pools (pools.go)
+	adm   admission // policy, quotas and runtime probes (admission.go, info.go)
 
 	stopIdle chan struct{}
 	idleDone chan struct{}
@@ -92,6 +102,9 @@ func (c *Controller) Runtimes() []string {
 	sort.Strings(names)
 	return names
 }
+
+// DefaultImage is the image a create without one gets.
+func (c *Controller) DefaultImage() string { return c.cfg.DefaultImage }
 
 // Start reconciles records with the runtimes, then begins the idle loop.
 func (c *Controller) Start(ctx context.Context) error {
@@ -198,6 +211,7 @@ func (c *Controller) setState(ctx context.Context, rec *store.Sandbox, to, reaso
 	}); err != nil {
 		c.log.Warn("record state change", "sandbox", rec.ID, "err", err)
 	}
+	c.recordTransition(ctx, rec, from, to, reason)
 	c.log.Info("sandbox state", "sandbox", rec.ID, "from", from, "to", to, "reason", reason)
 	return nil
 }
@@ -223,6 +237,10 @@ func (c *Controller) toAPI(rec *store.Sandbox) *api.Sandbox {
 		CreatedAt:      rec.CreatedAt,
 		UpdatedAt:      rec.UpdatedAt,
 		LastActivityAt: rec.LastActivityAt,
+		FromSnapshot:   rec.SnapshotID,
+		OnIdle:         rec.OnIdle,
+		CreatedBy:      rec.KeyID,
+		Network:        c.networkOf(rec.ID),
 	}
 	if rec.SleepAfter > 0 {
 		s.SleepAfter = rec.SleepAfter.String()

@@ -28,6 +28,12 @@ type Emit func(api.ExecEvent) error
 // status or an error; Exec returns an error only when nothing was emitted
 // (bad request, sandbox missing), so the caller can answer with a status.
 func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, emit Emit) error {
+	if req.Session != "" || req.QueueTimeout != "" {
+		if len(req.AllowHosts) > 0 {
+			return errdefs.Invalid("allow_hosts cannot be granted to a session command")
+		}
+		return c.sessionExec(ctx, ref, req, emit) // sessions.go
+	}
 	if err := validateExec(&req); err != nil {
 		return err
 	}
@@ -39,11 +45,18 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		}
 		timeout = d
 	}
-	ag, _, done, err := c.Agent(ctx, ref)
+	ag, sandboxID, done, err := c.Agent(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer done()
+	revoke, err := c.grantHosts(ctx, sandboxID, req.AllowHosts) // network.go
+	if err != nil {
+		return err
+	}
+	defer revoke()
+	emit, recordExec := c.ledgerExec(ctx, sandboxID, req, emit)
+	defer recordExec()
 
 	ectx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -42,6 +42,7 @@ func (c *Controller) reconcile(ctx context.Context) error {
 			}
 		}
 	}
+	c.reconcileNetwork(ctx, recs) // network.go
 	for _, r := range recs {
 		c.reconcileOne(ctx, r)
 	}
@@ -156,7 +157,7 @@ func (c *Controller) checkIdle(ctx context.Context) {
 		}
 		idle := now.Sub(time.Unix(0, e.activity.Load()))
 		if idle >= r.SleepAfter {
-			if _, err := c.stop(ctx, r.ID, fmt.Sprintf("idle for %s (sleep_after %s)", idle.Round(time.Second), r.SleepAfter)); err != nil {
+			if err := c.onIdle(ctx, r, fmt.Sprintf("idle for %s (sleep_after %s)", idle.Round(time.Second), r.SleepAfter)); err != nil {
 				c.log.Error("idle stop", "sandbox", r.ID, "err", err)
 			}
 		}

@@ -24,6 +24,14 @@ const teardownTimeout = 60 * time.Second
 // answers. A failure leaves the record in state error with the reason and
 // no compute behind it.
 func (c *Controller) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	if req.Template != "" || req.Pool != "" || req.Identifier != "" || hasReservedLabel(req.Labels) {
+		return c.createTemplated(ctx, req) // templatecreate.go
+	}
+	return c.create(ctx, req, nil)
+}
+
+// create is Create with what a template adds (nil: nothing).
+func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, tp *templatePlan) (*api.Sandbox, error) {
 	if err := validateName(req.Name); err != nil {
 		return nil, err
 	}
@@ -33,7 +41,11 @@ func (c *Controller) Create(ctx context.Context, req api.CreateSandboxRequest) (
 	if err := validateLabels(req.Labels); err != nil {
 		return nil, err
 	}
-	res, err := resolveResources(req.Resources, c.cfg.Defaults, c.cfg.Max)
+	plan, err := c.planCreate(ctx, &req) // snapshot restore and idle policy (snapshots.go)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.sizeResources(req.Size, req.Resources) // presets (sizes.go)
 	if err != nil {
 		return nil, err
 	}
@@ -52,16 +64,22 @@ func (c *Controller) Create(ctx context.Context, req api.CreateSandboxRequest) (
 	if rtName == "" {
 		rtName = c.cfg.DefaultRuntime
 	}
-	if rtName != api.RuntimeRunc && rtName != api.RuntimeGVisor {
-		return nil, errdefs.Invalid("runtime %q: want %s or %s", rtName, api.RuntimeRunc, api.RuntimeGVisor)
+	if rtName != api.RuntimeRunc && rtName != api.RuntimeGVisor && rtName != api.RuntimeCrun {
+		return nil, errdefs.Invalid("runtime %q: want %s, %s or %s", truncate(rtName, 40), api.RuntimeRunc, api.RuntimeGVisor, api.RuntimeCrun)
 	}
 	if _, err := c.backend(rtName); err != nil {
+		return nil, err
+	}
+	netPolicy, err := c.admitNetwork(&req, rtName) // network.go
+	if err != nil {
 		return nil, err
 	}
 	imgRef := req.Image
 	if imgRef == "" {
 		imgRef = c.cfg.DefaultImage
 	}
+	imageUse.RLock() // until recorded, so the image cannot be collected (images.go)
+	defer imageUse.RUnlock()
 	img, err := c.image(ctx, imgRef)
 	if err != nil {
 		return nil, err
@@ -85,6 +103,8 @@ func (c *Controller) Create(ctx context.Context, req api.CreateSandboxRequest) (
 		UpdatedAt:      now,
 		LastActivityAt: now,
 	}
+	plan.apply(ctx, c, rec)
+	tp.apply(rec)
 	if req.Name != "" && idRE.MatchString(req.Name) {
 		// A name that is some sandbox's id would make addressing ambiguous.
 		if other, err := c.opts.Store.GetSandbox(ctx, req.Name); err == nil && other.State != api.StateDestroyed {
@@ -94,7 +114,7 @@ func (c *Controller) Create(ctx context.Context, req api.CreateSandboxRequest) (
 	e := c.entry(rec.ID)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := c.opts.Store.CreateSandbox(ctx, rec); err != nil {
+	if err := c.admitAndRecord(ctx, rec); err != nil { // policy and quotas (admission.go)
 		c.forget(rec.ID)
 		if errors.Is(err, errdefs.ErrConflict) && req.Name != "" {
 			return nil, fmt.Errorf("a sandbox named %q already exists: %w", req.Name, errdefs.ErrConflict)
@@ -107,6 +127,12 @@ func (c *Controller) Create(ctx context.Context, req api.CreateSandboxRequest) (
 	// runs to a final state under its own deadline.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReadyTimeout+teardownTimeout)
 	defer cancel()
+	if netPolicy != nil {
+		if _, err := c.prepareNetwork(sctx, rec.ID, netPolicy); err != nil {
+			c.failStart(sctx, rec, err)
+			return nil, err
+		}
+	}
 	if err := c.startCompute(sctx, e, rec, img); err != nil {
 		c.failStart(sctx, rec, err)
 		return nil, err
@@ -139,15 +165,22 @@ func (c *Controller) startCompute(ctx context.Context, e *entry, rec *store.Sand
 	if err != nil {
 		return err
 	}
-	env := make([]string, 0, len(rec.Env))
-	for _, k := range slices.Sorted(maps.Keys(rec.Env)) {
-		env = append(env, k+"="+rec.Env[k])
+	env := imageEnv(img, rec.Env) // images.go
+	layers, err := c.layersFor(rec, img)
+	if err != nil {
+		return err
+	}
+	netSetup, err := c.prepareNetwork(ctx, rec.ID, nil) // network.go
+	if err != nil {
+		return err
 	}
 	info, err := b.Start(ctx, runtime.Spec{
 		ID:          rec.ID,
-		Layers:      img.Layers,
+		Layers:      layers,
 		AgentBinary: c.opts.AgentBinary,
-		Env:         env,
+		Env:         append(env, netSetup.Env...),
+		NetNSPath:   netSetup.NetNSPath,
+		ResolvConf:  netSetup.ResolvConf,
 		Resources: runtime.Resources{
 			CPUMillis:   int64(rec.Resources.CPU * 1000),
 			MemoryBytes: rec.Resources.MemoryMB << 20,
@@ -301,7 +334,7 @@ func (c *Controller) startLocked(ctx context.Context, e *entry, id, reason strin
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReadyTimeout+teardownTimeout)
 	defer cancel()
-	if err := c.setState(sctx, rec, api.StateCreating, reason, false); err != nil {
+	if err := c.setState(sctx, rec, api.StateCreating, c.restoreReason(sctx, rec, reason), false); err != nil {
 		return nil, err
 	}
 	e.activity.Store(time.Now().UnixNano())
@@ -369,6 +402,7 @@ func (c *Controller) destroy(ctx context.Context, ref, reason string) error {
 			return err
 		}
 	}
+	c.releaseNetwork(ctx, rec.ID) // network.go
 	if err := c.setState(ctx, rec, api.StateDestroyed, reason, false); err != nil {
 		return err
 	}

@@ -15,13 +15,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/e2b"
 	"github.com/paddock-dev/paddock/internal/image"
-	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/runtime/oci"
 	"github.com/paddock-dev/paddock/internal/server"
+	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/store/sqlite"
 )
 
@@ -65,15 +65,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if err != nil {
 		return fmt.Errorf("seal the agent binary: %w", err)
 	}
-	backends := map[string]runtime.Backend{}
-	for _, rt := range []struct{ api, bin string }{{api.RuntimeRunc, "runc"}, {api.RuntimeGVisor, "runsc"}} {
-		b, err := oci.New(oci.Options{Runtime: rt.bin, Root: cfg.RuntimeDir(rt.bin), Logger: log.With("part", "runtime", "runtime", rt.api)})
-		if err != nil {
-			log.Warn("runtime not available", "runtime", rt.api, "err", err)
-			continue
-		}
-		backends[rt.api] = b
-	}
+	backends, probes := probeRuntimes(ctx, cfg, agentBin, log) // runtimes.go
 	if len(backends) == 0 {
 		return errors.New("no container runtime works here: install runc (apt-get install runc) or runsc")
 	}
@@ -81,19 +73,43 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		return fmt.Errorf("the default runtime %q is not available here", cfg.DefaultRuntime)
 	}
 
+	snaps, err := snapshot.Open(snapshot.Options{Dir: filepath.Join(cfg.StateDir, "snapshots"), Logger: log.With("part", "snapshots")})
+	if err != nil {
+		return fmt.Errorf("snapshot store: %w", err)
+	}
+	previewLn := listenPreview(&cfg, log.With("part", "preview"))
+	netRec := &recorder{}
+	nets, err := openNetworks(ctx, cfg.StateDir, log.With("part", "network"), netRec) // network.go
+	if err != nil {
+		return err
+	}
+	var netOpt controller.Network
+	if nets != nil {
+		defer nets.Close()
+		netOpt = nets
+	}
 	ctrl, err := controller.New(controller.Options{
 		Store: st, Images: images, Backends: backends, AgentBinary: agentBin,
-		Config: cfg, Logger: log.With("part", "controller"),
+		Config: cfg, Logger: log.With("part", "controller"), Snapshots: snaps,
+		Network: netOpt,
 	})
 	if err != nil {
+		return err
+	}
+	netRec.ctrl.Store(ctrl)
+	ctrl.SetRuntimeProbes(probes, oci.CgroupLayout(), Version)
+	if err := loadPolicy(ctrl, cfg); err != nil { // runtimes.go
 		return err
 	}
 	if err := ctrl.Start(ctx); err != nil {
 		return err
 	}
 	defer ctrl.Close()
+	go ctrl.RunRetention(ctx)      // ledger retention, expired idempotency keys and backups
+	go ctrl.RunSnapshotExpiry(ctx) // expired snapshots and unused layers
+	go ctrl.RunPools(ctx)          // warm pools: refill, stale replacement, cooldown
 
-	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version})
+	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCPSocket: cfg.Socket})
 	unixLn, err := listenUnix(cfg.Socket)
 	if err != nil {
 		return err
@@ -106,9 +122,15 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 			unixLn.Close()
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
-		servers = append(servers, &http.Server{Handler: srv.Handler(true), ReadHeaderTimeout: 10 * time.Second})
+		// E2B's API and data plane share the TCP listener with /v1.
+		tcpHandler := e2b.New(e2b.Options{Controller: ctrl, Keys: st, HashKey: server.HashKey, Next: srv.Handler(true), Logger: log.With("part", "e2b")})
+		servers = append(servers, &http.Server{Handler: tcpHandler, ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, tcpLn)
 		log.Info("listening on TCP; API keys are required", "addr", tcpLn.Addr().String())
+	}
+	if previewLn != nil {
+		servers = append(servers, &http.Server{Handler: srv.PreviewHandler(cfg.PreviewDomain), ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, previewLn)
 	}
 	errc := make(chan error, len(servers))
 	for i := range servers {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -26,6 +27,9 @@ func sealBinary(dir string) (string, error) {
 		return "", err
 	}
 	defer src.Close()
+	if err := checkStatic(src); err != nil {
+		return "", err
+	}
 	tmp, err := os.CreateTemp(dir, ".paddock-*")
 	if err != nil {
 		return "", err
@@ -55,4 +59,22 @@ func sealBinary(dir string) (string, error) {
 		return "", fmt.Errorf("install sealed binary: %w", err)
 	}
 	return dst, nil
+}
+
+// checkStatic refuses a dynamically linked paddock: as a sandbox's PID 1 it
+// runs in the image's root, where the host's loader and libc are not.
+func checkStatic(f *os.File) error {
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return fmt.Errorf("read own executable: %w", err)
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("this paddock binary is dynamically linked; build it with CGO_ENABLED=0 (make build does)")
+		}
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	return nil
 }

@@ -12,6 +12,15 @@ type Image struct {
 	Layers    []string // host dirs, lowest first, read-only
 	SizeBytes int64
 	CreatedAt time.Time
+
+	// Set for imported and pulled images (oci.go): where the image came
+	// from, and its config, which sandboxes start with.
+	Source     string
+	Env        []string
+	WorkingDir string
+	User       string
+	Entrypoint []string
+	Cmd        []string
 }
 
 // Progress receives human-readable progress lines during a build.

@@ -165,6 +165,9 @@ func (s *Store) Resolve(ctx context.Context, ref string) (*Image, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if img, err := s.resolveImported(ref); img != nil || err != nil {
+		return img, err // oci.go
+	}
 	r, err := ParseRef(ref)
 	if err != nil {
 		return nil, err
@@ -262,7 +265,8 @@ func (s *Store) List(ctx context.Context) ([]*Image, error) {
 		}
 		out = append(out, img)
 	}
-	return out, nil
+	imported, err := s.listImported(ctx)
+	return append(out, imported...), err
 }
 
 // Ensure returns the named image, building it first if it is missing.

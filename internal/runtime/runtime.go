@@ -46,6 +46,12 @@ type Spec struct {
 	// which passes it on to every process.
 	Env       []string
 	Resources Resources
+	// NetNSPath, when set, is a prepared network namespace the sandbox
+	// joins instead of a new loopback-only one (egress networking).
+	NetNSPath string
+	// ResolvConf, when set, is a host file bind-mounted read-only as the
+	// sandbox's /etc/resolv.conf.
+	ResolvConf string
 }
 
 // Info says where to reach a started sandbox's agent.
@@ -97,4 +103,14 @@ type Pauser interface {
 // anything but a regular file the sandbox controls.
 type LayerExporter interface {
 	ExportLayer(ctx context.Context, id string, w io.Writer) error
+}
+
+// LayerSnapshotter copies a sandbox's writable layer, in overlayfs format
+// (whiteouts as 0/0 character devices, opaque directories marked with the
+// trusted.overlay.opaque xattr), into dst, an empty host directory. It
+// works on running and stopped sandboxes; the caller freezes a running one
+// first so the copy is consistent. It must never follow a symlink on the
+// host and must keep owners, modes, times and xattrs.
+type LayerSnapshotter interface {
+	SnapshotLayer(ctx context.Context, id, dst string) error
 }

@@ -3,6 +3,8 @@ package server
 import (
 	"io"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 
 	"github.com/paddock-dev/paddock/api"
@@ -74,14 +76,23 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
+	var mode uint64
+	if m := r.URL.Query().Get("mode"); m != "" {
+		var err error
+		if mode, err = strconv.ParseUint(m, 8, 32); err != nil || mode > 0o777 {
+			writeError(w, errdefs.Invalid("mode %q: want octal permission bits such as 0644 or 0755", m))
+			return
+		}
+	}
 	s.withAgent(w, r, true, func(ag *client.Client, path, user string) error {
-		if err := ag.WriteFile(r.Context(), path, user, r.Body); err != nil {
+		if err := ag.WriteFileMode(r.Context(), path, user, os.FileMode(mode), r.Body); err != nil {
 			return err
 		}
 		e, err := ag.Stat(r.Context(), path, user)
 		if err != nil {
 			return err
 		}
+		s.recordFile(r, api.LedgerFileWrite, path, map[string]string{"size_bytes": strconv.FormatInt(e.GetSize(), 10)})
 		writeJSON(w, http.StatusOK, toFileInfo(e))
 		return nil
 	})
@@ -92,6 +103,7 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
 		if err := ag.Remove(r.Context(), path, user); err != nil {
 			return err
 		}
+		s.recordFile(r, api.LedgerFileRemove, path, nil)
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	})
@@ -140,6 +152,7 @@ func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
+		s.recordFile(r, api.LedgerMkdir, path, nil)
 		writeJSON(w, http.StatusOK, toFileInfo(e))
 		return nil
 	})
@@ -166,6 +179,7 @@ func (s *Server) move(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
+		s.recordFile(r, api.LedgerFileMove, path, map[string]string{"source": req.Source})
 		writeJSON(w, http.StatusOK, toFileInfo(e))
 		return nil
 	})
@@ -192,6 +206,7 @@ func (s *Server) tarIn(w http.ResponseWriter, r *http.Request) {
 		if err := ag.TarIn(r.Context(), path, user, r.Body); err != nil {
 			return err
 		}
+		s.recordFile(r, api.LedgerTarUpload, path, nil)
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	})

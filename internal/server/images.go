@@ -10,7 +10,9 @@ import (
 )
 
 func toAPIImage(i *image.Image) *api.Image {
-	return &api.Image{Name: i.Name, Digest: i.Digest, SizeBytes: i.SizeBytes, CreatedAt: i.CreatedAt}
+	out := &api.Image{Name: i.Name, Digest: i.Digest, SizeBytes: i.SizeBytes, CreatedAt: i.CreatedAt}
+	imageExtras(out, i) // imageimport.go
+	return out
 }
 
 func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
@@ -38,6 +40,7 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalid("image %q cannot be built here; built-in images are %v", name, image.Builtin()))
 		return
 	}
+	ifMissing := r.URL.Query().Get("if_missing") == "true"
 	out := newNDJSON(w)
 	lines := make(chan string, 256)
 	type result struct {
@@ -46,12 +49,20 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		img, err := s.opts.Images.Build(context.WithoutCancel(r.Context()), name, func(line string) {
+		progress := func(line string) {
 			select {
 			case lines <- line:
 			default: // a slow client loses progress lines, never stalls the build
 			}
-		})
+		}
+		ctx := context.WithoutCancel(r.Context())
+		var img *image.Image
+		var err error
+		if ifMissing {
+			img, err = s.opts.Images.Ensure(ctx, name, progress)
+		} else {
+			img, err = s.opts.Images.Build(ctx, name, progress)
+		}
 		done <- result{img, err}
 	}()
 	for {

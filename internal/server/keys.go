@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -17,6 +18,9 @@ import (
 // KeyPrefix starts every Paddock API key, so a leaked key is recognisable
 // by secret scanners.
 const KeyPrefix = "pdk_"
+
+// E2BKeyPrefix starts keys made for E2B's SDKs, in E2B's own key format.
+const E2BKeyPrefix = "e2b_"
 
 var keyNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
@@ -44,11 +48,17 @@ func (s *Server) requireKey(next http.Handler) http.Handler {
 			writeError(w, errdefs.ErrUnauthenticatedf("an API key is required on this listener (Authorization: Bearer <key>); create one with `paddock keys create NAME`"))
 			return
 		}
-		if _, err := s.opts.Store.KeyByHash(r.Context(), HashKey(secret)); err != nil {
+		k, err := s.opts.Store.KeyByHash(r.Context(), HashKey(secret))
+		if err != nil {
 			writeError(w, errdefs.ErrUnauthenticatedf("the API key is not valid"))
 			return
 		}
-		next.ServeHTTP(w, r)
+		if err := s.keyMayManageKeys(r); err != nil { // admission.go
+			writeError(w, err)
+			return
+		}
+		// The caller's key id is what admission counts quotas by.
+		next.ServeHTTP(w, r.WithContext(controller.WithCaller(r.Context(), k.ID)))
 	})
 }
 
@@ -62,15 +72,24 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalid("key name %q: use 1-63 letters, digits, '-', '_' or '.'", req.Name))
 		return
 	}
+	prefix := KeyPrefix
+	switch req.Format {
+	case "", api.KeyFormatPaddock:
+	case api.KeyFormatE2B:
+		prefix = E2BKeyPrefix
+	default:
+		writeError(w, errdefs.Invalid("key format %q: want %s or %s", req.Format, api.KeyFormatPaddock, api.KeyFormatE2B))
+		return
+	}
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw)
-	secret := KeyPrefix + hex.EncodeToString(raw)
+	secret := prefix + hex.EncodeToString(raw)
 	idb := make([]byte, 8)
 	_, _ = rand.Read(idb)
 	k := &store.Key{
 		ID:         hex.EncodeToString(idb),
 		Name:       req.Name,
-		Prefix:     secret[:len(KeyPrefix)+6],
+		Prefix:     secret[:len(prefix)+6],
 		SecretHash: HashKey(secret),
 		CreatedAt:  time.Now().UTC(),
 	}

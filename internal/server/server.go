@@ -24,6 +24,7 @@ import (
 type Images interface {
 	List(ctx context.Context) ([]*image.Image, error)
 	Build(ctx context.Context, name string, progress image.Progress) (*image.Image, error)
+	Ensure(ctx context.Context, name string, progress image.Progress) (*image.Image, error)
 }
 
 // Options wires a Server.
@@ -33,6 +34,9 @@ type Options struct {
 	Images     Images
 	Logger     *slog.Logger
 	Version    string
+	// MCPSocket, when set, mounts the MCP server at /mcp; it reaches the
+	// API through this socket, like any other client.
+	MCPSocket string
 }
 
 // Server serves the API. Handler() gives the handler for a listener.
@@ -69,6 +73,8 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /v1/sandboxes/{id}", s.deleteSandbox)
 	m.HandleFunc("POST /v1/sandboxes/{id}/stop", s.stopSandbox)
 	m.HandleFunc("POST /v1/sandboxes/{id}/start", s.startSandbox)
+	m.HandleFunc("POST /v1/sandboxes/{id}/pause", s.pauseSandbox)
+	m.HandleFunc("POST /v1/sandboxes/{id}/resume", s.resumeSandbox)
 	m.HandleFunc("GET /v1/sandboxes/{id}/history", s.history)
 	m.HandleFunc("POST /v1/sandboxes/{id}/exec", s.exec)
 	m.HandleFunc("GET /v1/sandboxes/{id}/files", s.readFile)
@@ -81,11 +87,21 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/sandboxes/{id}/tar", s.tarOut)
 	m.HandleFunc("PUT /v1/sandboxes/{id}/tar", s.tarIn)
 	m.HandleFunc("GET /v1/sandboxes/{id}/layer", s.exportLayer)
+	s.routesSnapshots(m)
 	m.HandleFunc("GET /v1/images", s.listImages)
 	m.HandleFunc("POST /v1/images/{name}/build", s.buildImage)
+	s.routesImageImport(m)
 	m.HandleFunc("POST /v1/keys", s.createKey)
 	m.HandleFunc("GET /v1/keys", s.listKeys)
 	m.HandleFunc("DELETE /v1/keys/{id}", s.deleteKey)
+	s.routesMCP(m)
+	s.routesInteractive(m)
+	s.routesLedger(m)
+	s.routesNetwork(m)
+	s.routesSessions(m)
+	s.routesContexts(m)
+	s.routesAdmission(m)
+	s.routesTemplates(m)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.NotFound("no route %s %s", r.Method, r.URL.Path))
 	})
@@ -95,6 +111,7 @@ func (s *Server) routes() {
 // request but /v1/health must carry a valid API key.
 func (s *Server) Handler(requireKey bool) http.Handler {
 	var h http.Handler = s.mux
+	h = s.idempotent(h) // inside authentication: keys are per credential
 	if requireKey {
 		h = s.requireKey(h)
 	}
@@ -221,7 +238,7 @@ func (n *ndjson) send(v any) error {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Version: s.opts.Version, Runtimes: s.opts.Controller.Runtimes()})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Version: s.opts.Version, Runtimes: s.opts.Controller.Runtimes(), DefaultImage: s.opts.Controller.DefaultImage()})
 }
 
 func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {

@@ -29,6 +29,15 @@ type Sandbox struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	LastActivityAt time.Time
+	// SnapshotID is the snapshot the sandbox was restored from ("" if none).
+	SnapshotID string
+	// SnapshotLayers are layer digests stacked on the image, lowest first.
+	SnapshotLayers []string
+	// OnIdle is what idling does: "stop" (or ""), "pause" or "snapshot".
+	OnIdle string
+	// KeyID is the caller that created the sandbox: an API key id, or
+	// "local" for the unix socket ("" for sandboxes older than the field).
+	KeyID string
 }
 
 // Key is a stored API key; only the hash of its secret is kept.
@@ -79,6 +88,20 @@ type Store interface {
 	// StateHistory lists a sandbox's transitions, oldest first; ErrNotFound
 	// if the sandbox is absent. Deleting a sandbox deletes its history.
 	StateHistory(ctx context.Context, sandboxID string) ([]StateChange, error)
+
+	// Ledgers, Idempotency-Key results and backup records (ledger.go).
+	LedgerStore
+	IdempotencyStore
+	BackupStore
+
+	// Exposed ports and their hashed preview tokens (preview.go).
+	PreviewStore
+
+	// Filesystem snapshots (snapshot.go).
+	SnapshotStore
+
+	// Templates, their build cache and warm pools (template.go).
+	TemplateStore
 
 	Close() error
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -352,5 +353,26 @@ func TestPauseResume(t *testing.T) {
 	d.must("pause", sb.ID)
 	if out, code := execOut(t, d, sb.ID, "echo", "awake"); code != 0 || out != "awake\n" {
 		t.Fatalf("exec on a paused sandbox: %d %q", code, out)
+	}
+}
+
+// TestWriteFileMode: a file written with a mode gets it; a mode with
+// setuid is refused.
+func TestWriteFileMode(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	sb := create(t, d, api.CreateSandboxRequest{Image: "busybox"})
+	ctx := ctxT(t, time.Minute)
+	fi, err := d.client.WriteFile(ctx, sb.ID, "/home/user/run.sh", strings.NewReader("#!/bin/sh\necho ran\n"), 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode&0o777 != 0o755 {
+		t.Fatalf("mode %o, want 755", fi.Mode&0o777)
+	}
+	if out, code := execOut(t, d, sb.ID, "/home/user/run.sh"); code != 0 || out != "ran\n" {
+		t.Fatalf("run the written script: %d %q", code, out)
+	}
+	if _, err := d.client.WriteFile(ctx, sb.ID, "/home/user/s", strings.NewReader("x"), 0o755|fs.ModeSetuid); !errors.Is(err, paddock.ErrInvalidArgument) {
+		t.Fatalf("setuid mode: %v, want invalid argument", err)
 	}
 }

@@ -31,7 +31,7 @@ var (
 func TestMain(m *testing.M) {
 	// Short paths: a sandbox's agent socket lives under the state dir, and
 	// unix socket paths are limited to 107 bytes.
-	dir, err := os.MkdirTemp("/tmp", "pde-")
+	dir, err := os.MkdirTemp("/tmp", "pd")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -98,6 +98,8 @@ type daemon struct {
 	exited   chan struct{}
 	logs     *syncBuffer
 	client   *paddock.Client
+	images   string // "" = imagesDir()
+	env      []string
 }
 
 type syncBuffer struct {
@@ -119,6 +121,11 @@ func (s *syncBuffer) String() string {
 
 type daemonOpts struct {
 	listen bool
+	// imagesDir, when set, replaces the image cache shared by the tests
+	// (for tests that delete images).
+	imagesDir string
+	// env is added to the daemon's environment.
+	env []string
 }
 
 // startDaemon starts a daemon on a fresh state dir; t.Cleanup stops it and
@@ -126,11 +133,11 @@ type daemonOpts struct {
 func startDaemon(t *testing.T, o daemonOpts) *daemon {
 	t.Helper()
 	requireHost(t)
-	state, err := os.MkdirTemp(tmpRoot, "s-")
+	state, err := os.MkdirTemp(tmpRoot, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{t: t, stateDir: state, socket: filepath.Join(state, "paddock.sock")}
+	d := &daemon{t: t, stateDir: state, socket: filepath.Join(state, "paddock.sock"), images: o.imagesDir, env: o.env}
 	if o.listen {
 		d.listen = freeAddr(t)
 	}
@@ -163,7 +170,16 @@ func (d *daemon) start() {
 		args = append(args, "--listen", d.listen)
 	}
 	cmd := exec.Command(paddockBin(d.t), args...)
-	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+imagesDir(), "PADDOCK_PREPARE_DEFAULT_IMAGE=false")
+	// Port 0: daemons of parallel tests must not fight over the preview port.
+	images := imagesDir()
+	if d.images != "" {
+		images = d.images
+	}
+	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREPARE_DEFAULT_IMAGE=false")
+	if os.Getenv("PADDOCK_PREVIEW_LISTEN") == "" { // a test may pick its own
+		cmd.Env = append(cmd.Env, "PADDOCK_PREVIEW_LISTEN=127.0.0.1:0")
+	}
+	cmd.Env = append(cmd.Env, d.env...)
 	if d.logs == nil {
 		d.logs = &syncBuffer{}
 	}

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"syscall"
@@ -137,7 +138,9 @@ func SetUser(h http.Header, user string) {
 // WaitReady polls /health until the agent answers or ctx ends.
 func (c *Client) WaitReady(ctx context.Context) error {
 	c.init()
-	delay := 5 * time.Millisecond
+	// The agent answers some milliseconds after its container starts:
+	// poll often at first, then back off.
+	delay := 2 * time.Millisecond
 	var last error
 	for {
 		last = c.health(ctx)
@@ -151,7 +154,7 @@ func (c *Client) WaitReady(ctx context.Context) error {
 			return ctxError(ctx, fmt.Errorf("agent not ready: %w", last))
 		case <-t.C:
 		}
-		delay = min(delay*2, 200*time.Millisecond)
+		delay = min(delay*3/2, 100*time.Millisecond)
 	}
 }
 
@@ -368,7 +371,17 @@ func (c *Client) ReadFile(ctx context.Context, path, user string, w io.Writer) e
 
 // WriteFile replaces the file at path with r's content, creating parents.
 func (c *Client) WriteFile(ctx context.Context, path, user string, r io.Reader) error {
-	resp, err := c.do(ctx, http.MethodPost, "/files", user, url.Values{"path": {path}}, r, "application/octet-stream")
+	return c.WriteFileMode(ctx, path, user, 0, r)
+}
+
+// WriteFileMode is WriteFile that also sets the file's permission bits
+// (0 keeps the default 0644 of a new file).
+func (c *Client) WriteFileMode(ctx context.Context, path, user string, mode os.FileMode, r io.Reader) error {
+	q := url.Values{"path": {path}}
+	if mode != 0 {
+		q.Set("mode", strconv.FormatUint(uint64(mode.Perm()), 8))
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/files", user, q, r, "application/octet-stream")
 	if err != nil {
 		return err
 	}

@@ -31,17 +31,21 @@ type layout struct {
 func (r *Runtime) layout(id string) layout {
 	d := r.sandboxDir(id)
 	return layout{
-		dir:      d,
-		bundle:   filepath.Join(d, "bundle"),
-		config:   filepath.Join(d, "bundle", "config.json"),
-		disk:     filepath.Join(d, "disk.img"),
-		scratch:  filepath.Join(d, "scratch"),
-		upper:    filepath.Join(d, "scratch", "upper"),
-		work:     filepath.Join(d, "scratch", "work"),
-		rootfs:   filepath.Join(d, "rootfs"),
-		run:      filepath.Join(d, "run"),
-		socket:   filepath.Join(d, "run", agentSocketName),
-		agentLog: filepath.Join(d, "agent.log"),
+		dir:     d,
+		bundle:  filepath.Join(d, "bundle"),
+		config:  filepath.Join(d, "bundle", "config.json"),
+		disk:    filepath.Join(d, "disk.img"),
+		scratch: filepath.Join(d, "scratch"),
+		upper:   filepath.Join(d, "scratch", "upper"),
+		work:    filepath.Join(d, "scratch", "work"),
+		rootfs:  filepath.Join(d, "rootfs"),
+		// The agent's socket dir and the container's stdout/stderr live on
+		// the size-capped scratch filesystem: root inside the sandbox can
+		// write to both (through the bind mount and /proc/1/fd), and must
+		// never be able to fill the host's disk through them.
+		run:      filepath.Join(d, "scratch", "run"),
+		socket:   filepath.Join(d, "scratch", "run", agentSocketName),
+		agentLog: filepath.Join(d, "scratch", "agent.log"),
 	}
 }
 
@@ -89,21 +93,19 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.In
 		}
 	}()
 
+	if len(l.socket) > maxSocketPath {
+		return runtime.Info{}, errdefs.Invalid("sandbox id %q is too long for this state root (the agent socket path would exceed %d bytes)", spec.ID, maxSocketPath)
+	}
 	if _, serr := os.Lstat(l.dir); errors.Is(serr, fs.ErrNotExist) {
 		if err := os.Mkdir(l.dir, 0o700); err != nil {
 			return runtime.Info{}, fmt.Errorf("oci: create sandbox dir: %w", err)
 		}
 		undo = append(undo, func() error { return r.removeSandboxDir(l.dir) })
 	}
-	for _, d := range []string{l.bundle, l.scratch, l.rootfs, l.run} {
+	for _, d := range []string{l.bundle, l.scratch, l.rootfs} {
 		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return runtime.Info{}, fmt.Errorf("oci: create sandbox dir: %w", err)
 		}
-	}
-	// The bind mount shows run/ inside the sandbox; 0700 keeps other
-	// host users out of the agent's socket.
-	if err := os.Chmod(l.run, 0o700); err != nil {
-		return runtime.Info{}, fmt.Errorf("oci: chmod run dir: %w", err)
 	}
 
 	if _, serr := os.Lstat(l.disk); errors.Is(serr, fs.ErrNotExist) {
@@ -124,10 +126,15 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.In
 		}
 		undo = append(undo, func() error { return unmount(l.scratch) })
 	}
-	for _, d := range []string{l.upper, l.work} {
+	for _, d := range []string{l.upper, l.work, l.run} {
 		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return runtime.Info{}, fmt.Errorf("oci: create writable layer: %w", err)
 		}
+	}
+	// The bind mount shows run/ inside the sandbox; 0700 keeps other
+	// host users out of the agent's socket and sandbox users out of run/.
+	if err := os.Chmod(l.run, 0o700); err != nil {
+		return runtime.Info{}, fmt.Errorf("oci: chmod run dir: %w", err)
 	}
 	if ok, err := isMountPoint(l.rootfs); err != nil {
 		return runtime.Info{}, err
@@ -178,7 +185,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.In
 func (r *Runtime) info(id string, st containerState) runtime.Info {
 	info := runtime.Info{AgentSocket: r.layout(id).socket}
 	// runsc's pid is the sandbox's sentry, not the container's init.
-	if r.kind == KindRunc {
+	if r.kind != KindRunsc {
 		info.Pid = st.Pid
 	}
 	return info
@@ -357,13 +364,17 @@ func (r *Runtime) killAndDelete(ctx context.Context, id string) error {
 		if _, err := r.run(ctx, runOpts{}, "kill", id, "KILL"); err != nil && !isNotExist(err) {
 			r.log.Debug("kill", "sandbox", id, "err", err)
 		}
+		// SIGKILL lands within milliseconds; poll fast first, then back
+		// off, so a stop costs what the kernel takes and not a poll period.
 		deadline := time.Now().Add(10 * time.Second)
+		delay := 2 * time.Millisecond
 		for time.Now().Before(deadline) {
 			st, err := r.containerState(ctx, id)
 			if errors.Is(err, errNoContainer) || (err == nil && st.Status == "stopped") {
 				break
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(delay)
+			delay = min(delay*2, 50*time.Millisecond)
 		}
 	}
 	if _, err := r.run(ctx, runOpts{}, "delete", "--force", id); err != nil && !isNotExist(err) {

@@ -36,6 +36,9 @@ const defaultCommandTimeout = 60 * time.Second
 // maxSocketPath is sun_path's size on Linux; the agent's socket must fit.
 const maxSocketPath = 107
 
+// typicalIDLen is the length of the ids the controller makes.
+const typicalIDLen = 20
+
 // Options configure a Runtime. Runtime is required; the rest have defaults.
 type Options struct {
 	// Runtime is "runc" or "runsc"; Name() reports "runc" or "gvisor".
@@ -68,16 +71,17 @@ var (
 
 // New checks the options, probes the runtime binary and creates Root.
 func New(opts Options) (*Runtime, error) {
-	if opts.Runtime != KindRunc && opts.Runtime != KindRunsc {
-		return nil, errdefs.Invalid("oci: unknown runtime %q (want runc or runsc)", opts.Runtime)
+	if opts.Runtime != KindRunc && opts.Runtime != KindRunsc && opts.Runtime != KindCrun {
+		return nil, errdefs.Invalid("oci: unknown runtime %q (want runc, runsc or crun)", opts.Runtime)
 	}
 	if opts.Root == "" || !filepath.IsAbs(opts.Root) {
 		return nil, errdefs.Invalid("oci: state root must be an absolute path")
 	}
 	root := filepath.Clean(opts.Root)
-	// The agent's socket lives at <root>/sandboxes/<id>/run/agent.sock and
-	// must fit in sun_path for the longest id.
-	if n := len(root) + len("/sandboxes/") + maxIDLen + len("/run/agent.sock"); n > maxSocketPath {
+	// The agent's socket lives at <root>/sandboxes/<id>/scratch/run/agent.sock
+	// and must fit in sun_path for the controller's ids (Start checks the
+	// actual id).
+	if n := len(root) + len("/sandboxes/") + typicalIDLen + len("/scratch/run/agent.sock"); n > maxSocketPath {
 		return nil, errdefs.Invalid("oci: state root %q is too long for unix socket paths", root)
 	}
 	parent := opts.CgroupParent
@@ -134,7 +138,7 @@ func (r *Runtime) Name() string {
 	if r.kind == KindRunsc {
 		return "gvisor"
 	}
-	return "runc"
+	return r.kind // runc or crun
 }
 
 func (r *Runtime) stateDir() string { return filepath.Join(r.root, "state") }

@@ -109,7 +109,7 @@ func TestNew(t *testing.T) {
 		opts Options
 		want error
 	}{
-		{"unknown runtime", Options{Runtime: "crun", Root: "/tmp/x"}, errdefs.ErrInvalidArgument},
+		{"unknown runtime", Options{Runtime: "kata", Root: "/tmp/x"}, errdefs.ErrInvalidArgument},
 		{"relative root", Options{Runtime: KindRunc, Root: "state"}, errdefs.ErrInvalidArgument},
 		{"root too long for sockets", Options{Runtime: KindRunc, Root: "/" + string(make([]byte, 80))}, errdefs.ErrInvalidArgument},
 		{"bad cgroup parent", Options{Runtime: KindRunc, Root: "/tmp/x", CgroupParent: "../escape"}, errdefs.ErrInvalidArgument},

@@ -110,6 +110,7 @@ func (r *Runtime) buildSpec(spec runtime.Spec, p bundlePaths) *specs.Spec {
 	if r.host.cgroupNS {
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.CgroupNamespace})
 	}
+	applyNetwork(s, spec)
 	return s
 }
 

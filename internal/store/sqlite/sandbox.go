@@ -17,11 +17,12 @@ import (
 
 const sandboxColumns = `id, name, state, error_reason, image, image_digest, runtime,
 	resources, env, labels, sleep_after_ns, keep_alive, timeout_ns,
-	created_at, updated_at, last_activity_at`
+	created_at, updated_at, last_activity_at, snapshot_id, snapshot_layers, on_idle, key_id`
 
 // sandboxRow holds a sandbox in its column encoding.
 type sandboxRow struct {
 	resources, env, labels string
+	snapshotLayers         string
 	created, updated, last sql.NullInt64
 }
 
@@ -40,6 +41,11 @@ func encodeSandbox(s *store.Sandbox) (sandboxRow, error) {
 		return row, errdefs.Invalid("labels cannot be encoded")
 	}
 	row.resources, row.env, row.labels = string(res), string(env), string(labels)
+	layers, err := json.Marshal(s.SnapshotLayers)
+	if err != nil {
+		return row, errdefs.Invalid("snapshot layers cannot be encoded")
+	}
+	row.snapshotLayers = string(layers)
 	row.created, row.updated, row.last = nanos(s.CreatedAt), nanos(s.UpdatedAt), nanos(s.LastActivityAt)
 	return row, nil
 }
@@ -55,7 +61,7 @@ func scanSandbox(sc scanner) (*store.Sandbox, error) {
 	)
 	if err := sc.Scan(&s.ID, &s.Name, &s.State, &s.ErrorReason, &s.Image, &s.ImageDigest, &s.Runtime,
 		&row.resources, &row.env, &row.labels, &sleepAfter, &keepAlive, &timeout,
-		&row.created, &row.updated, &row.last); err != nil {
+		&row.created, &row.updated, &row.last, &s.SnapshotID, &row.snapshotLayers, &s.OnIdle, &s.KeyID); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(row.resources), &s.Resources); err != nil {
@@ -66,6 +72,9 @@ func scanSandbox(sc scanner) (*store.Sandbox, error) {
 	}
 	if err := json.Unmarshal([]byte(row.labels), &s.Labels); err != nil {
 		return nil, fmt.Errorf("store: sandbox %q: decode labels: %w", s.ID, err)
+	}
+	if err := json.Unmarshal([]byte(row.snapshotLayers), &s.SnapshotLayers); err != nil {
+		return nil, fmt.Errorf("store: sandbox %q: decode snapshot layers: %w", s.ID, err)
 	}
 	s.SleepAfter, s.Timeout, s.KeepAlive = time.Duration(sleepAfter), time.Duration(timeout), keepAlive
 	s.CreatedAt, s.UpdatedAt, s.LastActivityAt = fromNanos(row.created), fromNanos(row.updated), fromNanos(row.last)
@@ -108,10 +117,10 @@ func (st *Store) CreateSandbox(ctx context.Context, s *store.Sandbox) error {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			rec.ID, rec.Name, rec.State, rec.ErrorReason, rec.Image, rec.ImageDigest, rec.Runtime,
 			row.resources, row.env, row.labels, int64(rec.SleepAfter), rec.KeepAlive, int64(rec.Timeout),
-			row.created, row.updated, row.last)
+			row.created, row.updated, row.last, rec.SnapshotID, row.snapshotLayers, rec.OnIdle, rec.KeyID)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("sandbox %q or name %q already in use: %w", rec.ID, rec.Name, errdefs.ErrConflict)
 		}
@@ -259,11 +268,11 @@ func (st *Store) UpdateSandbox(ctx context.Context, s *store.Sandbox) error {
 		_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET
 			name = ?, state = ?, error_reason = ?, image = ?, image_digest = ?, runtime = ?,
 			resources = ?, env = ?, labels = ?, sleep_after_ns = ?, keep_alive = ?, timeout_ns = ?,
-			updated_at = ?, last_activity_at = ?
+			updated_at = ?, last_activity_at = ?, snapshot_id = ?, snapshot_layers = ?, on_idle = ?
 			WHERE id = ?`,
 			rec.Name, rec.State, rec.ErrorReason, rec.Image, rec.ImageDigest, rec.Runtime,
 			row.resources, row.env, row.labels, int64(rec.SleepAfter), rec.KeepAlive, int64(rec.Timeout),
-			row.updated, row.last, rec.ID)
+			row.updated, row.last, rec.SnapshotID, row.snapshotLayers, rec.OnIdle, rec.ID)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("sandbox name %q is in use: %w", rec.Name, errdefs.ErrConflict)
 		}

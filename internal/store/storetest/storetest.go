@@ -42,6 +42,13 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"StateHistory", testStateHistory},
 		{"ConcurrentCreateUpdate", testConcurrentCreateUpdate},
 		{"ConcurrentSameName", testConcurrentSameName},
+		{"Ledger", testLedger},
+		{"LedgerPurge", testLedgerPurge},
+		{"Idempotency", testIdempotency},
+		{"Backups", testBackups},
+		{"Previews", testPreviews},
+		{"Snapshots", testSnapshots},
+		{"SandboxSnapshotFields", testSandboxSnapshotFields},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -26,6 +26,16 @@ type ExecOptions struct {
 	Timeout time.Duration
 	// Stdout and Stderr receive output as it arrives; nil discards it.
 	Stdout, Stderr io.Writer
+	// Session runs the command in that shell session (see CreateSession;
+	// api.DefaultSession always exists): Cmd's words are joined with
+	// spaces into shell text, so Cmd may be one string such as "cd /tmp".
+	// Env, Cwd and Stdin are refused with a session.
+	Session string
+	// QueueTimeout bounds the wait behind the session's earlier commands;
+	// 0 = the daemon's default (10m).
+	QueueTimeout time.Duration
+	// AllowHosts are granted to an egress sandbox while the command runs.
+	AllowHosts []string
 }
 
 // ExecResult is how a command ended.
@@ -36,7 +46,10 @@ type ExecResult struct {
 	Signal string
 	// TimedOut is true when the exec's timeout killed the process.
 	TimedOut bool
-	Pid      uint32
+	// SessionRestarted is true when the command left its session's shell
+	// dead or stuck and a new shell replaced it (cwd and variables reset).
+	SessionRestarted bool
+	Pid              uint32
 }
 
 // Exec runs a command in a sandbox and waits for it to end, streaming its
@@ -73,7 +86,10 @@ func execRequest(opts ExecOptions) (*api.ExecRequest, error) {
 	if opts.Timeout < 0 {
 		return nil, fmt.Errorf("exec: negative timeout %s: %w", opts.Timeout, ErrInvalidArgument)
 	}
-	req := &api.ExecRequest{Cmd: opts.Cmd, Env: opts.Env, Cwd: opts.Cwd, User: opts.User}
+	req := &api.ExecRequest{Cmd: opts.Cmd, Env: opts.Env, Cwd: opts.Cwd, User: opts.User, Session: opts.Session, AllowHosts: opts.AllowHosts}
+	if opts.QueueTimeout > 0 {
+		req.QueueTimeout = opts.QueueTimeout.String()
+	}
 	if opts.Timeout > 0 {
 		req.Timeout = opts.Timeout.String()
 	}
@@ -136,6 +152,7 @@ func readExecStream(r io.Reader, stdout, stderr io.Writer) (*ExecResult, error) 
 			res.ExitCode = *ev.ExitCode
 			res.Signal = ev.Signal
 			res.TimedOut = ev.TimedOut
+			res.SessionRestarted = ev.SessionRestarted
 			return res, nil
 		default:
 			// Unknown event types are newer than this client; skipping

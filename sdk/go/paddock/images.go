@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/paddock-dev/paddock/api"
 )
@@ -30,11 +31,25 @@ func (c *Client) Images(ctx context.Context) ([]api.Image, error) {
 // BuildImage builds (or rebuilds) a named image, calling progress (when
 // non-nil) with every event as it arrives, and returns the built image.
 func (c *Client) BuildImage(ctx context.Context, name string, progress func(api.BuildEvent)) (*api.Image, error) {
+	return c.buildImage(ctx, name, false, progress)
+}
+
+// EnsureImage builds a built-in image only if it is not built yet,
+// reporting progress like BuildImage; an image already built returns at once.
+func (c *Client) EnsureImage(ctx context.Context, name string, progress func(api.BuildEvent)) (*api.Image, error) {
+	return c.buildImage(ctx, name, true, progress)
+}
+
+func (c *Client) buildImage(ctx context.Context, name string, ifMissing bool, progress func(api.BuildEvent)) (*api.Image, error) {
 	e, err := escapeRef("image name", name)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.send(ctx, request{method: http.MethodPost, path: "/v1/images/" + e + "/build", accept: "application/x-ndjson"})
+	req := request{method: http.MethodPost, path: "/v1/images/" + e + "/build", accept: "application/x-ndjson"}
+	if ifMissing {
+		req.query = url.Values{"if_missing": {"true"}}
+	}
+	resp, err := c.send(ctx, req)
 	if err != nil {
 		return nil, err
 	}

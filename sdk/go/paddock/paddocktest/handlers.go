@@ -121,6 +121,9 @@ func (s *Server) sandbox(w http.ResponseWriter, r *http.Request, ref, rest strin
 		c := *sb
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, c)
+	case "GET history":
+		// The fake keeps no transitions; an empty history is still one.
+		writeJSON(w, http.StatusOK, api.History{Changes: []api.StateChange{}})
 	case "POST exec":
 		s.exec(w, r, sb)
 	case "GET files", "PUT files", "DELETE files", "GET files/list", "GET files/stat", "POST files/mkdir", "POST files/move":

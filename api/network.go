@@ -1,0 +1,34 @@
+package api
+
+// Network modes of a sandbox.
+const (
+	// NetworkNone: loopback only (the default).
+	NetworkNone = "none"
+	// NetworkEgress: out only through Paddock's egress proxy and DNS, to
+	// the hosts the rules allow.
+	NetworkEgress = "egress"
+)
+
+// LedgerEgressRefused is the ledger kind of a refused connection, request
+// or DNS lookup; Data carries host, port, rule and via.
+const LedgerEgressRefused = "egress_refused"
+
+// NetworkPolicy is a sandbox's network: its mode and, for egress, host
+// rules. Hosts are DNS names or globs whose leading "*" label stands for
+// one or more labels ("*.example.com"). Deny rules win over allow rules;
+// a host no rule allows is refused.
+type NetworkPolicy struct {
+	Mode       string   `json:"mode"`
+	AllowHosts []string `json:"allow_hosts,omitempty"`
+	DenyHosts  []string `json:"deny_hosts,omitempty"`
+	// Ports are the destination ports allowed (default 80 and 443).
+	Ports []int `json:"ports,omitempty"`
+}
+
+// UpdateNetworkRequest is the body of PUT /v1/sandboxes/{id}/network: it
+// replaces the rules of an egress sandbox, effective at once.
+type UpdateNetworkRequest struct {
+	AllowHosts []string `json:"allow_hosts,omitempty"`
+	DenyHosts  []string `json:"deny_hosts,omitempty"`
+	Ports      []int    `json:"ports,omitempty"`
+}

@@ -1,0 +1,390 @@
+package controller
+
+import (
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// storageLocal is the only backup storage so far: files under the state
+// dir. S3-compatible object storage is not implemented yet.
+const storageLocal = "local"
+
+// backupSlack is added to a sandbox's disk size to bound a backup's
+// content, since the directory may include image files as well as the
+// sandbox's own writes.
+const backupSlack = 1 << 30
+
+// orphanAge is how old an archive file without a record (or a temporary
+// file) must be before retention deletes it; younger ones may belong to a
+// backup being written right now.
+const orphanAge = time.Hour
+
+var backupIDRE = regexp.MustCompile(`^bk[a-z0-9]{20}$`)
+
+func newBackupID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 20)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return "bk" + string(b)
+}
+
+func (c *Controller) backupsDir() string { return filepath.Join(c.cfg.StateDir, "backups") }
+
+func (c *Controller) backupFile(id string) string {
+	return filepath.Join(c.backupsDir(), id+".tar.gz")
+}
+
+func validBackupPath(field, p string) error {
+	if p == "" {
+		return errdefs.Invalid("%s is required", field)
+	}
+	if len(p) > 4096 || strings.ContainsRune(p, 0) {
+		return errdefs.Invalid("%s is longer than 4096 bytes or contains NUL", field)
+	}
+	return nil
+}
+
+func backupUser(u string) (string, error) {
+	if u == "" {
+		return "user", nil
+	}
+	if !userRE.MatchString(u) {
+		return "", errdefs.Invalid("user %q is not a valid user name", u)
+	}
+	return u, nil
+}
+
+// parseBackupTTL reads "72h", "never", or "" (the default).
+func (c *Controller) parseBackupTTL(s string) (time.Duration, bool, error) {
+	switch s {
+	case "":
+		return c.cfg.BackupTTL, false, nil
+	case "never":
+		return 0, true, nil
+	}
+	d, err := parseDuration("ttl", s, time.Second)
+	if err != nil {
+		return 0, false, err
+	}
+	if d <= 0 {
+		return 0, false, errdefs.Invalid("ttl must be positive, or \"never\"")
+	}
+	return d, false, nil
+}
+
+// CreateBackup archives a directory of a sandbox into the local backup
+// store. The copy is not atomic against writers in the sandbox (use a
+// snapshot for a frozen view); the archive itself is all-or-nothing: it is
+// listed only once it is completely written and synced.
+func (c *Controller) CreateBackup(ctx context.Context, ref string, req api.CreateBackupRequest) (*api.Backup, error) {
+	if err := validBackupPath("path", req.Path); err != nil {
+		return nil, err
+	}
+	if err := validateExcludes(req.Exclude); err != nil {
+		return nil, err
+	}
+	user, err := backupUser(req.User)
+	if err != nil {
+		return nil, err
+	}
+	ttl, never, err := c.parseBackupTTL(req.TTL)
+	if err != nil {
+		return nil, err
+	}
+	ag, id, done, err := c.Agent(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	rec, err := c.opts.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(c.backupsDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("backup store: %w", err)
+	}
+	bk := &store.Backup{
+		ID: newBackupID(), SandboxID: id, SandboxName: rec.Name, Path: req.Path,
+		Excludes: slices.Clone(req.Exclude), Storage: storageLocal,
+		CreatedAt: time.Now().UTC().Round(0),
+	}
+	if !never {
+		bk.ExpiresAt = bk.CreatedAt.Add(ttl)
+	}
+	tmp, err := os.CreateTemp(c.backupsDir(), bk.ID+".*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("backup store: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	defer tmp.Close()
+
+	// agent tar -> filter -> gzip -> (file, sha256)
+	pr, pw := io.Pipe()
+	tarErr := make(chan error, 1)
+	go func() {
+		err := ag.TarOut(ctx, req.Path, user, pw)
+		pw.CloseWithError(err)
+		tarErr <- err
+	}()
+	h := sha256.New()
+	counter := &countWriter{w: io.MultiWriter(tmp, h)}
+	zw, _ := gzip.NewWriterLevel(counter, gzip.BestSpeed)
+	maxBytes := rec.Resources.DiskMB<<20 + backupSlack
+	_, ferr := filterTar(pr, zw, bk.Excludes, maxBytes)
+	pr.CloseWithError(errors.New("backup stopped reading"))
+	terr := <-tarErr
+	switch {
+	case errors.Is(ferr, errBackupTooLarge):
+		return nil, fmt.Errorf("back up %s of sandbox %s: %v: %w", req.Path, id, ferr, errdefs.ErrResourceExhausted)
+	case terr != nil:
+		return nil, fmt.Errorf("back up %s of sandbox %s: %w", req.Path, id, terr)
+	case ferr != nil:
+		return nil, fmt.Errorf("back up %s of sandbox %s: %w", req.Path, id, ferr)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("backup store: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return nil, fmt.Errorf("backup store: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("backup store: %w", err)
+	}
+	bk.SizeBytes = counter.n
+	bk.SHA256 = hex.EncodeToString(h.Sum(nil))
+	if err := os.Rename(tmp.Name(), c.backupFile(bk.ID)); err != nil {
+		return nil, fmt.Errorf("backup store: %w", err)
+	}
+	syncDir(c.backupsDir())
+	if err := c.opts.Store.CreateBackup(context.WithoutCancel(ctx), bk); err != nil {
+		_ = os.Remove(c.backupFile(bk.ID))
+		return nil, err
+	}
+	_ = c.Record(ctx, id, api.LedgerEntry{Kind: api.LedgerBackup, Path: req.Path, Data: map[string]string{
+		"backup_id": bk.ID, "sha256": bk.SHA256, "size_bytes": strconv.FormatInt(bk.SizeBytes, 10),
+	}})
+	c.log.Info("backup created", "sandbox", id, "backup", bk.ID, "path", req.Path, "bytes", bk.SizeBytes)
+	return toAPIBackup(bk), nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// syncDir makes a rename durable; failure only weakens durability.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+func toAPIBackup(b *store.Backup) *api.Backup {
+	out := &api.Backup{
+		ID: b.ID, SandboxID: b.SandboxID, SandboxName: b.SandboxName, Path: b.Path,
+		Exclude: b.Excludes, SizeBytes: b.SizeBytes, SHA256: b.SHA256, Storage: b.Storage,
+		CreatedAt: b.CreatedAt,
+	}
+	if !b.ExpiresAt.IsZero() {
+		t := b.ExpiresAt
+		out.ExpiresAt = &t
+	}
+	return out
+}
+
+// getBackup returns a backup that exists and has not expired.
+func (c *Controller) getBackup(ctx context.Context, id string) (*store.Backup, error) {
+	if !backupIDRE.MatchString(id) {
+		return nil, errdefs.Invalid("%q is not a backup id (bk followed by 20 letters or digits)", id)
+	}
+	b, err := c.opts.Store.GetBackup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !b.ExpiresAt.IsZero() && !time.Now().Before(b.ExpiresAt) {
+		return nil, errdefs.NotFound("backup %s (it expired at %s)", id, b.ExpiresAt.Format(time.RFC3339))
+	}
+	return b, nil
+}
+
+// GetBackup describes one backup.
+func (c *Controller) GetBackup(ctx context.Context, id string) (*api.Backup, error) {
+	b, err := c.getBackup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return toAPIBackup(b), nil
+}
+
+// ListBackups lists unexpired backups, of one sandbox when ref is set
+// (also of a destroyed one, by id, or by name while its ledger is kept).
+// Expired backups are deleted on the way.
+func (c *Controller) ListBackups(ctx context.Context, ref string) ([]api.Backup, error) {
+	if err := c.purgeBackups(ctx); err != nil {
+		c.log.Warn("backup expiry", "err", err)
+	}
+	var sandboxID string
+	if ref != "" {
+		id, _, err := c.ledgerTarget(ctx, ref)
+		switch {
+		case err == nil:
+			sandboxID = id
+		case errors.Is(err, errdefs.ErrNotFound) && idRE.MatchString(ref):
+			sandboxID = ref
+		default:
+			return nil, err
+		}
+	}
+	bs, err := c.opts.Store.ListBackups(ctx, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	out := make([]api.Backup, 0, len(bs))
+	for _, b := range bs {
+		if b.ExpiresAt.IsZero() || now.Before(b.ExpiresAt) {
+			out = append(out, *toAPIBackup(b))
+		}
+	}
+	return out, nil
+}
+
+// DeleteBackup removes a backup's record, then its archive.
+func (c *Controller) DeleteBackup(ctx context.Context, id string) error {
+	if !backupIDRE.MatchString(id) {
+		return errdefs.Invalid("%q is not a backup id (bk followed by 20 letters or digits)", id)
+	}
+	if err := c.opts.Store.DeleteBackup(ctx, id); err != nil {
+		return err
+	}
+	if err := os.Remove(c.backupFile(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		c.log.Warn("remove backup archive", "backup", id, "err", err)
+	}
+	return nil
+}
+
+// RestoreBackup extracts a backup into a sandbox (the one it came from or
+// any other). The archive's checksum is verified in full before a single
+// file is written, so a corrupt archive changes nothing.
+func (c *Controller) RestoreBackup(ctx context.Context, backupID string, req api.RestoreBackupRequest) (*api.Backup, error) {
+	if req.Sandbox == "" {
+		return nil, errdefs.Invalid("sandbox is required: the id or name of the sandbox to restore into")
+	}
+	b, err := c.getBackup(ctx, backupID)
+	if err != nil {
+		return nil, err
+	}
+	dst := req.Path
+	if dst == "" {
+		dst = b.Path
+	}
+	if err := validBackupPath("path", dst); err != nil {
+		return nil, err
+	}
+	user, err := backupUser(req.User)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(c.backupFile(b.ID))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("backup %s: its archive is missing from the backup store: %w", b.ID, errdefs.ErrFailedPrecondition)
+		}
+		return nil, fmt.Errorf("backup %s: %w", b.ID, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, fmt.Errorf("backup %s: read archive: %w", b.ID, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != b.SHA256 {
+		return nil, fmt.Errorf("backup %s is corrupt: its archive has sha256 %s, recorded %s; nothing was restored: %w",
+			b.ID, got, b.SHA256, errdefs.ErrFailedPrecondition)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("backup %s: %v: %w", b.ID, err, errdefs.ErrFailedPrecondition)
+	}
+	ag, id, done, err := c.Agent(ctx, req.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := ag.TarIn(ctx, dst, user, zr); err != nil {
+		return nil, fmt.Errorf("restore backup %s into %s of sandbox %s: %w", b.ID, dst, id, err)
+	}
+	_ = c.Record(ctx, id, api.LedgerEntry{Kind: api.LedgerBackupRestore, Path: dst, Data: map[string]string{
+		"backup_id": b.ID, "from_sandbox": b.SandboxID, "sha256": b.SHA256,
+	}})
+	c.log.Info("backup restored", "backup", b.ID, "sandbox", id, "path", dst)
+	return toAPIBackup(b), nil
+}
+
+// purgeBackups deletes expired backups, and archive files that no record
+// names (left by a crash between writing and recording).
+func (c *Controller) purgeBackups(ctx context.Context) error {
+	expired, err := c.opts.Store.ExpiredBackups(ctx, time.Now())
+	if err != nil {
+		return err
+	}
+	for _, b := range expired {
+		if err := c.DeleteBackup(ctx, b.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return err
+		}
+		c.log.Info("backup expired and deleted", "backup", b.ID, "sandbox", b.SandboxID)
+	}
+	entries, err := os.ReadDir(c.backupsDir())
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || time.Since(info.ModTime()) < orphanAge {
+			continue
+		}
+		name := e.Name()
+		id, isArchive := strings.CutSuffix(name, ".tar.gz")
+		if isArchive {
+			if _, err := c.opts.Store.GetBackup(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+				continue
+			}
+		} else if !strings.HasSuffix(name, ".tmp") {
+			continue
+		}
+		_ = os.Remove(filepath.Join(c.backupsDir(), name))
+	}
+	return nil
+}

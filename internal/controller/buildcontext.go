@@ -1,0 +1,293 @@
+package controller
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// Bounds on a build context: it is held in memory for the build.
+const (
+	maxContextEntries = 20000
+	maxContextBytes   = 64 << 20
+)
+
+// contextFile is one entry of a build context.
+type contextFile struct {
+	name     string // clean, relative, slash-separated
+	typ      byte   // tar.TypeReg, tar.TypeDir or tar.TypeSymlink
+	mode     int64  // permission bits only
+	linkname string
+	data     []byte
+}
+
+// BuildContext is the files a template's copy steps read, as sent by the
+// client: only regular files, directories and symlinks, with names that
+// stay inside the context.
+type BuildContext struct {
+	files []contextFile
+}
+
+// cleanContextName makes a tar entry name relative and clean, refusing
+// any that would leave the context.
+func cleanContextName(name string) (string, error) {
+	if name == "" || strings.ContainsRune(name, 0) || len(name) > 4096 {
+		return "", errdefs.Invalid("build context entry with an empty or invalid name")
+	}
+	if strings.HasPrefix(name, "/") {
+		return "", errdefs.Invalid("build context entry %q is an absolute path", truncate(name, 80))
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == ".." {
+			return "", errdefs.Invalid("build context entry %q leaves the context", truncate(name, 80))
+		}
+	}
+	c := path.Clean(name)
+	if c == "." {
+		return "", nil
+	}
+	return c, nil
+}
+
+// Entry names of a build request tar.
+const (
+	BuildSpecEntry    = "template.json"
+	BuildContextEntry = "context/"
+)
+
+// ReadBuildRequest reads a build request: a tar stream whose entry
+// template.json is the TemplateSpec and whose entries under context/ are
+// the build context. Context names stay inside the context; entries other
+// than files, directories and symlinks, and more than the bounds allow,
+// are refused.
+func ReadBuildRequest(r io.Reader) (*api.TemplateSpec, *BuildContext, error) {
+	bc := &BuildContext{}
+	var spec *api.TemplateSpec
+	tr := tar.NewReader(r)
+	var total int64
+	seen := map[string]bool{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, errdefs.Invalid("build request is not a valid tar stream: %v", err)
+		}
+		if h.Name == BuildSpecEntry {
+			if spec != nil || h.Size > 1<<20 {
+				return nil, nil, errdefs.Invalid("build request: %s is doubled or larger than 1 MiB", BuildSpecEntry)
+			}
+			spec = &api.TemplateSpec{}
+			dec := json.NewDecoder(io.LimitReader(tr, 1<<20))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(spec); err != nil {
+				return nil, nil, errdefs.Invalid("build request: %s: %v", BuildSpecEntry, err)
+			}
+			continue
+		}
+		rel, ok := strings.CutPrefix(h.Name, BuildContextEntry)
+		if !ok {
+			return nil, nil, errdefs.Invalid("build request entry %q is neither %s nor under %s", truncate(h.Name, 80), BuildSpecEntry, BuildContextEntry)
+		}
+		if rel == "" || rel == "./" {
+			continue // the context directory itself
+		}
+		name, err := cleanContextName(rel)
+		if err != nil {
+			return nil, nil, err
+		}
+		if name == "" {
+			continue
+		}
+		if len(bc.files) >= maxContextEntries {
+			return nil, nil, errdefs.Invalid("build context has more than %d entries", maxContextEntries)
+		}
+		if seen[name] {
+			return nil, nil, errdefs.Invalid("build context names %q twice", truncate(name, 80))
+		}
+		seen[name] = true
+		f := contextFile{name: name, mode: h.Mode & 0o777}
+		switch h.Typeflag {
+		case tar.TypeReg:
+			f.typ = tar.TypeReg
+			total += h.Size
+			if h.Size < 0 || total > maxContextBytes {
+				return nil, nil, errdefs.Invalid("build context is larger than %d MiB", maxContextBytes>>20)
+			}
+			f.data = make([]byte, h.Size)
+			if _, err := io.ReadFull(tr, f.data); err != nil {
+				return nil, nil, errdefs.Invalid("build context entry %q is truncated", truncate(name, 80))
+			}
+		case tar.TypeDir:
+			f.typ = tar.TypeDir
+		case tar.TypeSymlink:
+			f.typ = tar.TypeSymlink
+			f.linkname = h.Linkname
+			if h.Linkname == "" || len(h.Linkname) > 4096 || strings.ContainsRune(h.Linkname, 0) {
+				return nil, nil, errdefs.Invalid("build context symlink %q has an invalid target", truncate(name, 80))
+			}
+		default:
+			return nil, nil, errdefs.Invalid("build context entry %q is not a file, directory or symlink", truncate(name, 80))
+		}
+		bc.files = append(bc.files, f)
+	}
+	if spec == nil {
+		return nil, nil, errdefs.Invalid("build request has no %s", BuildSpecEntry)
+	}
+	sort.Slice(bc.files, func(i, j int) bool { return bc.files[i].name < bc.files[j].name })
+	return spec, bc, nil
+}
+
+// selectCopy returns the entries a copy of src takes, renamed relative to
+// where they land: a file keeps its base name, a directory's contents go
+// directly under the destination. Their content hash goes into the cache
+// key, so a changed file invalidates that step and every later one.
+func (bc *BuildContext) selectCopy(src string) ([]contextFile, string, error) {
+	s, err := cleanContextName(src)
+	if err != nil {
+		return nil, "", err
+	}
+	var out []contextFile
+	if bc != nil {
+		for _, f := range bc.files {
+			switch {
+			case s == "":
+				out = append(out, f)
+			case f.name == s && f.typ != tar.TypeDir:
+				g := f
+				g.name = path.Base(f.name)
+				out = append(out, g)
+			case strings.HasPrefix(f.name, s+"/"):
+				g := f
+				g.name = strings.TrimPrefix(f.name, s+"/")
+				out = append(out, g)
+			}
+		}
+	}
+	if len(out) == 0 && s != "" {
+		return nil, "", errdefs.Invalid("copy: %q is not in the build context", truncate(src, 80))
+	}
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range out {
+		for _, part := range [][]byte{[]byte(f.name), {f.typ}, []byte(fmt.Sprint(f.mode)), []byte(f.linkname), f.data} {
+			binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+			h.Write(n[:])
+			h.Write(part)
+		}
+	}
+	return out, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// tarOf writes files as a tar stream owned by root, for the agent to extract.
+func tarOf(files []contextFile) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range files {
+		h := &tar.Header{Name: f.name, Typeflag: f.typ, Mode: f.mode, Linkname: f.linkname}
+		if f.typ == tar.TypeReg {
+			h.Size = int64(len(f.data))
+		}
+		if f.typ == tar.TypeDir {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if f.typ == tar.TypeReg {
+			if _, err := tw.Write(f.data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// validateTemplateSpec checks a template definition before anything runs.
+func validateTemplateSpec(s *api.TemplateSpec) error {
+	if s.Name == "" {
+		return errdefs.Invalid("template name is required")
+	}
+	if !nameRE.MatchString(s.Name) {
+		return errdefs.Invalid("template name %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", truncate(s.Name, 80))
+	}
+	if s.Image != "" && s.Template != "" {
+		return errdefs.Invalid("template %s: give a base image or a base template, not both", s.Name)
+	}
+	if s.Template == s.Name {
+		return errdefs.Invalid("template %s cannot be based on itself", s.Name)
+	}
+	if len(s.Steps) > api.MaxTemplateSteps {
+		return errdefs.Invalid("template %s has %d steps, at most %d", s.Name, len(s.Steps), api.MaxTemplateSteps)
+	}
+	if err := validateEnv(s.Env); err != nil {
+		return err
+	}
+	if s.Cwd != "" && !path.IsAbs(s.Cwd) {
+		return errdefs.Invalid("cwd %q must be an absolute path", truncate(s.Cwd, 80))
+	}
+	for i, st := range s.Steps {
+		n := i + 1
+		switch st.Kind {
+		case api.StepRun:
+			if strings.TrimSpace(st.Run) == "" || len(st.Run) > 64<<10 {
+				return errdefs.Invalid("step %d: run needs a command line of at most 64 KiB", n)
+			}
+		case api.StepCopy:
+			if st.Src == "" || !path.IsAbs(st.Dst) {
+				return errdefs.Invalid("step %d: copy needs src (in the build context) and an absolute dst", n)
+			}
+			if _, err := cleanContextName(st.Src); err != nil {
+				return fmt.Errorf("step %d: %w", n, err)
+			}
+		case api.StepEnv:
+			if len(st.Env) == 0 {
+				return errdefs.Invalid("step %d: env needs at least one variable", n)
+			}
+			if err := validateEnv(st.Env); err != nil {
+				return fmt.Errorf("step %d: %w", n, err)
+			}
+		case api.StepWorkdir:
+			if !path.IsAbs(st.Dir) {
+				return errdefs.Invalid("step %d: workdir needs an absolute dir", n)
+			}
+		case api.StepUser:
+			if st.User != "root" && st.User != "user" {
+				return errdefs.Invalid("step %d: user must be \"root\" or \"user\"", n)
+			}
+		default:
+			return errdefs.Invalid("step %d: unknown kind %q (want run, copy, env, workdir or user)", n, truncate(st.Kind, 40))
+		}
+	}
+	if len(s.Start) > 0 && s.Start[0] == "" {
+		return errdefs.Invalid("start: the command is empty")
+	}
+	if r := s.Ready; r != nil {
+		if len(s.Start) == 0 {
+			return errdefs.Invalid("ready needs a start command")
+		}
+		if (r.Port == 0) == (r.Log == "") {
+			return errdefs.Invalid("ready: give exactly one of port or log")
+		}
+		if r.Port < 0 || r.Port > 65535 {
+			return errdefs.Invalid("ready: port %d is out of range", r.Port)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/image"
+)
+
+// ImageCollector is the image store's removal side, found on
+// Options.Images by type assertion so test fakes need not implement it.
+type ImageCollector interface {
+	Remove(ctx context.Context, ref string) (*image.Image, error)
+	GC(ctx context.Context, keep []string) (image.GCResult, error)
+}
+
+// imageUse orders image removal against sandbox creation: a create holds it
+// shared from resolving its image until the sandbox is recorded (so the
+// image shows as in use), removal and collection hold it exclusively. It is
+// per process, like the image store's directory it guards.
+var imageUse sync.RWMutex
+
+func (c *Controller) collector() (ImageCollector, error) {
+	ic, ok := c.opts.Images.(ImageCollector)
+	if !ok {
+		return nil, fmt.Errorf("this image store cannot remove images: %w", errdefs.ErrFailedPrecondition)
+	}
+	return ic, nil
+}
+
+// imagesInUse maps each image digest that a sandbox (in any state but
+// destroyed), snapshot or template uses to one user, for error messages.
+func (c *Controller) imagesInUse(ctx context.Context) (map[string]string, error) {
+	used := make(map[string]string)
+	sbs, err := c.opts.Store.ListSandboxes(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sbs {
+		if _, ok := used[s.ImageDigest]; !ok {
+			used[s.ImageDigest] = "sandbox " + s.ID
+		}
+	}
+	snaps, err := c.opts.Store.ListSnapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range snaps {
+		if _, ok := used[s.ImageDigest]; !ok {
+			used[s.ImageDigest] = "snapshot " + s.ID
+		}
+	}
+	tpls, err := c.opts.Store.ListTemplates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tpls {
+		if _, ok := used[t.ImageDigest]; !ok {
+			used[t.ImageDigest] = "template " + t.Name
+		}
+	}
+	return used, nil
+}
+
+// RemoveImage deletes an image's record unless a sandbox, snapshot or
+// template uses it; its layers go at the next GC. With gc set, that GC
+// runs straight away.
+func (c *Controller) RemoveImage(ctx context.Context, ref string, gc bool) (*image.Image, *image.GCResult, error) {
+	ic, err := c.collector()
+	if err != nil {
+		return nil, nil, err
+	}
+	imageUse.Lock()
+	defer imageUse.Unlock()
+	img, err := c.opts.Images.Resolve(ctx, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	used, err := c.imagesInUse(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if who, ok := used[img.Digest]; ok {
+		return nil, nil, fmt.Errorf("image %s is in use by %s (and maybe others); remove those first: %w", img.Digest, who, errdefs.ErrFailedPrecondition)
+	}
+	removed, err := ic.Remove(ctx, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.log.Info("image removed", "image", removed.Digest, "name", removed.Name)
+	if !gc {
+		return removed, nil, nil
+	}
+	res, err := c.gcLocked(ctx, ic)
+	if err != nil {
+		return removed, nil, err
+	}
+	return removed, &res, nil
+}
+
+// GCImages deletes every layer that no image, sandbox, snapshot or template
+// references.
+func (c *Controller) GCImages(ctx context.Context) (image.GCResult, error) {
+	ic, err := c.collector()
+	if err != nil {
+		return image.GCResult{}, err
+	}
+	imageUse.Lock()
+	defer imageUse.Unlock()
+	return c.gcLocked(ctx, ic)
+}
+
+func (c *Controller) gcLocked(ctx context.Context, ic ImageCollector) (image.GCResult, error) {
+	used, err := c.imagesInUse(ctx)
+	if err != nil {
+		return image.GCResult{}, err
+	}
+	keep := make([]string, 0, len(used))
+	for d := range used {
+		keep = append(keep, d)
+	}
+	slices.Sort(keep)
+	res, err := ic.GC(ctx, keep)
+	if err != nil {
+		return res, err
+	}
+	c.log.Info("image layers collected", "removed", len(res.RemovedLayers), "freed_bytes", res.FreedBytes)
+	return res, nil
+}
+
+// imageEnv is the sandbox's environment: the image's, then the request's,
+// which wins for a name both set.
+func imageEnv(img *image.Image, env map[string]string) []string {
+	out := make([]string, 0, len(img.Env)+len(env))
+	for _, kv := range img.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, override := env[k]; !override {
+			out = append(out, kv)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}

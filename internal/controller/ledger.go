@@ -1,0 +1,321 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"regexp"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// recordTimeout bounds one ledger write. Records are written after the
+// work they describe, often when the request is gone, so they get their
+// own deadline instead of the request's.
+const recordTimeout = 10 * time.Second
+
+// Bounds on what a caller may add to a ledger.
+const (
+	maxLedgerNote      = 4096
+	maxLedgerData      = 32
+	maxLedgerDataValue = 1024
+	defaultLedgerPage  = 1000
+	maxLedgerPage      = 5000
+)
+
+var (
+	ledgerKindRE    = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
+	ledgerDataKeyRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+)
+
+// daemonKinds are recorded by paddock only, so a reader can trust that an
+// "exec" entry is an exec that happened, not a caller's claim.
+var daemonKinds = map[string]bool{
+	api.LedgerCreate: true, api.LedgerStart: true, api.LedgerStop: true, api.LedgerPause: true,
+	api.LedgerResume: true, api.LedgerDestroy: true, api.LedgerError: true, api.LedgerExec: true,
+	api.LedgerFileWrite: true, api.LedgerFileRemove: true, api.LedgerFileMove: true, api.LedgerMkdir: true,
+	api.LedgerTarUpload: true, api.LedgerSnapshot: true, api.LedgerRestore: true, api.LedgerBackup: true,
+	api.LedgerBackupRestore: true,
+}
+
+// Record appends an entry the daemon made to a sandbox's ledger. Features
+// call it after the fact they record (a snapshot taken, a restore done).
+// A failure is logged and returned, never fatal to the recorded work: the
+// work has happened by then.
+func (c *Controller) Record(ctx context.Context, sandboxID string, e api.LedgerEntry) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	var name string
+	if rec, err := c.opts.Store.GetSandbox(ctx, sandboxID); err == nil {
+		name = rec.Name
+	}
+	return c.record(ctx, sandboxID, name, e)
+}
+
+func (c *Controller) record(ctx context.Context, sandboxID, name string, e api.LedgerEntry) error {
+	se := &store.LedgerEntry{
+		SandboxID:   sandboxID,
+		SandboxName: name,
+		Kind:        e.Kind,
+		Source:      store.SourcePaddock,
+		Command:     e.Command,
+		ExitCode:    e.ExitCode,
+		Duration:    time.Duration(e.DurationMS) * time.Millisecond,
+		Path:        e.Path,
+		Note:        e.Note,
+		Data:        e.Data,
+	}
+	if err := c.opts.Store.AppendLedger(ctx, se); err != nil {
+		c.log.Warn("ledger record lost", "sandbox", sandboxID, "kind", e.Kind, "err", err)
+		return err
+	}
+	return nil
+}
+
+// RecordRef is Record for a sandbox named by id or name (as in a URL).
+func (c *Controller) RecordRef(ctx context.Context, ref string, e api.LedgerEntry) {
+	rec, err := c.resolve(ctx, ref)
+	if err != nil {
+		c.log.Warn("ledger record lost", "sandbox", ref, "kind", e.Kind, "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	_ = c.record(ctx, rec.ID, rec.Name, e)
+}
+
+// recordTransition turns lifecycle transitions into ledger entries.
+func (c *Controller) recordTransition(ctx context.Context, rec *store.Sandbox, from, to, reason string) {
+	var kind string
+	switch {
+	case to == api.StateRunning && from == api.StateCreating && reason == "created":
+		kind = api.LedgerCreate
+	case to == api.StateRunning && from == api.StatePaused:
+		kind = api.LedgerResume
+	case to == api.StateRunning:
+		kind = api.LedgerStart
+	case to == api.StatePaused:
+		kind = api.LedgerPause
+	case to == api.StateStopped:
+		kind = api.LedgerStop
+	case to == api.StateDestroyed:
+		kind = api.LedgerDestroy
+	case to == api.StateError:
+		kind = api.LedgerError
+	default:
+		return
+	}
+	e := api.LedgerEntry{Kind: kind, Note: reason}
+	if kind == api.LedgerCreate {
+		e.Data = map[string]string{"image": rec.Image, "image_digest": rec.ImageDigest, "runtime": rec.Runtime}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	_ = c.record(ctx, rec.ID, rec.Name, e)
+}
+
+// ledgerExec wraps an exec's emit to see its end event, and returns the
+// function that records the exec once it is over. Only argv is recorded:
+// env values and stdin often carry secrets and are left out.
+func (c *Controller) ledgerExec(ctx context.Context, sandboxID string, req api.ExecRequest, emit Emit) (Emit, func()) {
+	start := time.Now()
+	var end *api.ExecEvent
+	wrapped := func(ev api.ExecEvent) error {
+		if ev.Type == api.EventEnd {
+			e := ev
+			end = &e
+		}
+		return emit(ev)
+	}
+	return wrapped, func() {
+		e := api.LedgerEntry{
+			Kind:       api.LedgerExec,
+			Command:    req.Cmd,
+			DurationMS: time.Since(start).Milliseconds(),
+			Data:       map[string]string{"user": req.User},
+		}
+		if req.Cwd != "" {
+			e.Data["cwd"] = req.Cwd
+		}
+		switch {
+		case end == nil:
+			e.Note = "no end: the caller went away or the command did not start; a running process was killed"
+		case end.Error != nil:
+			e.Note = "exec failed, exit status unknown: " + end.Error.Message
+		default:
+			e.ExitCode = end.ExitCode
+			if end.Signal != "" {
+				e.Data["signal"] = end.Signal
+			}
+			if end.TimedOut {
+				e.Data["timed_out"] = "true"
+			}
+		}
+		_ = c.Record(ctx, sandboxID, e)
+	}
+}
+
+// ledgerTarget finds whose ledger ref names: a live sandbox first, then a
+// destroyed one whose ledger is still kept.
+func (c *Controller) ledgerTarget(ctx context.Context, ref string) (id, name string, err error) {
+	rec, err := c.resolve(ctx, ref)
+	if err == nil {
+		return rec.ID, rec.Name, nil
+	}
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		return "", "", err
+	}
+	id, lerr := c.opts.Store.LedgerSandbox(ctx, ref)
+	if lerr != nil {
+		if errors.Is(lerr, errdefs.ErrNotFound) {
+			return "", "", errdefs.NotFound("sandbox %q (and no ledger kept for it)", ref)
+		}
+		return "", "", lerr
+	}
+	if old, gerr := c.opts.Store.GetSandbox(ctx, id); gerr == nil {
+		name = old.Name
+	}
+	return id, name, nil
+}
+
+// Ledger returns one page of a sandbox's ledger; it works after the sandbox
+// is destroyed, for the retention period.
+func (c *Controller) Ledger(ctx context.Context, ref string, after int64, limit int) (*api.Ledger, error) {
+	if after < 0 {
+		return nil, errdefs.Invalid("after must not be negative")
+	}
+	switch {
+	case limit == 0:
+		limit = defaultLedgerPage
+	case limit < 0 || limit > maxLedgerPage:
+		return nil, errdefs.Invalid("limit %d: want 1 to %d", limit, maxLedgerPage)
+	}
+	id, _, err := c.ledgerTarget(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	// One more than asked tells whether there is a next page.
+	entries, err := c.opts.Store.Ledger(ctx, id, after, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	out := &api.Ledger{SandboxID: id, Entries: make([]api.LedgerEntry, 0, len(entries))}
+	if len(entries) > limit {
+		entries = entries[:limit]
+		out.Next = entries[limit-1].Seq
+	}
+	for _, e := range entries {
+		out.Entries = append(out.Entries, toAPILedger(e))
+	}
+	return out, nil
+}
+
+func toAPILedger(e store.LedgerEntry) api.LedgerEntry {
+	return api.LedgerEntry{
+		Seq:        e.Seq,
+		SandboxID:  e.SandboxID,
+		Kind:       e.Kind,
+		Source:     e.Source,
+		At:         e.At,
+		Command:    e.Command,
+		ExitCode:   e.ExitCode,
+		DurationMS: e.Duration.Milliseconds(),
+		Path:       e.Path,
+		Note:       e.Note,
+		Data:       e.Data,
+	}
+}
+
+// AddLedgerEntry appends a caller's record of a side effect outside the
+// sandbox (a payment made, a message sent) to its ledger.
+func (c *Controller) AddLedgerEntry(ctx context.Context, ref string, req api.AddLedgerEntryRequest) (*api.LedgerEntry, error) {
+	if err := validateLedgerAdd(req); err != nil {
+		return nil, err
+	}
+	id, name, err := c.ledgerTarget(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	se := &store.LedgerEntry{
+		SandboxID: id, SandboxName: name, Kind: req.Kind, Source: store.SourceCaller,
+		Note: req.Note, Data: maps.Clone(req.Data),
+	}
+	if err := c.opts.Store.AppendLedger(context.WithoutCancel(ctx), se); err != nil {
+		return nil, err
+	}
+	e := toAPILedger(*se)
+	return &e, nil
+}
+
+func validateLedgerAdd(req api.AddLedgerEntryRequest) error {
+	if !ledgerKindRE.MatchString(req.Kind) {
+		return errdefs.Invalid("kind %q: use 1-64 lowercase letters, digits, '_', '.' or '-', starting with a letter", req.Kind)
+	}
+	if daemonKinds[req.Kind] {
+		return errdefs.Invalid("kind %q is recorded by paddock itself; name your own kind (for example payment.sent)", req.Kind)
+	}
+	if len(req.Note) > maxLedgerNote || !utf8.ValidString(req.Note) || containsNUL(req.Note) {
+		return errdefs.Invalid("note must be valid UTF-8 without NUL, at most %d bytes", maxLedgerNote)
+	}
+	if len(req.Data) > maxLedgerData {
+		return errdefs.Invalid("data has %d entries, at most %d", len(req.Data), maxLedgerData)
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.Data)) {
+		v := req.Data[k]
+		if !ledgerDataKeyRE.MatchString(k) {
+			return errdefs.Invalid("data key %q: use 1-64 letters, digits, '_', '.' or '-'", k)
+		}
+		if len(v) > maxLedgerDataValue || !utf8.ValidString(v) || containsNUL(v) {
+			return errdefs.Invalid("data value of %q must be valid UTF-8 without NUL, at most %d bytes", k, maxLedgerDataValue)
+		}
+	}
+	return nil
+}
+
+func containsNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// purgeInterval is how often retention runs; it also runs at start.
+const purgeInterval = time.Hour
+
+// RunRetention enforces the ledger's retention, forgets expired
+// Idempotency-Key results and deletes expired backups, now and then every
+// purgeInterval, until ctx ends.
+func (c *Controller) RunRetention(ctx context.Context) {
+	t := time.NewTicker(purgeInterval)
+	defer t.Stop()
+	for {
+		c.purgeOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Controller) purgeOnce(ctx context.Context) {
+	now := time.Now()
+	if n, err := c.opts.Store.PurgeLedgers(ctx, now.Add(-c.cfg.LedgerRetention)); err != nil {
+		c.log.Warn("ledger retention", "err", err)
+	} else if n > 0 {
+		c.log.Info("ledger retention: deleted entries of destroyed sandboxes", "entries", n, "retention", c.cfg.LedgerRetention)
+	}
+	if _, err := c.opts.Store.PurgeIdempotency(ctx, now); err != nil {
+		c.log.Warn("idempotency key expiry", "err", err)
+	}
+	if err := c.purgeBackups(ctx); err != nil {
+		c.log.Warn("backup expiry", "err", err)
+	}
+}

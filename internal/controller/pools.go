@@ -1,0 +1,358 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// maxRefillsInFlight bounds how many sandboxes one pool starts at once, so
+// a refill does not starve the creates it exists to speed up.
+const maxRefillsInFlight = 2
+
+// poolState is the in-memory side of warm pools: refills in flight and
+// counters. What sandboxes a pool holds is in their labels.
+type poolState struct {
+	mu       sync.Mutex
+	wake     chan struct{}
+	starting map[string]int
+	served   map[string]int64
+	cold     map[string]int64
+	lastErr  map[string]string
+	idMu     map[string]*sync.Mutex // identifier bindings, per pool
+	building map[string]bool        // build sandboxes of this daemon
+}
+
+func (p *poolState) init() {
+	if p.wake == nil {
+		p.wake = make(chan struct{}, 1)
+		p.starting = map[string]int{}
+		p.served = map[string]int64{}
+		p.cold = map[string]int64{}
+		p.lastErr = map[string]string{}
+		p.idMu = map[string]*sync.Mutex{}
+		p.building = map[string]bool{}
+	}
+}
+
+// kick asks the pool loop to look again soon.
+func (p *poolState) kick() {
+	p.mu.Lock()
+	p.init()
+	w := p.wake
+	p.mu.Unlock()
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+func (p *poolState) count(m map[string]int64, pool string) {
+	p.mu.Lock()
+	p.init()
+	m[pool]++
+	p.mu.Unlock()
+}
+
+func (p *poolState) identifierLock(pool string) *sync.Mutex {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	m := p.idMu[pool]
+	if m == nil {
+		m = &sync.Mutex{}
+		p.idMu[pool] = m
+	}
+	return m
+}
+
+// SetPool creates or changes a warm pool.
+func (c *Controller) SetPool(ctx context.Context, name string, req api.SetPoolRequest) (*api.Pool, error) {
+	if !nameRE.MatchString(name) {
+		return nil, errdefs.Invalid("pool name %q: use 1-63 letters, digits, '-', '_' or '.'", truncate(name, 80))
+	}
+	if req.MinReady < 0 || req.MinReady > api.MaxPoolMinReady {
+		return nil, errdefs.Invalid("min_ready %d: want 0 to %d", req.MinReady, api.MaxPoolMinReady)
+	}
+	cooldown, err := parseDuration("cooldown", req.Cooldown, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if req.Template == "" {
+		return nil, errdefs.Invalid("a pool needs a template")
+	}
+	if _, err := c.opts.Store.GetTemplate(ctx, req.Template); err != nil {
+		return nil, err
+	}
+	if _, err := resolveResources(req.Resources, c.cfg.Defaults, c.cfg.Max); err != nil {
+		return nil, err
+	}
+	rec := &store.Pool{Name: name, Template: req.Template, MinReady: req.MinReady, Cooldown: cooldown, Resources: req.Resources}
+	if old, err := c.opts.Store.GetPool(ctx, name); err == nil {
+		rec.CreatedAt = old.CreatedAt
+	}
+	if err := c.opts.Store.PutPool(ctx, rec); err != nil {
+		return nil, err
+	}
+	c.log.Info("pool set", "pool", name, "template", req.Template, "min_ready", req.MinReady, "cooldown", cooldown)
+	c.pools.kick()
+	return c.poolAPI(ctx, rec)
+}
+
+// GetPool returns a pool and its state.
+func (c *Controller) GetPool(ctx context.Context, name string) (*api.Pool, error) {
+	if !nameRE.MatchString(name) {
+		return nil, errdefs.Invalid("pool name %q is not valid", truncate(name, 80))
+	}
+	p, err := c.opts.Store.GetPool(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return c.poolAPI(ctx, p)
+}
+
+// ListPools lists pools and their state.
+func (c *Controller) ListPools(ctx context.Context) ([]api.Pool, error) {
+	ps, err := c.opts.Store.ListPools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Pool{}
+	for _, p := range ps {
+		a, err := c.poolAPI(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *a)
+	}
+	return out, nil
+}
+
+// DeletePool removes a pool and destroys its unclaimed sandboxes;
+// sandboxes already served keep running.
+func (c *Controller) DeletePool(ctx context.Context, name string) error {
+	if !nameRE.MatchString(name) {
+		return errdefs.Invalid("pool name %q is not valid", truncate(name, 80))
+	}
+	if err := c.opts.Store.DeletePool(ctx, name); err != nil {
+		return err
+	}
+	ready, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPool: name, labelPoolReady: "true"})
+	if err != nil {
+		return err
+	}
+	for _, sb := range ready {
+		if err := c.destroy(ctx, sb.ID, "pool deleted"); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			c.log.Warn("destroy pooled sandbox", "sandbox", sb.ID, "err", err)
+		}
+	}
+	c.log.Info("pool deleted", "pool", name)
+	return nil
+}
+
+func (c *Controller) poolAPI(ctx context.Context, p *store.Pool) (*api.Pool, error) {
+	ready, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPool: p.Name, labelPoolReady: "true"})
+	if err != nil {
+		return nil, err
+	}
+	out := &api.Pool{
+		Name: p.Name, Template: p.Template, MinReady: p.MinReady, Resources: p.Resources,
+		CreatedAt: p.CreatedAt,
+	}
+	for _, sb := range ready {
+		if sb.State == api.StateRunning {
+			out.Ready++
+		}
+	}
+	if p.Cooldown > 0 {
+		out.Cooldown = p.Cooldown.String()
+	}
+	c.pools.mu.Lock()
+	c.pools.init()
+	out.Starting = c.pools.starting[p.Name]
+	out.Served, out.Cold, out.Error = c.pools.served[p.Name], c.pools.cold[p.Name], c.pools.lastErr[p.Name]
+	c.pools.mu.Unlock()
+	return out, nil
+}
+
+// RunPools keeps every pool at min_ready, replaces stale pooled sandboxes
+// and applies cooldowns until ctx ends. Its first pass reconciles what a
+// previous daemon left: pooled sandboxes that no longer match are removed.
+func (c *Controller) RunPools(ctx context.Context) {
+	c.pools.mu.Lock()
+	c.pools.init()
+	wake := c.pools.wake
+	c.pools.mu.Unlock()
+	c.removeOrphanBuilders(ctx, time.Now())
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		c.poolPass(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-wake:
+		}
+	}
+}
+
+func (c *Controller) poolPass(ctx context.Context) {
+	pools, err := c.opts.Store.ListPools(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Error("pools", "err", err)
+		}
+		return
+	}
+	known := map[string]bool{}
+	for _, p := range pools {
+		known[p.Name] = true
+		c.tendPool(ctx, p)
+	}
+	// Unclaimed sandboxes of pools that no longer exist.
+	all, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPoolReady: "true"})
+	if err != nil {
+		return
+	}
+	for _, sb := range all {
+		if !known[sb.Labels[labelPool]] {
+			_ = c.destroy(ctx, sb.ID, "pool deleted")
+		}
+	}
+}
+
+func (c *Controller) setPoolErr(pool, msg string) {
+	c.pools.mu.Lock()
+	c.pools.init()
+	c.pools.lastErr[pool] = msg
+	c.pools.mu.Unlock()
+}
+
+func (c *Controller) tendPool(ctx context.Context, p *store.Pool) {
+	tpl, terr := c.opts.Store.GetTemplate(ctx, p.Template)
+	if terr != nil && !errors.Is(terr, errdefs.ErrNotFound) {
+		return
+	}
+	members, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPool: p.Name})
+	if err != nil {
+		return
+	}
+	ready := 0
+	now := time.Now()
+	for _, sb := range members {
+		if sb.Labels[labelPoolReady] == "starting" {
+			// Left by a daemon that stopped mid-refill.
+			c.pools.mu.Lock()
+			inFlight := c.pools.starting[p.Name] > 0
+			c.pools.mu.Unlock()
+			if !inFlight && sb.State != api.StateCreating {
+				_ = c.destroy(ctx, sb.ID, "pooled sandbox never became ready")
+			}
+			continue
+		}
+		if sb.Labels[labelPoolReady] != "true" {
+			// Served: the cooldown destroys it once idle that long.
+			if p.Cooldown > 0 && sb.State == api.StateRunning {
+				idle := now.Sub(time.Unix(0, c.entry(sb.ID).activity.Load()))
+				if idle >= p.Cooldown {
+					c.log.Info("pool cooldown", "pool", p.Name, "sandbox", sb.ID, "idle", idle.Round(time.Second))
+					_ = c.destroy(ctx, sb.ID, "pool cooldown")
+				}
+			}
+			continue
+		}
+		stale := tpl == nil || sb.Labels[labelBuild] != tpl.BuildID || sb.State != api.StateRunning
+		if stale && sb.State != api.StateCreating {
+			_ = c.destroy(ctx, sb.ID, "pooled sandbox is stale")
+			continue
+		}
+		if !stale {
+			ready++
+		}
+	}
+	if tpl == nil {
+		c.setPoolErr(p.Name, fmt.Sprintf("template %q was deleted; the pool cannot refill", p.Template))
+		return
+	}
+	c.pools.mu.Lock()
+	c.pools.init()
+	need := p.MinReady - ready - c.pools.starting[p.Name]
+	if room := maxRefillsInFlight - c.pools.starting[p.Name]; need > room {
+		need = room
+	}
+	if need > 0 {
+		c.pools.starting[p.Name] += need
+	}
+	c.pools.mu.Unlock()
+	for i := 0; i < need; i++ {
+		go c.refill(WithCaller(context.WithoutCancel(ctx), poolCaller), p, tpl)
+	}
+}
+
+func (c *Controller) refill(ctx context.Context, p *store.Pool, tpl *store.Template) {
+	defer func() {
+		c.pools.mu.Lock()
+		c.pools.starting[p.Name]--
+		c.pools.mu.Unlock()
+		c.pools.kick()
+	}()
+	sb, err := c.createFromTemplate(ctx, api.CreateSandboxRequest{Resources: p.Resources}, tpl, map[string]string{
+		labelPool: p.Name, labelPoolReady: "starting",
+	})
+	if err == nil {
+		// Claimable only now that its readiness check has passed.
+		err = c.relabel(ctx, sb.ID, labelPoolReady, "true")
+	}
+	if err != nil {
+		c.log.Warn("pool refill", "pool", p.Name, "err", err)
+		c.setPoolErr(p.Name, err.Error())
+		return
+	}
+	c.setPoolErr(p.Name, "")
+}
+
+func (c *Controller) relabel(ctx context.Context, id, key, value string) error {
+	rec, _, unlock, err := c.lockRecord(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rec.Labels[key] = value
+	return c.opts.Store.UpdateSandbox(ctx, rec)
+}
+
+// removeOrphanBuilders destroys build sandboxes a previous daemon left
+// behind mid-build: no build of this daemon started before before.
+func (c *Controller) removeOrphanBuilders(ctx context.Context, before time.Time) {
+	list, err := c.opts.Store.ListSandboxes(ctx, nil)
+	if err != nil {
+		return
+	}
+	for _, sb := range list {
+		c.pools.mu.Lock()
+		live := c.pools.building[sb.ID]
+		c.pools.mu.Unlock()
+		if _, ok := sb.Labels[labelBuilder]; ok && !live && sb.CreatedAt.Before(before) {
+			c.log.Info("removing build sandbox left by an earlier daemon", "sandbox", sb.ID)
+			_ = c.destroy(ctx, sb.ID, "template build was interrupted")
+		}
+	}
+}
+
+func (p *poolState) setBuilding(id string, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	if on {
+		p.building[id] = true
+	} else {
+		delete(p.building, id)
+	}
+}

@@ -1,0 +1,585 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/runtime"
+	"github.com/paddock-dev/paddock/internal/snapshot"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// DefaultSnapshotTTL is how long a snapshot lives unless told otherwise;
+// each restore renews it.
+const DefaultSnapshotTTL = 30 * 24 * time.Hour
+
+// maxSnapshotTTL bounds a TTL a caller may ask for (other than never).
+const maxSnapshotTTL = 10 * 365 * 24 * time.Hour
+
+// snapState serialises committing layers and recording them against the
+// collector of unused layers, so a layer is never removed between being
+// stored and being named by a record.
+type snapState struct {
+	mu sync.Mutex
+}
+
+func (c *Controller) snapStore() (*snapshot.Store, error) {
+	if c.opts.Snapshots == nil {
+		return nil, fmt.Errorf("snapshots are not enabled on this daemon: %w", errdefs.ErrFailedPrecondition)
+	}
+	return c.opts.Snapshots, nil
+}
+
+// parseTTL reads a snapshot TTL: "" = the default, "never" = zero (no
+// expiry), or a Go duration of at least a minute.
+func parseTTL(s string) (time.Duration, error) {
+	switch s {
+	case "":
+		return DefaultSnapshotTTL, nil
+	case api.SnapshotTTLNever:
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Minute || d > maxSnapshotTTL {
+		return 0, errdefs.Invalid("ttl %q: want a duration from 1m to %s (e.g. 72h) or %q", truncate(s, 40), maxSnapshotTTL, api.SnapshotTTLNever)
+	}
+	return d, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+func expiry(now time.Time, ttl time.Duration) time.Time {
+	if ttl == 0 {
+		return time.Time{}
+	}
+	return now.Add(ttl)
+}
+
+// CreateSnapshot takes a consistent snapshot of a running, paused or
+// stopped sandbox's files.
+func (c *Controller) CreateSnapshot(ctx context.Context, ref string, req api.CreateSnapshotRequest) (*api.Snapshot, error) {
+	if err := c.validSnapshotName(ctx, req.Name); err != nil {
+		return nil, err
+	}
+	ttl, err := parseTTL(req.TTL)
+	if err != nil {
+		return nil, err
+	}
+	rec, _, unlock, err := c.lockRecord(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	c.touch(rec.ID)
+	snap, err := c.snapshotLocked(ctx, rec, req.Name, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return c.snapshotAPI(snap), nil
+}
+
+func (c *Controller) validSnapshotName(ctx context.Context, name string) error {
+	if name == "" {
+		return nil
+	}
+	if err := validateName(name); err != nil {
+		return err
+	}
+	if idRE.MatchString(name) {
+		// A name that could be an id would make addressing ambiguous.
+		if _, err := c.opts.Store.GetSnapshot(ctx, name); err == nil {
+			return fmt.Errorf("name %q is the id of another snapshot: %w", name, errdefs.ErrConflict)
+		}
+	}
+	if _, err := c.opts.Store.GetSnapshotByName(ctx, name); err == nil {
+		return fmt.Errorf("a snapshot named %q already exists: %w", name, errdefs.ErrConflict)
+	}
+	return nil
+}
+
+// snapshotLocked copies rec's writable layer into the store and records a
+// snapshot of it. A running sandbox is frozen for the copy and thawed
+// after, whatever happened. The caller holds the sandbox's owner lock.
+func (c *Controller) snapshotLocked(ctx context.Context, rec *store.Sandbox, name string, ttl time.Duration) (*store.Snapshot, error) {
+	chain, top, err := c.captureLayer(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	defer c.snaps.mu.Unlock()
+	now := time.Now().UTC()
+	snap := &store.Snapshot{
+		ID:          newID(),
+		Name:        name,
+		SandboxID:   rec.ID,
+		Image:       rec.Image,
+		ImageDigest: rec.ImageDigest,
+		Parent:      rec.SnapshotID,
+		Layers:      chain,
+		Size:        top.Size,
+		CreatedAt:   now,
+		ExpiresAt:   expiry(now, ttl),
+	}
+	if err := c.opts.Store.CreateSnapshot(context.WithoutCancel(ctx), snap); err != nil {
+		return nil, err
+	}
+	c.log.Info("snapshot taken", "sandbox", rec.ID, "snapshot", snap.ID, "layer", top.Digest, "size", top.Size)
+	return snap, nil
+}
+
+// captureLayer copies rec's writable layer into the store and returns the
+// full chain (rec's own snapshot layers, then the new one). On success it
+// returns with c.snaps.mu held, so the caller records the layer before the
+// collector can see it unused.
+func (c *Controller) captureLayer(ctx context.Context, rec *store.Sandbox) ([]store.SnapshotLayer, snapshot.Layer, error) {
+	ss, err := c.snapStore()
+	if err != nil {
+		return nil, snapshot.Layer{}, err
+	}
+	switch rec.State {
+	case api.StateRunning, api.StatePaused, api.StateStopped:
+	default:
+		return nil, snapshot.Layer{}, fmt.Errorf("sandbox %s is %s; snapshots are taken of running, paused or stopped sandboxes: %w", rec.ID, rec.State, errdefs.ErrConflict)
+	}
+	if len(rec.SnapshotLayers)+1 > snapshot.MaxChain {
+		return nil, snapshot.Layer{}, fmt.Errorf("sandbox %s already stacks %d snapshot layers, the most a snapshot may hold is %d: %w", rec.ID, len(rec.SnapshotLayers), snapshot.MaxChain, errdefs.ErrFailedPrecondition)
+	}
+	b, err := c.backend(rec.Runtime)
+	if err != nil {
+		return nil, snapshot.Layer{}, err
+	}
+	ls, ok := b.(runtime.LayerSnapshotter)
+	if !ok {
+		return nil, snapshot.Layer{}, fmt.Errorf("runtime %s cannot snapshot a sandbox: %w", rec.Runtime, errdefs.ErrFailedPrecondition)
+	}
+	tmp, err := ss.Temp()
+	if err != nil {
+		return nil, snapshot.Layer{}, snapErr(err)
+	}
+	// The copy is not abandoned half-way when the caller goes away.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Minute)
+	defer cancel()
+	if err := c.copyFrozen(ctx, rec, b, ls, tmp); err != nil {
+		ss.Discard(tmp)
+		return nil, snapshot.Layer{}, snapErr(err)
+	}
+	c.snaps.mu.Lock()
+	top, err := ss.Commit(ctx, tmp)
+	if err != nil {
+		c.snaps.mu.Unlock()
+		return nil, snapshot.Layer{}, snapErr(err)
+	}
+	chain := c.chainOf(ctx, rec)
+	chain = append(chain, store.SnapshotLayer{Digest: top.Digest, Size: top.Size})
+	return chain, top, nil
+}
+
+// copyFrozen copies the writable layer, freezing a running sandbox so no
+// process changes a file during the copy.
+func (c *Controller) copyFrozen(ctx context.Context, rec *store.Sandbox, b runtime.Backend, ls runtime.LayerSnapshotter, dst string) error {
+	if rec.State != api.StateRunning {
+		return ls.SnapshotLayer(ctx, rec.ID, dst)
+	}
+	p, ok := b.(runtime.Pauser)
+	if !ok {
+		return fmt.Errorf("runtime %s cannot freeze a sandbox for a consistent snapshot: %w", rec.Runtime, errdefs.ErrFailedPrecondition)
+	}
+	if err := p.Pause(ctx, rec.ID); err != nil {
+		return fmt.Errorf("freeze sandbox %s for the snapshot: %w", rec.ID, err)
+	}
+	err := ls.SnapshotLayer(ctx, rec.ID, dst)
+	if rerr := p.Resume(context.WithoutCancel(ctx), rec.ID); rerr != nil {
+		c.log.Error("thaw after snapshot", "sandbox", rec.ID, "err", rerr)
+		if err == nil {
+			err = fmt.Errorf("thaw sandbox %s after the snapshot: %w", rec.ID, rerr)
+		}
+	}
+	return err
+}
+
+// snapErr says "no space" in words a user can act on.
+func snapErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("no space left in the snapshot store: %w", errdefs.ErrResourceExhausted)
+	}
+	return err
+}
+
+// chainOf returns rec's snapshot layers with their sizes, as far as the
+// snapshot it was restored from still tells them.
+func (c *Controller) chainOf(ctx context.Context, rec *store.Sandbox) []store.SnapshotLayer {
+	sizes := map[string]int64{}
+	if rec.SnapshotID != "" {
+		if parent, err := c.opts.Store.GetSnapshot(ctx, rec.SnapshotID); err == nil {
+			for _, l := range parent.Layers {
+				sizes[l.Digest] = l.Size
+			}
+		}
+	}
+	out := make([]store.SnapshotLayer, 0, len(rec.SnapshotLayers)+1)
+	for _, d := range rec.SnapshotLayers {
+		out = append(out, store.SnapshotLayer{Digest: d, Size: sizes[d]})
+	}
+	return out
+}
+
+func (c *Controller) snapshotAPI(s *store.Snapshot) *api.Snapshot {
+	out := &api.Snapshot{
+		ID: s.ID, Name: s.Name, Size: s.Size, Image: s.Image, ImageDigest: s.ImageDigest,
+		Parent: s.Parent, Sandbox: s.SandboxID, CreatedAt: s.CreatedAt, Layers: []string{},
+	}
+	for _, l := range s.Layers {
+		out.Layers = append(out.Layers, l.Digest)
+		out.SizeTotal += l.Size
+	}
+	if !s.ExpiresAt.IsZero() {
+		t := s.ExpiresAt
+		out.ExpiresAt = &t
+	}
+	return out
+}
+
+// resolveSnapshot finds a snapshot by id or name.
+func (c *Controller) resolveSnapshot(ctx context.Context, ref string) (*store.Snapshot, error) {
+	if !validRef(ref) {
+		return nil, errdefs.Invalid("%q is not a valid snapshot id or name", truncate(ref, 80))
+	}
+	if idRE.MatchString(ref) {
+		if s, err := c.opts.Store.GetSnapshot(ctx, ref); err == nil {
+			return s, nil
+		}
+	}
+	s, err := c.opts.Store.GetSnapshotByName(ctx, ref)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, errdefs.NotFound("snapshot %q", ref)
+	}
+	return s, err
+}
+
+// GetSnapshot returns one snapshot by id or name.
+func (c *Controller) GetSnapshot(ctx context.Context, ref string) (*api.Snapshot, error) {
+	s, err := c.resolveSnapshot(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return c.snapshotAPI(s), nil
+}
+
+// ListSnapshots lists every snapshot, oldest first.
+func (c *Controller) ListSnapshots(ctx context.Context) ([]api.Snapshot, error) {
+	list, err := c.opts.Store.ListSnapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Snapshot, 0, len(list))
+	for _, s := range list {
+		out = append(out, *c.snapshotAPI(s))
+	}
+	return out, nil
+}
+
+// SetSnapshotTTL makes a snapshot expire ttl from now ("never": not at all).
+func (c *Controller) SetSnapshotTTL(ctx context.Context, ref, ttl string) (*api.Snapshot, error) {
+	if ttl == "" {
+		return nil, errdefs.Invalid("ttl is required: a duration such as 72h, or %q", api.SnapshotTTLNever)
+	}
+	d, err := parseTTL(ttl)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.resolveSnapshot(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	s.ExpiresAt = expiry(time.Now().UTC(), d)
+	if err := c.opts.Store.SetSnapshotExpiry(ctx, s.ID, s.ExpiresAt); err != nil {
+		return nil, err
+	}
+	return c.snapshotAPI(s), nil
+}
+
+// DeleteSnapshot removes a snapshot's record, then every layer nothing
+// uses any more. Sandboxes restored from it keep working: they name their
+// layers themselves.
+func (c *Controller) DeleteSnapshot(ctx context.Context, ref string) error {
+	s, err := c.resolveSnapshot(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if err := c.opts.Store.DeleteSnapshot(context.WithoutCancel(ctx), s.ID); err != nil {
+		return err
+	}
+	c.log.Info("snapshot deleted", "snapshot", s.ID, "name", s.Name)
+	c.collectLayers(context.WithoutCancel(ctx))
+	return nil
+}
+
+// collectLayers removes stored layers no snapshot and no live sandbox
+// names. Errors are logged: the next run tries again.
+func (c *Controller) collectLayers(ctx context.Context) {
+	ss, err := c.snapStore()
+	if err != nil {
+		return
+	}
+	c.snaps.mu.Lock()
+	defer c.snaps.mu.Unlock()
+	used := map[string]bool{}
+	snaps, err := c.opts.Store.ListSnapshots(ctx)
+	if err != nil {
+		c.log.Error("layer collection: list snapshots", "err", err)
+		return
+	}
+	for _, s := range snaps {
+		for _, l := range s.Layers {
+			used[l.Digest] = true
+		}
+	}
+	sbs, err := c.opts.Store.ListSandboxes(ctx, nil)
+	if err != nil {
+		c.log.Error("layer collection: list sandboxes", "err", err)
+		return
+	}
+	for _, sb := range sbs {
+		for _, d := range sb.SnapshotLayers {
+			used[d] = true
+		}
+	}
+	if !c.templateLayersInUse(ctx, used) { // templates.go
+		return
+	}
+	stored, err := ss.Layers()
+	if err != nil {
+		c.log.Error("layer collection", "err", err)
+		return
+	}
+	for _, d := range stored {
+		if used[d] {
+			continue
+		}
+		if err := ss.RemoveLayer(d); err != nil {
+			c.log.Error("remove unused layer", "layer", d, "err", err)
+			continue
+		}
+		c.log.Info("removed unused snapshot layer", "layer", d)
+	}
+}
+
+// RunSnapshotExpiry removes expired snapshots and unused layers until ctx
+// ends. The first pass runs at once, which also clears layers a crash left
+// stored but unrecorded.
+func (c *Controller) RunSnapshotExpiry(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		c.expireSnapshots(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Controller) expireSnapshots(ctx context.Context) {
+	list, err := c.opts.Store.ListSnapshots(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Error("snapshot expiry", "err", err)
+		}
+		return
+	}
+	now := time.Now()
+	for _, s := range list {
+		if s.ExpiresAt.IsZero() || now.Before(s.ExpiresAt) {
+			continue
+		}
+		if err := c.opts.Store.DeleteSnapshot(ctx, s.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			c.log.Error("delete expired snapshot", "snapshot", s.ID, "err", err)
+			continue
+		}
+		c.log.Info("snapshot expired", "snapshot", s.ID, "name", s.Name, "expired_at", s.ExpiresAt)
+	}
+	c.collectLayers(ctx)
+}
+
+// restorePlan is what a create from a snapshot adds to the sandbox.
+type restorePlan struct {
+	snap   *store.Snapshot
+	onIdle string
+}
+
+// planCreate checks the snapshot-related fields of a create request before
+// anything is recorded: the snapshot exists, every layer is on disk, and
+// the image matches. It points req.Image at the snapshot's image.
+func (c *Controller) planCreate(ctx context.Context, req *api.CreateSandboxRequest) (*restorePlan, error) {
+	p := &restorePlan{onIdle: req.OnIdle}
+	switch req.OnIdle {
+	case "", api.OnIdleStop, api.OnIdlePause:
+	case api.OnIdleSnapshot:
+		if _, err := c.snapStore(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, errdefs.Invalid("on_idle %q: want %s, %s or %s", truncate(req.OnIdle, 40), api.OnIdleStop, api.OnIdlePause, api.OnIdleSnapshot)
+	}
+	if req.FromSnapshot == "" {
+		return p, nil
+	}
+	ss, err := c.snapStore()
+	if err != nil {
+		return nil, err
+	}
+	snap, err := c.resolveSnapshot(ctx, req.FromSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range snap.Layers {
+		if _, err := ss.LayerPath(l.Digest); err != nil {
+			return nil, fmt.Errorf("cannot restore snapshot %s: %w", snap.ID, err)
+		}
+	}
+	if req.Image != "" {
+		img, err := c.image(ctx, req.Image)
+		if err != nil {
+			return nil, err
+		}
+		if img.Digest != snap.ImageDigest {
+			return nil, fmt.Errorf("snapshot %s was taken on image %s; it cannot be restored onto %s (%s): leave the image out to use the snapshot's: %w",
+				snap.ID, snap.ImageDigest, req.Image, img.Digest, errdefs.ErrFailedPrecondition)
+		}
+	}
+	if _, err := c.opts.Images.Resolve(ctx, snap.ImageDigest); err != nil {
+		return nil, fmt.Errorf("snapshot %s needs image %s, which is not on this host: %w", snap.ID, snap.ImageDigest, errdefs.ErrFailedPrecondition)
+	}
+	req.Image = snap.ImageDigest
+	p.snap = snap
+	return p, nil
+}
+
+// apply records the plan in a new sandbox's record, and renews the
+// snapshot's time to live.
+func (p *restorePlan) apply(ctx context.Context, c *Controller, rec *store.Sandbox) {
+	rec.OnIdle = p.onIdle
+	if p.snap == nil {
+		return
+	}
+	rec.SnapshotID = p.snap.ID
+	rec.SnapshotLayers = nil
+	for _, l := range p.snap.Layers {
+		rec.SnapshotLayers = append(rec.SnapshotLayers, l.Digest)
+	}
+	if p.snap.Image != "" && !strings.HasPrefix(p.snap.Image, "sha256:") {
+		rec.Image = p.snap.Image
+	}
+	if !p.snap.ExpiresAt.IsZero() {
+		ttl := p.snap.ExpiresAt.Sub(p.snap.CreatedAt)
+		if renewed := time.Now().UTC().Add(ttl); renewed.After(p.snap.ExpiresAt) {
+			if err := c.opts.Store.SetSnapshotExpiry(context.WithoutCancel(ctx), p.snap.ID, renewed); err != nil {
+				c.log.Warn("renew snapshot ttl", "snapshot", p.snap.ID, "err", err)
+			}
+		}
+	}
+}
+
+// layersFor returns the lower layers of rec's root filesystem: the image's,
+// then its snapshot layers. A layer gone from disk is a clear error.
+func (c *Controller) layersFor(rec *store.Sandbox, img *image.Image) ([]string, error) {
+	if len(rec.SnapshotLayers) == 0 {
+		return img.Layers, nil
+	}
+	ss, err := c.snapStore()
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Clone(img.Layers)
+	for _, d := range rec.SnapshotLayers {
+		p, err := ss.LayerPath(d)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", rec.ID, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ExportSnapshot writes a snapshot as one file: a manifest and each layer
+// as a tar whose sha256 is its digest.
+func (c *Controller) ExportSnapshot(ctx context.Context, ref string, w io.Writer) error {
+	ss, err := c.snapStore()
+	if err != nil {
+		return err
+	}
+	s, err := c.resolveSnapshot(ctx, ref)
+	if err != nil {
+		return err
+	}
+	m := snapshot.Manifest{Name: s.Name, Image: s.Image, ImageDigest: s.ImageDigest, CreatedAt: s.CreatedAt}
+	for _, l := range s.Layers {
+		m.Layers = append(m.Layers, snapshot.Layer{Digest: l.Digest, Size: l.Size})
+	}
+	return ss.Export(ctx, m, w)
+}
+
+// ImportOptions tune ImportSnapshot.
+type ImportOptions struct {
+	Name string // "" = the name in the file, if it is free
+	TTL  string
+	// MaxBytes bounds the files the import may hold (default 64 GiB).
+	MaxBytes int64
+}
+
+// ImportSnapshot reads an exported snapshot file, verifying every layer's
+// checksum and refusing unsafe entries, and records it.
+func (c *Controller) ImportSnapshot(ctx context.Context, r io.Reader, opts ImportOptions) (*api.Snapshot, error) {
+	ss, err := c.snapStore()
+	if err != nil {
+		return nil, err
+	}
+	ttl, err := parseTTL(opts.TTL)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.validSnapshotName(ctx, opts.Name); err != nil {
+		return nil, err
+	}
+	c.snaps.mu.Lock()
+	defer c.snaps.mu.Unlock()
+	m, err := ss.Import(ctx, r, snapshot.Limits{MaxBytes: opts.MaxBytes})
+	if err != nil {
+		return nil, snapErr(err)
+	}
+	name := opts.Name
+	if name == "" && m.Name != "" {
+		if err := c.validSnapshotName(ctx, m.Name); err == nil {
+			name = m.Name
+		}
+	}
+	now := time.Now().UTC()
+	s := &store.Snapshot{
+		ID: newID(), Name: name, Image: m.Image, ImageDigest: m.ImageDigest,
+		CreatedAt: now, ExpiresAt: expiry(now, ttl),
+	}
+	for _, l := range m.Layers {
+		s.Layers = append(s.Layers, store.SnapshotLayer{Digest: l.Digest, Size: l.Size})
+	}
+	s.Size = m.Layers[len(m.Layers)-1].Size
+	if err := c.opts.Store.CreateSnapshot(context.WithoutCancel(ctx), s); err != nil {
+		return nil, err
+	}
+	c.log.Info("snapshot imported", "snapshot", s.ID, "name", s.Name, "layers", len(s.Layers))
+	return c.snapshotAPI(s), nil
+}

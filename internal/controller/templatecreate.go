@@ -1,0 +1,292 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// startProcessID is the background process id of a template's start command.
+const startProcessID = "start"
+
+// defaultReadyTimeout is how long a readiness check waits by default.
+const defaultReadyTimeout = 30 * time.Second
+
+// createTemplated serves a create that names a template, a pool or an
+// identifier: from a ready pooled sandbox when one matches, otherwise cold.
+func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	if hasReservedLabel(req.Labels) {
+		return nil, errdefs.Invalid("the labels %s, %s, %s, %s, %s and %s are reserved for Paddock", labelTemplate, labelBuild, labelBuilder, labelPool, labelPoolReady, labelIdentifier)
+	}
+	if req.Identifier != "" && req.Pool == "" {
+		return nil, errdefs.Invalid("identifier needs a pool")
+	}
+	if req.Identifier != "" && !nameRE.MatchString(req.Identifier) {
+		return nil, errdefs.Invalid("identifier %q: use 1-63 letters, digits, '-', '_' or '.'", truncate(req.Identifier, 80))
+	}
+	if req.FromSnapshot != "" || req.Image != "" {
+		return nil, errdefs.Invalid("a sandbox from a template or pool takes its files from the template: leave image and from_snapshot out")
+	}
+	var pool *store.Pool
+	if req.Pool != "" {
+		if !nameRE.MatchString(req.Pool) {
+			return nil, errdefs.Invalid("pool name %q is not valid", truncate(req.Pool, 80))
+		}
+		p, err := c.opts.Store.GetPool(ctx, req.Pool)
+		if err != nil {
+			return nil, err
+		}
+		if req.Template != "" && req.Template != p.Template {
+			return nil, errdefs.Invalid("pool %s keeps template %s, not %s", p.Name, p.Template, truncate(req.Template, 80))
+		}
+		req.Template, pool = p.Template, p
+	}
+	if !nameRE.MatchString(req.Template) {
+		return nil, errdefs.Invalid("template name %q is not valid", truncate(req.Template, 80))
+	}
+	tpl, err := c.opts.Store.GetTemplate(ctx, req.Template)
+	if err != nil {
+		if pool != nil && errors.Is(err, errdefs.ErrNotFound) {
+			return nil, fmt.Errorf("pool %s: its template %s was deleted: %w", pool.Name, pool.Template, errdefs.ErrFailedPrecondition)
+		}
+		return nil, err
+	}
+	if req.Identifier != "" {
+		mu := c.pools.identifierLock(pool.Name)
+		mu.Lock()
+		defer mu.Unlock()
+		bound, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPool: pool.Name, labelIdentifier: req.Identifier})
+		if err != nil {
+			return nil, err
+		}
+		for _, sb := range bound {
+			// Identifiers are the caller's own: another API key's X is another binding.
+			if sb.KeyID == Caller(ctx) && sb.State != api.StateError && sb.State != api.StateDestroying {
+				c.touch(sb.ID)
+				return c.Get(ctx, sb.ID)
+			}
+		}
+	}
+	if pool == nil && poolable(req) {
+		pool = c.poolFor(ctx, req.Template, req.Resources)
+	}
+	if pool != nil && poolable(req) && sameResources(pool.Resources, req.Resources) {
+		if sb, err := c.claim(ctx, pool, tpl, req); err != nil || sb != nil {
+			return sb, err
+		}
+		c.pools.count(c.pools.cold, pool.Name)
+	}
+	extra := map[string]string{}
+	if pool != nil {
+		extra[labelPool] = pool.Name
+		if req.Identifier != "" {
+			extra[labelIdentifier] = req.Identifier
+		}
+	}
+	if pool != nil && pool.Cooldown > 0 {
+		req.KeepAlive = true
+	}
+	req.Pool, req.Identifier = "", ""
+	return c.createFromTemplate(ctx, req, tpl, extra)
+}
+
+// poolable says whether a request may be served by a pooled sandbox: one
+// that was started before the request, so it cannot take the request's
+// env, runtime, size preset or lifetime settings.
+func poolable(req api.CreateSandboxRequest) bool {
+	return len(req.Env) == 0 && req.Runtime == "" && req.SleepAfter == "" && req.Timeout == "" && req.OnIdle == "" && req.Size == ""
+}
+
+func sameResources(a, b api.Resources) bool {
+	return b == (api.Resources{}) || reflect.DeepEqual(a, b)
+}
+
+// poolFor finds a pool of template whose size matches.
+func (c *Controller) poolFor(ctx context.Context, template string, res api.Resources) *store.Pool {
+	ps, err := c.opts.Store.ListPools(ctx)
+	if err != nil {
+		return nil
+	}
+	for _, p := range ps {
+		if p.Template == template && sameResources(p.Resources, res) {
+			return p
+		}
+	}
+	return nil
+}
+
+// claim takes a ready sandbox of pool and gives it the caller's name and
+// labels. nil, nil means the pool had none ready. The owner lock makes the
+// claim atomic: two claims never get the same sandbox.
+func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Template, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	if req.Name != "" {
+		if err := validateName(req.Name); err != nil {
+			return nil, err
+		}
+		if _, err := c.opts.Store.GetSandboxByName(ctx, req.Name); err == nil {
+			return nil, fmt.Errorf("a sandbox named %q already exists: %w", req.Name, errdefs.ErrConflict)
+		}
+	}
+	if err := validateLabels(req.Labels); err != nil {
+		return nil, err
+	}
+	ready, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPool: pool.Name, labelPoolReady: "true", labelBuild: tpl.BuildID})
+	if err != nil {
+		return nil, err
+	}
+	for _, cand := range ready {
+		e := c.entry(cand.ID)
+		if !e.mu.TryLock() {
+			continue // another claim or the pool loop has it
+		}
+		rec, err := c.opts.Store.GetSandbox(ctx, cand.ID)
+		if err != nil || rec.State != api.StateRunning || rec.Labels[labelPoolReady] != "true" {
+			e.mu.Unlock()
+			continue
+		}
+		labels := maps.Clone(req.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[labelTemplate] = tpl.Name
+		labels[labelBuild] = tpl.BuildID
+		labels[labelPool] = pool.Name
+		if req.Identifier != "" {
+			labels[labelIdentifier] = req.Identifier
+		}
+		rec.Name, rec.Labels = req.Name, labels
+		if pool.Cooldown == 0 {
+			rec.KeepAlive, rec.SleepAfter = req.KeepAlive, c.cfg.SleepAfter
+		}
+		rec.LastActivityAt = time.Now().UTC()
+		err = c.admitClaim(ctx, rec)
+		e.mu.Unlock()
+		if err != nil {
+			if errors.Is(err, errdefs.ErrConflict) {
+				return nil, fmt.Errorf("a sandbox named %q already exists: %w", req.Name, errdefs.ErrConflict)
+			}
+			return nil, err
+		}
+		c.touch(rec.ID)
+		c.pools.count(c.pools.served, pool.Name)
+		c.pools.kick()
+		c.log.Info("served from pool", "pool", pool.Name, "sandbox", rec.ID, "name", rec.Name)
+		return c.toAPI(rec), nil
+	}
+	return nil, nil
+}
+
+// createFromTemplate creates a sandbox on the template's layers with its
+// env, then starts its start command and waits for its readiness check.
+// A sandbox that fails its check is destroyed.
+func (c *Controller) createFromTemplate(ctx context.Context, req api.CreateSandboxRequest, tpl *store.Template, extra map[string]string) (*api.Sandbox, error) {
+	env := maps.Clone(tpl.Spec.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, req.Env)
+	req.Env = env
+	req.Image = tpl.ImageDigest
+	req.Template = ""
+	if req.Runtime == "" {
+		req.Runtime = tpl.Spec.Runtime
+	}
+	labels := map[string]string{labelTemplate: tpl.Name, labelBuild: tpl.BuildID}
+	maps.Copy(labels, extra)
+	_, pooled := extra[labelPoolReady]
+	sb, err := c.create(ctx, req, &templatePlan{layers: tpl.Layers, labels: labels, keep: pooled})
+	if err != nil {
+		return nil, err
+	}
+	if len(tpl.Spec.Start) == 0 {
+		return sb, nil
+	}
+	if err := c.startAndWait(ctx, sb.ID, tpl); err != nil {
+		if derr := c.destroy(context.WithoutCancel(ctx), sb.ID, "readiness check failed"); derr != nil {
+			c.log.Warn("destroy unready sandbox", "sandbox", sb.ID, "err", derr)
+		}
+		return nil, err
+	}
+	return c.Get(ctx, sb.ID)
+}
+
+func (c *Controller) startAndWait(ctx context.Context, id string, tpl *store.Template) error {
+	user := "user"
+	for _, s := range tpl.Spec.Steps {
+		if s.Kind == api.StepUser {
+			user = s.User
+		}
+	}
+	if _, err := c.StartProcess(ctx, id, api.StartProcessRequest{
+		ID: startProcessID, Cmd: tpl.Spec.Start, Cwd: tpl.Spec.Cwd, User: user,
+	}); err != nil {
+		return fmt.Errorf("template %s: start command: %w", tpl.Name, err)
+	}
+	r := tpl.Spec.Ready
+	if r == nil {
+		return nil
+	}
+	w := api.WaitProcessRequest{Timeout: r.Timeout}
+	if w.Timeout == "" {
+		w.Timeout = defaultReadyTimeout.String()
+	}
+	if r.Port != 0 {
+		w.For, w.Port = api.WaitPort, r.Port
+	} else {
+		w.For, w.Pattern = api.WaitLog, r.Log
+	}
+	if _, err := c.WaitProcess(ctx, id, startProcessID, w); err != nil {
+		return fmt.Errorf("template %s: readiness check did not pass: %v: %w", tpl.Name, err, errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+// poolCaller is the caller pooled sandboxes are recorded under until they
+// are claimed, so unclaimed ones count against no real caller's quota.
+const poolCaller = "paddock-pool"
+
+// admitClaim applies the admission policy to a claim as to a create: the
+// claimant becomes the sandbox's owner, its per-sandbox rules apply, and
+// its quota is counted under the same lock creates count under, so claims
+// and creates together cannot over-admit.
+func (c *Controller) admitClaim(ctx context.Context, rec *store.Sandbox) error {
+	rec.KeyID = Caller(ctx)
+	c.adm.mu.RLock()
+	cp := c.adm.policy
+	c.adm.mu.RUnlock()
+	if err := cp.check(rec); err != nil {
+		return err
+	}
+	limit, rule := cp.doc.MaxSandboxesPerKey, "max_sandboxes_per_key"
+	if rec.KeyID == api.CallerLocal {
+		limit, rule = cp.doc.MaxSandboxesLocal, "max_sandboxes_local"
+	}
+	c.adm.quotaMu.Lock()
+	defer c.adm.quotaMu.Unlock()
+	if limit > 0 {
+		all, err := c.opts.Store.ListSandboxes(ctx, nil)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, s := range all {
+			if s.KeyID == rec.KeyID && s.ID != rec.ID {
+				n++
+			}
+		}
+		if n >= limit {
+			return denied(rule, "caller %s has %d of %d sandboxes; delete one first", rec.KeyID, n, limit)
+		}
+	}
+	if err := c.opts.Store.UpdateSandbox(context.WithoutCancel(ctx), rec); err != nil {
+		return err
+	}
+	return c.opts.Store.SetSandboxOwner(context.WithoutCancel(ctx), rec.ID, rec.KeyID)
+}

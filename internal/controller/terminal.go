@@ -1,0 +1,425 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// Terminal bookkeeping. Output is read from the agent as fast as it comes
+// and never waits for a viewer: a viewer that falls termClientQueue chunks
+// behind is dropped (it may reattach and gets the replay), so one slow
+// client cannot stall the shell or the other viewers.
+const (
+	termReplayBytes = api.TerminalReplayKB << 10
+	termClientQueue = 256
+	// A terminal nobody is attached to for this long is killed, so
+	// forgotten shells do not pile up in a sandbox.
+	termDetachedLimit = 30 * time.Minute
+	// An ended terminal stays listed this long, so a client that lost its
+	// connection can still reattach and read how it ended.
+	termExitedKeep = time.Minute
+	termIDLen      = 12
+)
+
+// DefaultTerminalCmd starts the user's login shell: bash when the image
+// has it, sh otherwise.
+var DefaultTerminalCmd = []string{"/bin/sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash -l; fi; exec sh -l"}
+
+// TerminalOptions describe a new terminal. Zero values take defaults.
+type TerminalOptions struct {
+	Cmd        []string
+	Env        map[string]string
+	Cwd        string
+	User       string
+	Cols, Rows int
+}
+
+type termTable struct {
+	mu sync.Mutex
+	m  map[string]map[string]*terminal // sandbox id -> terminal id
+}
+
+type terminal struct {
+	id, sandbox string
+	ag          *client.Client
+	pid         uint32
+	cmd         []string
+	created     time.Time
+	stop        context.CancelFunc // ends following the process
+
+	mu       sync.Mutex
+	cols     int
+	rows     int
+	ring     []byte
+	clients  map[*TermConn]struct{}
+	exited   bool
+	exitCode int
+	signal   string
+	failure  string
+	detached *time.Timer
+	done     chan struct{}
+}
+
+// TermConn is one client attached to a terminal.
+type TermConn struct {
+	t       *terminal
+	out     chan []byte
+	kicked  chan struct{}
+	replay  []byte
+	release func()
+	once    sync.Once
+}
+
+func validateTerminal(o *TerminalOptions) error {
+	if len(o.Cmd) == 0 {
+		o.Cmd = DefaultTerminalCmd
+	}
+	if err := validateExec(&api.ExecRequest{Cmd: o.Cmd, Env: o.Env, Cwd: o.Cwd, User: o.User}); err != nil {
+		return err
+	}
+	if o.User == "" {
+		o.User = "user"
+	}
+	if o.Cols == 0 && o.Rows == 0 {
+		o.Cols, o.Rows = 80, 24
+	}
+	return checkSize(o.Cols, o.Rows)
+}
+
+func checkSize(cols, rows int) error {
+	if cols < 1 || rows < 1 || cols > api.MaxTerminalCols || rows > api.MaxTerminalRows {
+		return errdefs.Invalid("terminal size %dx%d: want 1 to %d columns and 1 to %d rows", cols, rows, api.MaxTerminalCols, api.MaxTerminalRows)
+	}
+	return nil
+}
+
+// OpenTerminal starts a process on a new terminal in a sandbox and attaches
+// the caller to it. The terminal lives on when the caller detaches.
+func (c *Controller) OpenTerminal(ctx context.Context, ref string, o TerminalOptions) (*TermConn, error) {
+	if err := validateTerminal(&o); err != nil {
+		return nil, err
+	}
+	ag, id, done, err := c.Agent(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if n := c.terms.live(id); n >= api.MaxTerminals {
+		done()
+		return nil, fmt.Errorf("sandbox %s has %d terminals, the most it may have; close some first: %w", id, n, errdefs.ErrResourceExhausted)
+	}
+	env := map[string]string{"TERM": "xterm-256color"}
+	for k, v := range o.Env {
+		env[k] = v
+	}
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	stream, pid, err := ag.StartPTY(sctx, client.PTYOptions{Cmd: o.Cmd, Env: env, Cwd: o.Cwd, User: o.User, Cols: o.Cols, Rows: o.Rows})
+	if err != nil {
+		stop()
+		done()
+		return nil, err
+	}
+	t := &terminal{
+		id: "t" + newID()[:termIDLen], sandbox: id, ag: ag, pid: pid, cmd: o.Cmd,
+		created: time.Now().UTC(), stop: stop, cols: o.Cols, rows: o.Rows,
+		clients: make(map[*TermConn]struct{}), done: make(chan struct{}),
+	}
+	c.terms.add(t)
+	conn := t.attach(done)
+	go c.followTerminal(t, stream)
+	c.log.Info("terminal opened", "sandbox", id, "terminal", t.id, "pid", pid)
+	return conn, nil
+}
+
+// AttachTerminal attaches to a running (or just ended) terminal; the
+// connection's Replay holds its recent output.
+func (c *Controller) AttachTerminal(ctx context.Context, ref, tid string) (*TermConn, error) {
+	rec, err := c.resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	t := c.terms.get(rec.ID, tid)
+	if t == nil {
+		return nil, errdefs.NotFound("terminal %q in sandbox %s", tid, rec.ID)
+	}
+	select {
+	case <-t.done:
+		return t.attach(func() {}), nil
+	default:
+	}
+	_, _, done, err := c.Agent(ctx, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	return t.attach(done), nil
+}
+
+// Terminals lists a sandbox's terminals, oldest first.
+func (c *Controller) Terminals(ctx context.Context, ref string) ([]api.Terminal, error) {
+	rec, err := c.resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	ts := c.terms.list(rec.ID)
+	out := make([]api.Terminal, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.info())
+	}
+	return out, nil
+}
+
+// KillTerminal kills a terminal's process group; attached clients get its end.
+func (c *Controller) KillTerminal(ctx context.Context, ref, tid string) error {
+	rec, err := c.resolve(ctx, ref)
+	if err != nil {
+		return err
+	}
+	t := c.terms.get(rec.ID, tid)
+	if t == nil {
+		return errdefs.NotFound("terminal %q in sandbox %s", tid, rec.ID)
+	}
+	return t.kill(ctx)
+}
+
+func (c *Controller) followTerminal(t *terminal, stream *client.PTYStream) {
+	defer stream.Close()
+	defer t.stop()
+	for {
+		ev, err := stream.Next()
+		if err != nil {
+			t.finish(-1, "", "the terminal's connection to the sandbox broke (did the sandbox stop?): "+err.Error())
+			break
+		}
+		if ev.End {
+			t.finish(ev.Exit, ev.Signal, "")
+			break
+		}
+		t.publish(ev.Data)
+	}
+	c.log.Info("terminal ended", "sandbox", t.sandbox, "terminal", t.id)
+	time.AfterFunc(termExitedKeep, func() { c.terms.remove(t) })
+}
+
+func (tt *termTable) add(t *terminal) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if tt.m == nil {
+		tt.m = make(map[string]map[string]*terminal)
+	}
+	if tt.m[t.sandbox] == nil {
+		tt.m[t.sandbox] = make(map[string]*terminal)
+	}
+	tt.m[t.sandbox][t.id] = t
+}
+
+func (tt *termTable) remove(t *terminal) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	delete(tt.m[t.sandbox], t.id)
+	if len(tt.m[t.sandbox]) == 0 {
+		delete(tt.m, t.sandbox)
+	}
+}
+
+func (tt *termTable) get(sandbox, id string) *terminal {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	return tt.m[sandbox][id]
+}
+
+func (tt *termTable) list(sandbox string) []*terminal {
+	tt.mu.Lock()
+	var ts []*terminal
+	for _, t := range tt.m[sandbox] {
+		ts = append(ts, t)
+	}
+	tt.mu.Unlock()
+	sort.Slice(ts, func(i, j int) bool { return ts[i].created.Before(ts[j].created) })
+	return ts
+}
+
+func (tt *termTable) live(sandbox string) int {
+	n := 0
+	for _, t := range tt.list(sandbox) {
+		select {
+		case <-t.done:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+func (t *terminal) info() api.Terminal {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ti := api.Terminal{
+		ID: t.id, Pid: t.pid, Cmd: append([]string(nil), t.cmd...), Cols: t.cols, Rows: t.rows,
+		Attached: len(t.clients), Exited: t.exited, CreatedAt: t.created,
+	}
+	if t.exited {
+		code := t.exitCode
+		ti.ExitCode = &code
+	}
+	return ti
+}
+
+// attach registers a client and snapshots the replay under the same lock
+// as publish, so the client sees every byte exactly once.
+func (t *terminal) attach(release func()) *TermConn {
+	tc := &TermConn{t: t, out: make(chan []byte, termClientQueue), kicked: make(chan struct{}), release: release}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tc.replay = append([]byte(nil), t.ring...)
+	if !t.exited {
+		t.clients[tc] = struct{}{}
+		if t.detached != nil {
+			t.detached.Stop()
+			t.detached = nil
+		}
+	}
+	return tc
+}
+
+func (t *terminal) detach(tc *TermConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.clients[tc]; !ok {
+		return
+	}
+	delete(t.clients, tc)
+	if len(t.clients) == 0 && !t.exited && t.detached == nil {
+		t.detached = time.AfterFunc(termDetachedLimit, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = t.kill(ctx)
+		})
+	}
+}
+
+func (t *terminal) publish(p []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ring = append(t.ring, p...)
+	if over := len(t.ring) - termReplayBytes; over > 0 {
+		t.ring = append(t.ring[:0], t.ring[over:]...)
+	}
+	for tc := range t.clients {
+		select {
+		case tc.out <- p:
+		default:
+			delete(t.clients, tc)
+			close(tc.kicked)
+		}
+	}
+}
+
+func (t *terminal) finish(code int, sig, failure string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.exited {
+		return
+	}
+	t.exited, t.exitCode, t.signal, t.failure = true, code, sig, failure
+	if t.detached != nil {
+		t.detached.Stop()
+		t.detached = nil
+	}
+	close(t.done)
+}
+
+func (t *terminal) kill(ctx context.Context) error {
+	select {
+	case <-t.done:
+		return nil
+	default:
+	}
+	err := t.ag.Signal(ctx, t.pid, true)
+	if err != nil && !strings.Contains(err.Error(), "not found") {
+		return err
+	}
+	return nil
+}
+
+// ID is the terminal's id.
+func (tc *TermConn) ID() string { return tc.t.id }
+
+// Info describes the terminal now.
+func (tc *TermConn) Info() api.Terminal { return tc.t.info() }
+
+// Replay is the terminal's recent output from before this attach.
+func (tc *TermConn) Replay() []byte { return tc.replay }
+
+// Output delivers output produced after the attach.
+func (tc *TermConn) Output() <-chan []byte { return tc.out }
+
+// Ended is closed when the terminal's process has ended; drain Output
+// after it, then read Exit.
+func (tc *TermConn) Ended() <-chan struct{} { return tc.t.done }
+
+// Kicked is closed when this client fell too far behind and was dropped.
+func (tc *TermConn) Kicked() <-chan struct{} { return tc.kicked }
+
+// Exit is how the process ended: exit code (-1 for a signal), the signal,
+// and a failure when the terminal's stream broke instead.
+func (tc *TermConn) Exit() (code int, signal, failure string) {
+	t := tc.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.exitCode, t.signal, t.failure
+}
+
+// Write sends keystrokes to the terminal.
+func (tc *TermConn) Write(ctx context.Context, p []byte) error {
+	return tc.t.ag.PTYInput(ctx, tc.t.pid, p)
+}
+
+// Resize changes the terminal's size.
+func (tc *TermConn) Resize(ctx context.Context, cols, rows int) error {
+	if err := checkSize(cols, rows); err != nil {
+		return err
+	}
+	if err := tc.t.ag.PTYResize(ctx, tc.t.pid, cols, rows); err != nil {
+		return err
+	}
+	tc.t.mu.Lock()
+	tc.t.cols, tc.t.rows = cols, rows
+	tc.t.mu.Unlock()
+	return nil
+}
+
+// termKeys are signals a terminal's line discipline raises for the
+// foreground job when it reads these characters, which is what a person
+// pressing the key does.
+var termKeys = map[string]string{"SIGINT": "\x03", "SIGQUIT": "\x1c", "SIGTSTP": "\x1a"}
+
+// Signal delivers SIGINT, SIGQUIT or SIGTSTP as the terminal's keys do (to
+// the foreground job), and SIGTERM or SIGKILL to the terminal's process
+// group.
+func (tc *TermConn) Signal(ctx context.Context, name string) error {
+	if k, ok := termKeys[name]; ok {
+		return tc.Write(ctx, []byte(k))
+	}
+	switch name {
+	case "SIGTERM":
+		return tc.t.ag.Signal(ctx, tc.t.pid, false)
+	case "SIGKILL":
+		return tc.t.ag.Signal(ctx, tc.t.pid, true)
+	}
+	return errdefs.Invalid("signal %q: want SIGINT, SIGQUIT, SIGTSTP, SIGTERM or SIGKILL", name)
+}
+
+// Close detaches this client; the terminal keeps running.
+func (tc *TermConn) Close() {
+	tc.once.Do(func() {
+		tc.t.detach(tc)
+		tc.release()
+	})
+}

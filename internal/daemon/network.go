@@ -1,0 +1,281 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/egress"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/netns"
+)
+
+// networkConfig is the egress part of the daemon's configuration, from
+// the environment:
+//
+//	PADDOCK_NETWORK_RANGE        IPv4 prefix sandboxes' /30s come from (default 100.96.0.0/11);
+//	                             daemons sharing a host need distinct ranges
+//	PADDOCK_EGRESS_DNS_UPSTREAM  host:port the resolver forwards allowed names to
+//	                             (default: the host's first nameserver)
+//	PADDOCK_EGRESS_DNS_STATIC    "name=ip[,ip];name=ip": fixed answers, ahead of upstream
+//	PADDOCK_EGRESS_PERMIT        comma-separated prefixes exempt from the forbidden ranges
+type networkConfig struct {
+	Range     netip.Prefix
+	Upstream  string
+	Static    map[string][]netip.Addr
+	Permitted []netip.Prefix
+}
+
+func networkConfigFromEnv() (networkConfig, error) {
+	nc := networkConfig{Range: netns.DefaultRange}
+	if v := os.Getenv("PADDOCK_NETWORK_RANGE"); v != "" {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return nc, fmt.Errorf("PADDOCK_NETWORK_RANGE: %w", err)
+		}
+		nc.Range = p
+	}
+	nc.Upstream = os.Getenv("PADDOCK_EGRESS_DNS_UPSTREAM")
+	if nc.Upstream != "" {
+		if _, err := netip.ParseAddrPort(nc.Upstream); err != nil {
+			return nc, fmt.Errorf("PADDOCK_EGRESS_DNS_UPSTREAM: want ip:port: %w", err)
+		}
+	}
+	if v := os.Getenv("PADDOCK_EGRESS_DNS_STATIC"); v != "" {
+		m, err := egress.ParseStatic(v)
+		if err != nil {
+			return nc, fmt.Errorf("PADDOCK_EGRESS_DNS_STATIC: %w", err)
+		}
+		nc.Static = m
+	}
+	for _, s := range strings.Split(os.Getenv("PADDOCK_EGRESS_PERMIT"), ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nc, fmt.Errorf("PADDOCK_EGRESS_PERMIT: %w", err)
+		}
+		nc.Permitted = append(nc.Permitted, p)
+	}
+	return nc, nil
+}
+
+// networks implements controller.Network with netns plumbing and the
+// egress server; each sandbox's policy is a file beside its link record.
+type networks struct {
+	mgr *netns.Manager
+	srv *egress.Server
+	dir string
+}
+
+var _ controller.Network = (*networks)(nil)
+
+// recorder is set once the controller exists; refusals before that (none
+// in practice: no sandbox is attached yet) only reach the log.
+type recorder struct {
+	ctrl atomic.Pointer[controller.Controller]
+}
+
+func (r *recorder) refuse(ref egress.Refusal) {
+	c := r.ctrl.Load()
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.Record(ctx, ref.Sandbox, api.LedgerEntry{
+		Kind: api.LedgerEgressRefused,
+		Note: fmt.Sprintf("%s:%d refused by rule %s", ref.Host, ref.Port, ref.Rule),
+		Data: map[string]string{"host": ref.Host, "port": strconv.Itoa(ref.Port), "rule": ref.Rule, "via": ref.Via},
+	})
+}
+
+// openNetworks sets up networking, or returns nil (mode none only) when
+// the host cannot: networking is optional, its absence is logged.
+func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *recorder) (*networks, error) {
+	if err := netns.Available(); err != nil {
+		log.Warn("egress networking unavailable", "err", err)
+		return nil, nil
+	}
+	nc, err := networkConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(stateDir, "network")
+	for _, d := range []string{dir, filepath.Join(dir, "links"), filepath.Join(dir, "policies")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	mgr, err := netns.New(ctx, netns.Options{
+		StateDir: filepath.Join(dir, "links"), Range: nc.Range, Logger: log,
+		Ports: netns.Ports{Proxy: egress.ProxyPort, Transparent: egress.TransparentPort, DNS: egress.DNSPort},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("network plumbing: %w", err)
+	}
+	srv := egress.New(egress.Options{
+		Logger:    log,
+		Resolver:  &egress.Resolver{Static: nc.Static, Upstream: nc.Upstream},
+		Permitted: nc.Permitted,
+		OnRefuse:  rec.refuse,
+	})
+	return &networks{mgr: mgr, srv: srv, dir: dir}, nil
+}
+
+// Close stops the proxies; sandboxes keep their namespaces and rules
+// (they outlive the daemon) but chains nobody uses are removed.
+func (n *networks) Close() {
+	n.srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = n.mgr.Close(ctx)
+}
+
+func (n *networks) Validate(p api.NetworkPolicy) (api.NetworkPolicy, error) {
+	np, err := egress.NormalizePolicy(egress.Policy{Allow: p.AllowHosts, Deny: p.DenyHosts, Ports: p.Ports})
+	if err != nil {
+		return api.NetworkPolicy{}, err
+	}
+	return api.NetworkPolicy{Mode: api.NetworkEgress, AllowHosts: np.Allow, DenyHosts: np.Deny, Ports: np.Ports}, nil
+}
+
+var sandboxIDRE = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
+
+func (n *networks) policyPath(id string) string {
+	return filepath.Join(n.dir, "policies", id+".json")
+}
+
+func (n *networks) resolvPath(id string) string {
+	return filepath.Join(n.dir, "policies", id+".resolv.conf")
+}
+
+func (n *networks) Policy(id string) (api.NetworkPolicy, bool) {
+	if !sandboxIDRE.MatchString(id) {
+		return api.NetworkPolicy{}, false
+	}
+	b, err := os.ReadFile(n.policyPath(id))
+	if err != nil {
+		return api.NetworkPolicy{}, false
+	}
+	var p api.NetworkPolicy
+	if json.Unmarshal(b, &p) != nil {
+		return api.NetworkPolicy{}, false
+	}
+	return p, true
+}
+
+func (n *networks) writePolicy(id string, p api.NetworkPolicy) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	tmp := n.policyPath(id) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, n.policyPath(id))
+}
+
+func toEgress(p api.NetworkPolicy) egress.Policy {
+	return egress.Policy{Allow: p.AllowHosts, Deny: p.DenyHosts, Ports: p.Ports}
+}
+
+func (n *networks) Prepare(ctx context.Context, id string, p *api.NetworkPolicy) (controller.NetSetup, error) {
+	if !sandboxIDRE.MatchString(id) {
+		return controller.NetSetup{}, errdefs.Invalid("sandbox id %q", id)
+	}
+	if p != nil {
+		if err := n.writePolicy(id, *p); err != nil {
+			return controller.NetSetup{}, err
+		}
+	}
+	pol, ok := n.Policy(id)
+	if !ok {
+		return controller.NetSetup{}, errors.New("no network policy recorded")
+	}
+	link, err := n.mgr.Setup(ctx, id)
+	if err != nil {
+		return controller.NetSetup{}, err
+	}
+	gw := link.Gateway.String()
+	if err := os.WriteFile(n.resolvPath(id), []byte("nameserver "+gw+"\noptions attempts:2 timeout:2\n"), 0o644); err != nil {
+		return controller.NetSetup{}, err
+	}
+	if err := n.srv.Attach(id, link.Gateway, toEgress(pol)); err != nil {
+		return controller.NetSetup{}, err
+	}
+	proxy := fmt.Sprintf("http://%s:%d", gw, egress.ProxyPort)
+	noProxy := "localhost,127.0.0.1,::1"
+	return controller.NetSetup{
+		NetNSPath:  link.NetNS,
+		ResolvConf: n.resolvPath(id),
+		Env: []string{
+			"HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "http_proxy=" + proxy, "https_proxy=" + proxy,
+			"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
+		},
+	}, nil
+}
+
+func (n *networks) SetPolicy(ctx context.Context, id string, p api.NetworkPolicy) error {
+	if _, ok := n.Policy(id); !ok {
+		return fmt.Errorf("sandbox %s has no network: %w", id, errdefs.ErrConflict)
+	}
+	if err := n.writePolicy(id, p); err != nil {
+		return err
+	}
+	n.srv.SetPolicy(id, toEgress(p)) // not attached (stopped): applies at next start
+	return nil
+}
+
+func (n *networks) Release(ctx context.Context, id string) error {
+	if !sandboxIDRE.MatchString(id) {
+		return nil
+	}
+	n.srv.Detach(id)
+	err := n.mgr.Teardown(ctx, id)
+	_ = os.Remove(n.resolvPath(id))
+	if rerr := os.Remove(n.policyPath(id)); rerr != nil && !os.IsNotExist(rerr) {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
+
+func (n *networks) Grant(ctx context.Context, id string, hosts []string) (func(), error) {
+	revoke, ok := n.srv.Grant(id, hosts)
+	if !ok {
+		return nil, fmt.Errorf("sandbox %s: its network is not running: %w", id, errdefs.ErrUnavailable)
+	}
+	return revoke, nil
+}
+
+func (n *networks) List() []string {
+	seen := map[string]bool{}
+	for _, id := range n.mgr.List() {
+		seen[id] = true
+	}
+	ents, _ := os.ReadDir(filepath.Join(n.dir, "policies"))
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && sandboxIDRE.MatchString(id) {
+			seen[id] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for id := range seen {
+		out = append(out, id)
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/config"
+	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/runtime"
+	"github.com/paddock-dev/paddock/internal/runtime/oci"
+)
+
+// knownRuntimes are the runtimes Paddock can drive, in the order `paddock
+// info` lists them.
+var knownRuntimes = []struct{ api, bin string }{
+	{api.RuntimeRunc, oci.KindRunc},
+	{api.RuntimeGVisor, oci.KindRunsc},
+	{api.RuntimeCrun, oci.KindCrun},
+}
+
+// probeRuntimes probes every known runtime at once and builds a backend for
+// each that works. A runtime that does not work is reported with its
+// reason, never fatal: the daemon serves with what works.
+func probeRuntimes(ctx context.Context, cfg config.Config, agentBin string, log *slog.Logger) (map[string]runtime.Backend, []api.RuntimeInfo) {
+	infos := make([]api.RuntimeInfo, len(knownRuntimes))
+	backends := make([]runtime.Backend, len(knownRuntimes))
+	var wg sync.WaitGroup
+	for i, rt := range knownRuntimes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pr := oci.Probe(ctx, rt.bin, filepath.Join(cfg.StateDir, "runtime", "probe"), agentBin)
+			info := api.RuntimeInfo{Name: rt.api, Binary: rt.bin, Path: pr.Path, Version: pr.Version, Available: pr.Available, Reason: pr.Reason}
+			if pr.Available {
+				b, err := oci.New(oci.Options{Runtime: rt.bin, Root: cfg.RuntimeDir(rt.bin), Logger: log.With("part", "runtime", "runtime", rt.api)})
+				if err != nil {
+					info.Available, info.Reason = false, err.Error()
+				} else {
+					backends[i] = b
+				}
+			}
+			infos[i] = info
+		}()
+	}
+	wg.Wait()
+	out := map[string]runtime.Backend{}
+	for i, rt := range knownRuntimes {
+		if backends[i] != nil {
+			out[rt.api] = backends[i]
+			continue
+		}
+		log.Warn("runtime not available", "runtime", rt.api, "reason", infos[i].Reason)
+	}
+	return out, infos
+}
+
+// loadPolicy loads the admission policy: the named file, which must exist,
+// or else <StateDir>/policy.json if a PUT /v1/policy wrote one.
+func loadPolicy(ctrl *controller.Controller, cfg config.Config) error {
+	if cfg.PolicyFile != "" {
+		return ctrl.LoadPolicy(cfg.PolicyFile, true)
+	}
+	return ctrl.LoadPolicy(filepath.Join(cfg.StateDir, "policy.json"), false)
+}

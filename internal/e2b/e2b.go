@@ -1,0 +1,196 @@
+// Package e2b lets code written against E2B's SDKs run on Paddock unchanged.
+// It serves, on the daemon's TCP listener next to /v1, the subset of E2B's
+// control-plane REST API that the `e2b` SDKs call (mapped onto the
+// controller), and E2B's data plane: requests addressed to a sandbox by the
+// E2b-Sandbox-Id/E2b-Sandbox-Port headers or a {port}-{id}.{domain} host
+// name are relayed to the sandbox's agent (which speaks envd's protocol) or
+// to a port inside the sandbox.
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent"
+	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// Keys looks API keys up by the hash of their secret.
+type Keys interface {
+	KeyByHash(ctx context.Context, hash []byte) (*store.Key, error)
+}
+
+// Options wire a Handler.
+type Options struct {
+	Controller *controller.Controller
+	Keys       Keys
+	// HashKey is how key secrets are hashed for lookup (the API server's).
+	HashKey func(secret string) []byte
+	// Next serves everything that is neither E2B's API nor its data plane
+	// (Paddock's own /v1 API).
+	Next   http.Handler
+	Logger *slog.Logger
+}
+
+// Handler routes one listener's requests between the data plane, the E2B
+// facade and Paddock's API.
+type Handler struct {
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// maxBody bounds E2B JSON request bodies.
+const maxBody = 1 << 20
+
+// clientID is what E2B's "clientID" field says for every sandbox.
+const clientID = "paddock"
+
+// New builds the handler.
+func New(opts Options) *Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	h.routes()
+	return h
+}
+
+// EnvdVersion is the envd version reported for every sandbox: the agent's.
+func EnvdVersion() string { return agent.EnvdVersion }
+
+func (h *Handler) routes() {
+	m := h.mux
+	m.HandleFunc("POST /sandboxes", h.create)
+	m.HandleFunc("POST /v2/sandboxes", h.create)
+	m.HandleFunc("GET /sandboxes", h.listV1)
+	m.HandleFunc("GET /v2/sandboxes", h.listV2)
+	m.HandleFunc("GET /sandboxes/{id}", h.get)
+	m.HandleFunc("DELETE /sandboxes/{id}", h.kill)
+	m.HandleFunc("POST /sandboxes/{id}/timeout", h.setTimeout)
+	m.HandleFunc("POST /sandboxes/{id}/pause", h.pause)
+	m.HandleFunc("POST /sandboxes/{id}/resume", h.resume)
+	m.HandleFunc("POST /v2/sandboxes/{id}/connect", h.connect)
+	m.HandleFunc("GET /sandboxes/{id}/metrics", h.metrics)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errdefs.NotFound("this Paddock daemon does not serve %s %s of E2B's API (see the README's E2B section for what is supported)", r.Method, r.URL.Path))
+	})
+}
+
+// ServeHTTP dispatches: sandbox-addressed requests to the data plane, /v1
+// to Paddock's API, everything else to the E2B facade (API key required).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t, ok, err := dataPlaneTarget(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if ok {
+		h.serveDataPlane(w, r, t)
+		return
+	}
+	// /mcp is Paddock's MCP endpoint, served (and authenticated) with /v1.
+	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/mcp" {
+		h.opts.Next.ServeHTTP(w, r)
+		return
+	}
+	keyID, err := h.authenticate(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// Admission quotas count by the caller's key, as on /v1.
+	h.mux.ServeHTTP(w, r.WithContext(controller.WithCaller(r.Context(), keyID)))
+}
+
+// authenticate admits a request with a valid Paddock API key, as E2B's
+// X-API-Key (any key works; `paddock keys create --e2b` makes keys in
+// E2B's e2b_ format for SDKs that check it) or a bearer token.
+func (h *Handler) authenticate(r *http.Request) (string, error) {
+	secret := strings.TrimSpace(r.Header.Get("X-API-Key"))
+	if secret == "" {
+		if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			secret = strings.TrimSpace(b)
+		}
+	}
+	if secret == "" || len(secret) > 256 {
+		return "", errdefs.ErrUnauthenticatedf("an API key is required (X-API-Key); create one with `paddock keys create --e2b NAME`")
+	}
+	k, err := h.opts.Keys.KeyByHash(r.Context(), h.opts.HashKey(secret))
+	if err != nil {
+		return "", errdefs.ErrUnauthenticatedf("the API key is not valid")
+	}
+	return k.ID, nil
+}
+
+// httpStatus maps Paddock's error vocabulary to the statuses E2B's SDKs
+// understand. resource_exhausted is not 429: the SDKs read 429 as a rate
+// limit and say so, which would mislead.
+func httpStatus(code string) int {
+	switch code {
+	case api.CodeNotFound:
+		return http.StatusNotFound
+	case api.CodeConflict:
+		return http.StatusConflict
+	case api.CodeInvalidArgument, api.CodeResourceExhausted, api.CodeFailedPrecondition:
+		return http.StatusBadRequest
+	case api.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case api.CodeDeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case api.CodePermissionDenied:
+		return http.StatusForbidden
+	case api.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case api.CodeCanceled:
+		return 499
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	code := errdefs.Code(err)
+	msg := err.Error()
+	if code == api.CodeInternal {
+		msg = "internal error: " + msg
+	}
+	st := httpStatus(code)
+	writeJSON(w, st, apiError{Code: st, Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decode reads an optional, bounded JSON body. Unknown fields are allowed:
+// newer SDKs add fields, and the ones Paddock cannot honour are checked
+// by name.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return errdefs.Invalid("request body is larger than %d bytes", maxBody)
+		case errors.Is(err, io.EOF):
+			return nil
+		}
+		return errdefs.Invalid("request body is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return errdefs.Invalid("request body has data after the JSON object")
+	}
+	return nil
+}

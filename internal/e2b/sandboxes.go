@@ -1,0 +1,418 @@
+package e2b
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// Labels Paddock keeps on sandboxes created through the facade. Metadata
+// may not use the reserved prefix, and it is hidden from E2B clients.
+const (
+	reservedPrefix    = "paddock.dev/"
+	labelTemplate     = "paddock.dev/e2b-template" // marks a sandbox as E2B's
+	labelEnvdToken    = "paddock.dev/e2b-envd-token"
+	labelTrafficToken = "paddock.dev/e2b-traffic-token"
+	labelAutoPause    = "paddock.dev/e2b-auto-pause"
+)
+
+// E2B timeouts are whole seconds. The default is E2B's API default (the
+// SDKs always send their own, 300 s); the maximum is E2B's longest plan.
+const (
+	defaultTimeout = 15
+	maxTimeout     = 24 * 60 * 60
+	defaultImage   = "base"
+)
+
+// E2B's two sandbox states.
+const (
+	stateRunning = "running"
+	statePaused  = "paused"
+)
+
+func newToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func timeoutSeconds(v *int64, def int64) (time.Duration, error) {
+	s := def
+	if v != nil {
+		s = *v
+	}
+	if s < 1 || s > maxTimeout {
+		return 0, errdefs.Invalid("timeout %d s is out of range (1 to %d seconds)", s, maxTimeout)
+	}
+	return time.Duration(s) * time.Second, nil
+}
+
+// unsupported refuses options whose meaning Paddock cannot honour, rather
+// than silently creating a sandbox that behaves differently.
+func unsupported(b *newSandbox) error {
+	switch {
+	case len(b.VolumeMounts) > 0:
+		return errdefs.Invalid("volumeMounts are not supported by Paddock")
+	case b.MCP != nil:
+		return errdefs.Invalid("the MCP gateway is not supported by Paddock")
+	case b.AllowInternetAccess != nil && *b.AllowInternetAccess:
+		return errdefs.Invalid("allow_internet_access is not supported: Paddock sandboxes created through the E2B API have loopback-only networking")
+	}
+	if n := b.Network; n != nil {
+		if len(n.AllowOut) > 0 || len(n.DenyOut) > 0 || n.Rules != nil || n.EgressProxy != nil {
+			return errdefs.Invalid("network egress rules are not supported: Paddock sandboxes created through the E2B API have loopback-only networking")
+		}
+	}
+	return nil
+}
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+	var body newSandbox
+	if err := decode(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := unsupported(&body); err != nil {
+		writeError(w, err)
+		return
+	}
+	timeout, err := timeoutSeconds(body.Timeout, defaultTimeout)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	template := body.TemplateID
+	if template == "" {
+		template = defaultImage
+	}
+	labels := make(map[string]string, len(body.Metadata)+4)
+	for k, v := range body.Metadata {
+		if strings.HasPrefix(k, reservedPrefix) {
+			writeError(w, errdefs.Invalid("metadata key %q: the prefix %s is reserved", k, reservedPrefix))
+			return
+		}
+		labels[k] = v
+	}
+	labels[labelTemplate] = template
+	// Secure unless asked otherwise: the SDKs send the token they are given
+	// on every envd request, so this costs a client nothing.
+	var envdToken, trafficToken string
+	if body.Secure == nil || *body.Secure {
+		envdToken = newToken()
+		labels[labelEnvdToken] = envdToken
+	}
+	if n := body.Network; n != nil && n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic {
+		trafficToken = newToken()
+		labels[labelTrafficToken] = trafficToken
+	}
+	req := api.CreateSandboxRequest{Image: template, Env: body.EnvVars, Labels: labels}
+	if body.AutoPause != nil && *body.AutoPause {
+		// E2B pauses at the timeout; Paddock's idle policy stops the
+		// sandbox after that much inactivity, keeping its files, and the
+		// next connect (or request) starts it again.
+		labels[labelAutoPause] = "true"
+		req.SleepAfter = timeout.String()
+	} else {
+		req.KeepAlive = true
+		req.Timeout = timeout.String()
+	}
+	sb, err := h.opts.Controller.Create(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.log.Info("e2b sandbox created", "sandbox", sb.ID, "template", template)
+	writeJSON(w, http.StatusCreated, toSandbox(sb))
+}
+
+// lookup returns an E2B sandbox by id. Names are not accepted (E2B has
+// none), and sandboxes made through /v1 are not E2B's to see.
+func (h *Handler) lookup(r *http.Request) (*api.Sandbox, error) {
+	id := r.PathValue("id")
+	if !validID(id) {
+		return nil, errdefs.NotFound("sandbox %q", id)
+	}
+	sb, err := h.opts.Controller.Get(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	if sb.ID != id || sb.Labels[labelTemplate] == "" {
+		return nil, errdefs.NotFound("sandbox %q", id)
+	}
+	return sb, nil
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	sb, err := h.lookup(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sandboxDetail{
+		listedSandbox:      toListed(sb),
+		EnvdAccessToken:    sb.Labels[labelEnvdToken],
+		TrafficAccessToken: sb.Labels[labelTrafficToken],
+	})
+}
+
+func (h *Handler) kill(w http.ResponseWriter, r *http.Request) {
+	sb, err := h.lookup(r)
+	if err == nil {
+		err = h.opts.Controller.Delete(r.Context(), sb.ID)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request) {
+	var body timeoutBody
+	if err := decode(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	if body.Timeout == nil {
+		writeError(w, errdefs.Invalid("timeout is required (seconds)"))
+		return
+	}
+	d, err := timeoutSeconds(body.Timeout, 0)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	sb, err := h.lookup(r)
+	if err == nil {
+		err = h.applyTimeout(r, sb, d, false)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// applyTimeout sets when the sandbox ends (or, with auto-pause, how long
+// it may idle). onlyExtend keeps a later end already set (connect).
+func (h *Handler) applyTimeout(r *http.Request, sb *api.Sandbox, d time.Duration, onlyExtend bool) error {
+	ctrl := h.opts.Controller
+	if sb.Labels[labelAutoPause] == "true" {
+		if cur, err := time.ParseDuration(sb.SleepAfter); onlyExtend && err == nil && cur >= d {
+			return nil
+		}
+		_, err := ctrl.SetSleepAfter(r.Context(), sb.ID, d)
+		return err
+	}
+	if onlyExtend && sb.ExpiresAt != nil && sb.ExpiresAt.After(time.Now().Add(d)) {
+		return nil
+	}
+	_, err := ctrl.SetTimeout(r.Context(), sb.ID, d)
+	return err
+}
+
+func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
+	var body pauseBody
+	if err := decode(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	sb, err := h.lookup(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if e2bState(sb.State) == statePaused {
+		writeError(w, fmt.Errorf("sandbox %s is already paused: %w", sb.ID, errdefs.ErrConflict))
+		return
+	}
+	// memory:false asks for a filesystem-only pause: that is Paddock's stop.
+	if body.Memory != nil && !*body.Memory {
+		_, err = h.opts.Controller.Stop(r.Context(), sb.ID)
+	} else {
+		_, err = h.opts.Controller.Pause(r.Context(), sb.ID)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// wake brings a paused or stopped sandbox back; it reports whether it had
+// to.
+func (h *Handler) wake(r *http.Request, sb *api.Sandbox) (*api.Sandbox, bool, error) {
+	ctrl := h.opts.Controller
+	switch sb.State {
+	case api.StateRunning:
+		return sb, false, nil
+	case api.StatePaused:
+		out, err := ctrl.Resume(r.Context(), sb.ID)
+		return out, true, err
+	default:
+		out, err := ctrl.StartSandbox(r.Context(), sb.ID)
+		return out, true, err
+	}
+}
+
+func (h *Handler) connect(w http.ResponseWriter, r *http.Request) {
+	h.resumeOrConnect(w, r, false)
+}
+
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
+	h.resumeOrConnect(w, r, true)
+}
+
+func (h *Handler) resumeOrConnect(w http.ResponseWriter, r *http.Request, mustBePaused bool) {
+	var body timeoutBody
+	if err := decode(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	var d time.Duration
+	if body.Timeout != nil {
+		var err error
+		if d, err = timeoutSeconds(body.Timeout, 0); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	sb, err := h.lookup(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if mustBePaused && e2bState(sb.State) != statePaused {
+		writeError(w, fmt.Errorf("sandbox %s is already running: %w", sb.ID, errdefs.ErrConflict))
+		return
+	}
+	sb, woke, err := h.wake(r, sb)
+	if err == nil && d > 0 {
+		err = h.applyTimeout(r, sb, d, true)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := http.StatusOK
+	if woke {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, toSandbox(sb))
+}
+
+func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
+	sb, err := h.lookup(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ctrl := h.opts.Controller
+	// CPU use is a rate: two readings a moment apart.
+	const window = 200 * time.Millisecond
+	u1, _, err := ctrl.Usage(r.Context(), sb.ID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	select {
+	case <-time.After(window):
+	case <-r.Context().Done():
+		return
+	}
+	u2, sb, err := ctrl.Usage(r.Context(), sb.ID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	cpus := cpuCount(sb.Resources.CPU)
+	var pct float64
+	if u2.CPUNanos > u1.CPUNanos {
+		pct = float64(u2.CPUNanos-u1.CPUNanos) / float64(window.Nanoseconds()) / float64(cpus) * 100
+	}
+	now := time.Now().UTC()
+	writeJSON(w, http.StatusOK, []metric{{
+		Timestamp:     now,
+		TimestampUnix: now.Unix(),
+		CPUCount:      cpus,
+		CPUUsedPct:    math.Round(math.Min(pct, 100)*100) / 100,
+		MemUsed:       u2.MemoryBytes,
+		MemTotal:      uint64(sb.Resources.MemoryMB) << 20,
+		MemCache:      u2.MemoryCacheBytes,
+		DiskUsed:      u2.DiskUsedBytes,
+		DiskTotal:     u2.DiskTotalBytes,
+	}})
+}
+
+func cpuCount(cpu float64) int {
+	n := int(math.Ceil(cpu))
+	if n < 1 {
+		n = 1
+	}
+	return n
+}
+
+// e2bState folds Paddock's lifecycle into E2B's two states: anything not
+// running (paused, stopped, stopping, error) is "paused", from which
+// connect brings it back.
+func e2bState(s string) string {
+	if s == api.StateRunning || s == api.StateCreating {
+		return stateRunning
+	}
+	return statePaused
+}
+
+func metadataOf(sb *api.Sandbox) map[string]string {
+	md := make(map[string]string, len(sb.Labels))
+	for k, v := range maps.All(sb.Labels) {
+		if !strings.HasPrefix(k, reservedPrefix) {
+			md[k] = v
+		}
+	}
+	return md
+}
+
+func toSandbox(sb *api.Sandbox) sandbox {
+	return sandbox{
+		TemplateID:         sb.Labels[labelTemplate],
+		SandboxID:          sb.ID,
+		ClientID:           clientID,
+		EnvdVersion:        EnvdVersion(),
+		EnvdAccessToken:    sb.Labels[labelEnvdToken],
+		TrafficAccessToken: sb.Labels[labelTrafficToken],
+	}
+}
+
+func toListed(sb *api.Sandbox) listedSandbox {
+	end := sb.CreatedAt
+	switch {
+	case sb.ExpiresAt != nil:
+		end = *sb.ExpiresAt
+	case sb.SleepAfter != "":
+		if d, err := time.ParseDuration(sb.SleepAfter); err == nil {
+			end = sb.LastActivityAt.Add(d)
+		}
+	}
+	return listedSandbox{
+		TemplateID:   sb.Labels[labelTemplate],
+		SandboxID:    sb.ID,
+		ClientID:     clientID,
+		StartedAt:    sb.CreatedAt,
+		EndAt:        end,
+		CPUCount:     cpuCount(sb.Resources.CPU),
+		MemoryMB:     sb.Resources.MemoryMB,
+		DiskSizeMB:   sb.Resources.DiskMB,
+		Metadata:     metadataOf(sb),
+		State:        e2bState(sb.State),
+		EnvdVersion:  EnvdVersion(),
+		VolumeMounts: []any{},
+	}
+}

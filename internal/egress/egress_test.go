@@ -1,0 +1,442 @@
+package egress_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/paddock-dev/paddock/internal/egress"
+	"github.com/paddock-dev/paddock/internal/netns"
+)
+
+// env is a sandbox namespace behind the egress server, and an upstream
+// namespace serving HTTP on 80 and HTTPS on 443.
+type env struct {
+	srv      *egress.Server
+	mgr      *netns.Manager
+	link     netns.Link
+	up       *upstreamNS
+	resolver *egress.Resolver
+	client   *http.Client // from inside the sandbox namespace, no proxy
+	mu       sync.Mutex
+	refusals []egress.Refusal
+}
+
+func (e *env) lastRefusal() egress.Refusal {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.refusals) == 0 {
+		return egress.Refusal{}
+	}
+	return e.refusals[len(e.refusals)-1]
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	requireRoot(t)
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	up := newUpstreamNS(t, "ptest-egress-up", "ptegup0", "198.18.77.1/30", "198.18.77.2/30")
+	big := make([]byte, 1<<20)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" && r.URL.Query().Get("small") == "" {
+			_, _ = w.Write(big)
+			return
+		}
+		fmt.Fprintf(w, "hello from %s", r.Host)
+	})
+	plain := &http.Server{Handler: h}
+	go plain.Serve(up.listen(t, "80"))
+	t.Cleanup(func() { plain.Close() })
+	tlsSrv := httptest.NewUnstartedServer(h)
+	tlsSrv.Listener.Close()
+	tlsSrv.Listener = up.listen(t, "443")
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+
+	// A fake "host resolver" on loopback: it counts what reaches it.
+	upDNS := startCountingDNS(t)
+	upAddr := netip.MustParseAddr(up.addr)
+	res := &egress.Resolver{
+		Static: map[string][]netip.Addr{
+			"up.test": {upAddr}, "other.test": {upAddr}, "bad.evil.test": {upAddr},
+			"rebind.test": {netip.MustParseAddr("127.0.0.1")},
+			"meta.test":   {netip.MustParseAddr("169.254.169.254")},
+		},
+		Upstream: upDNS,
+	}
+	e := &env{up: up, resolver: res}
+	e.srv = egress.New(egress.Options{
+		Logger: log, Resolver: res,
+		Permitted: []netip.Prefix{netip.MustParsePrefix("198.18.77.0/30")},
+		OnRefuse: func(r egress.Refusal) {
+			e.mu.Lock()
+			e.refusals = append(e.refusals, r)
+			e.mu.Unlock()
+		},
+	})
+	t.Cleanup(e.srv.Close)
+	ctx := context.Background()
+	mgr, err := netns.New(ctx, netns.Options{
+		StateDir: t.TempDir(), Range: netip.MustParsePrefix("100.127.252.0/24"), Logger: log,
+		Ports: netns.Ports{Proxy: egress.ProxyPort, Transparent: egress.TransparentPort, DNS: egress.DNSPort},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mgr.Close(context.Background()) })
+	e.mgr = mgr
+	link, err := mgr.Setup(ctx, "egtest1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mgr.Teardown(context.Background(), "egtest1") })
+	e.link = link
+	pol, err := egress.NormalizePolicy(egress.Policy{Allow: []string{"up.test", "*.evil.test", "fwd.test", "rebind.test", "meta.test"}, Deny: []string{"*.evil.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Attach("egtest1", link.Gateway, pol); err != nil {
+		t.Fatal(err)
+	}
+	e.client = &http.Client{
+		Transport: &http.Transport{
+			DialContext:     dialFrom(t, link.NetNS),
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+		},
+		Timeout: 15 * time.Second,
+	}
+	return e
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func startCountingDNS(t testing.TB) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		if len(r.Question) == 1 && r.Question[0].Qtype == dns.TypeA {
+			rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A 198.18.77.2")
+			m.Answer = append(m.Answer, rr)
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go srv.ActivateAndServe()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+func (e *env) proxyClient(t testing.TB) *http.Client {
+	pu, _ := url.Parse(fmt.Sprintf("http://%s:%d", e.link.Gateway, egress.ProxyPort))
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:           http.ProxyURL(pu),
+			DialContext:     dialFrom(t, e.link.NetNS),
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+		},
+		Timeout: 15 * time.Second,
+	}
+}
+
+func get(t testing.TB, c *http.Client, u string, host string) (int, string, http.Header, error) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", u, nil)
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header, nil
+}
+
+func TestEgressRules(t *testing.T) {
+	e := newEnv(t)
+	pc := e.proxyClient(t)
+	tests := []struct {
+		name     string
+		client   *http.Client
+		url      string
+		host     string
+		wantCode int
+		wantRule string // in the 403 body and header
+		wantErr  bool
+	}{
+		{name: "allowed host through proxy", client: pc, url: "http://up.test/", wantCode: 200},
+		{name: "denied host names the rule", client: pc, url: "http://bad.evil.test/", wantCode: 403, wantRule: "deny:*.evil.test"},
+		{name: "unlisted host is default-denied", client: pc, url: "http://nope.test/", wantCode: 403, wantRule: "default-deny"},
+		{name: "direct IP through proxy", client: pc, url: "http://198.18.77.2/", wantCode: 403, wantRule: "direct-ip"},
+		{name: "allowed name rebinding to loopback", client: pc, url: "http://rebind.test/", wantCode: 403, wantRule: "forbidden-address"},
+		{name: "allowed name pointing at metadata", client: pc, url: "http://meta.test/", wantCode: 403, wantRule: "forbidden-address"},
+		{name: "port outside 80/443", client: pc, url: "http://up.test:8080/", wantCode: 403, wantRule: "port:8080"},
+		{name: "CONNECT allowed host 443", client: pc, url: "https://up.test/", wantCode: 200},
+		{name: "CONNECT allowed host port 22", client: pc, url: "https://up.test:22/", wantErr: true, wantRule: "port:22"},
+		{name: "transparent HTTP allowed Host", client: e.client, url: "http://198.18.77.2/", host: "up.test", wantCode: 200},
+		{name: "transparent HTTP direct IP", client: e.client, url: "http://198.18.77.2/", wantCode: 403, wantRule: "direct-ip"},
+		{name: "transparent HTTP denied Host", client: e.client, url: "http://198.18.77.2/", host: "bad.evil.test", wantCode: 403, wantRule: "deny:*.evil.test"},
+		{name: "transparent metadata address", client: e.client, url: "http://169.254.169.254/latest/meta-data/", wantCode: 403, wantRule: "direct-ip"},
+		{name: "transparent TLS by SNI", client: e.client, url: "https://up.test/", wantCode: 200},
+	}
+	// Transparent TLS: the sandbox's DNS answers up.test with the upstream
+	// address; here the client dials the address directly with the SNI.
+	e.client.Transport.(*http.Transport).DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		_, port, _ := net.SplitHostPort(addr)
+		return dialFrom(t, e.link.NetNS)(ctx, network, net.JoinHostPort("198.18.77.2", port))
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body, hdr, err := get(t, tt.client, tt.url, tt.host)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("got %d %q, want an error", code, body)
+				}
+				if !strings.Contains(err.Error(), "Forbidden") {
+					t.Fatalf("err = %v, want the proxy's 403", err)
+				}
+				if r := e.lastRefusal(); r.Rule != tt.wantRule {
+					t.Fatalf("recorded refusal %+v, want rule %s", r, tt.wantRule)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.wantCode {
+				t.Fatalf("status %d (%q), want %d", code, body, tt.wantCode)
+			}
+			if tt.wantRule != "" {
+				if !strings.Contains(body, "rule "+tt.wantRule) || hdr.Get("X-Paddock-Egress-Rule") != tt.wantRule {
+					t.Fatalf("body %q header %q, want rule %s", body, hdr.Get("X-Paddock-Egress-Rule"), tt.wantRule)
+				}
+				if r := e.lastRefusal(); r.Rule != tt.wantRule || r.Sandbox != "egtest1" {
+					t.Fatalf("recorded refusal %+v, want rule %s", r, tt.wantRule)
+				}
+			} else if !strings.Contains(body, "hello from") {
+				t.Fatalf("body %q", body)
+			}
+		})
+	}
+}
+
+func TestEgressSNIMustMatchConnect(t *testing.T) {
+	e := newEnv(t)
+	conn, err := dialFrom(t, e.link.NetNS)(context.Background(), "tcp", fmt.Sprintf("%s:%d", e.link.Gateway, egress.ProxyPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "CONNECT up.test:443 HTTP/1.1\r\nHost: up.test:443\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	tc := tls.Client(conn, &tls.Config{ServerName: "other.test", InsecureSkipVerify: true})
+	_ = tc.SetDeadline(time.Now().Add(15 * time.Second))
+	if err := tc.Handshake(); err == nil {
+		t.Fatal("TLS to other.test through a CONNECT for up.test succeeded")
+	}
+	if r := e.lastRefusal(); r.Rule != "sni-mismatch" {
+		t.Fatalf("refusal %+v, want sni-mismatch", r)
+	}
+}
+
+func TestEgressDNS(t *testing.T) {
+	e := newEnv(t)
+	exchange := func(name string, target string) (*dns.Msg, error) {
+		var resp *dns.Msg
+		err := inNS(t, e.link.NetNS, func() error {
+			c := &dns.Client{Timeout: 5 * time.Second}
+			m := new(dns.Msg)
+			m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+			var err error
+			resp, _, err = c.Exchange(m, target)
+			return err
+		})
+		return resp, err
+	}
+	gw := net.JoinHostPort(e.link.Gateway.String(), "53")
+	tests := []struct {
+		name, q, target string
+		wantRcode       int
+		wantForwarded   int64
+		wantAnswer      string
+	}{
+		{name: "static allowed", q: "up.test", target: gw, wantRcode: dns.RcodeSuccess, wantAnswer: "198.18.77.2"},
+		{name: "allowed forwarded", q: "fwd.test", target: gw, wantRcode: dns.RcodeSuccess, wantForwarded: 1, wantAnswer: "198.18.77.2"},
+		{name: "denied never forwarded", q: "secret-data.bad.evil.test", target: gw, wantRcode: dns.RcodeRefused},
+		{name: "unlisted never forwarded", q: "exfil.example", target: gw, wantRcode: dns.RcodeRefused},
+		// A query aimed at some other server is redirected to Paddock's.
+		{name: "other nameserver redirected", q: "exfil2.example", target: "198.18.77.2:53", wantRcode: dns.RcodeRefused},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := e.resolver.Forwarded.Load()
+			resp, err := exchange(tt.q, tt.target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Rcode != tt.wantRcode {
+				t.Fatalf("rcode %s, want %s", dns.RcodeToString[resp.Rcode], dns.RcodeToString[tt.wantRcode])
+			}
+			if got := e.resolver.Forwarded.Load() - before; got != tt.wantForwarded {
+				t.Fatalf("%d queries forwarded, want %d", got, tt.wantForwarded)
+			}
+			if tt.wantAnswer != "" && (len(resp.Answer) == 0 || !strings.Contains(resp.Answer[0].String(), tt.wantAnswer)) {
+				t.Fatalf("answer %v, want %s", resp.Answer, tt.wantAnswer)
+			}
+		})
+	}
+}
+
+func TestEgressFirewall(t *testing.T) {
+	e := newEnv(t)
+	// A host service on every address (like the daemon's TCP API).
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	targets := []string{
+		fmt.Sprintf("%s:%d", e.link.Gateway, port), // host's API on the gateway
+		"198.18.77.2:22",                  // upstream, not via proxy
+		"198.18.77.1:" + fmt.Sprint(port), // host's other address
+		"169.254.169.254:22",
+	}
+	for _, target := range targets {
+		t.Run(target, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			c, err := dialFrom(t, e.link.NetNS)(ctx, "tcp", target)
+			if err == nil {
+				c.Close()
+				t.Fatalf("connected to %s from the sandbox", target)
+			}
+		})
+	}
+}
+
+func TestEgressRulesChangeAtOnce(t *testing.T) {
+	e := newEnv(t)
+	pc := e.proxyClient(t)
+	steps := []struct {
+		allow []string
+		want  int
+	}{
+		{allow: []string{"up.test"}, want: 200},
+		{allow: nil, want: 403},
+		{allow: []string{"*.test"}, want: 403}, // "*.test" does not cover "up.test"? it does: one label
+	}
+	steps[2].want = 200
+	for i, s := range steps {
+		if !e.srv.SetPolicy("egtest1", egress.Policy{Allow: s.allow}) {
+			t.Fatal("sandbox not attached")
+		}
+		code, body, _, err := get(t, pc, "http://up.test/", "")
+		if err != nil || code != s.want {
+			t.Fatalf("step %d: %d %q %v, want %d", i, code, body, err, s.want)
+		}
+	}
+}
+
+func TestTeardownLeavesNothing(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	rng := netip.MustParsePrefix("100.127.253.0/24")
+	mgr, err := netns.New(ctx, netns.Options{StateDir: dir, Range: rng, Ports: netns.Ports{Proxy: 3128, Transparent: 3129, DNS: 53}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := mgr.Setup(ctx, "tdtest1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A daemon restart: a new manager resets the chains; Setup restores.
+	mgr2, err := netns.New(ctx, netns.Options{StateDir: dir, Range: rng, Ports: netns.Ports{Proxy: 3128, Transparent: 3129, DNS: 53}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mgr2.List(); len(got) != 1 || got[0] != "tdtest1" {
+		t.Fatalf("List after restart = %v", got)
+	}
+	if _, err := mgr2.Setup(ctx, "tdtest1"); err != nil {
+		t.Fatal(err)
+	}
+	// Another daemon on the range removed the chains on its way out:
+	// Setup repairs them.
+	for _, c := range mgr2.Chains() {
+		_ = exec.Command("iptables", "-t", c[0], "-F", c[1]).Run()
+	}
+	_ = exec.Command("iptables", "-D", "INPUT", "-i", "pd"+l.HostIf[2:6]+"+", "-j", mgr2.Chains()[0][1]).Run()
+	_ = exec.Command("iptables", "-X", mgr2.Chains()[0][1]).Run()
+	if _, err := mgr2.Setup(ctx, "tdtest1"); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command("iptables", "-S", mgr2.Chains()[0][1]).CombinedOutput()
+	if !strings.Contains(string(out), "paddock:tdtest1") || !strings.HasSuffix(strings.TrimSpace(string(out)), "-j DROP") {
+		t.Fatalf("chain not repaired:\n%s", out)
+	}
+	if err := mgr2.Teardown(ctx, "tdtest1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = exec.Command("iptables-save").CombinedOutput()
+	for _, leak := range []string{"paddock:tdtest1", l.HostIf} {
+		if strings.Contains(string(out), leak) {
+			t.Errorf("iptables still mentions %s", leak)
+		}
+	}
+	if _, err := net.InterfaceByName(l.HostIf); err == nil {
+		t.Errorf("veth %s left", l.HostIf)
+	}
+	if err := exec.Command("ip", "netns", "pids", "paddock-x").Run(); err != nil && !errors.Is(err, exec.ErrNotFound) {
+		_ = err
+	}
+	if out, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(out), "tdtest1") {
+		t.Errorf("netns left: %s", out)
+	}
+	if len(mgr2.List()) != 0 {
+		t.Errorf("records left: %v", mgr2.List())
+	}
+}

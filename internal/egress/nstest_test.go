@@ -1,0 +1,118 @@
+package egress_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// requireRoot skips tests that build namespaces and firewall rules.
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces and iptables rules")
+	}
+	for _, bin := range []string{"ip", "iptables"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("needs %s", bin)
+		}
+	}
+}
+
+func sh(t testing.TB, args ...string) {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// inNS runs fn on a thread that has entered the namespace at path; sockets
+// fn creates stay in that namespace.
+func inNS(t testing.TB, path string, fn func() error) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// The thread is left locked on purpose if restoring fails: Go then
+		// retires it instead of reusing it in the wrong namespace.
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer self.Close()
+		target, err := os.Open(path)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- err
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// upstreamNS is a namespace standing for "the internet": it is reached from
+// the host over a veth with addresses that exist only between the two.
+type upstreamNS struct {
+	path string
+	addr string // upstream's address
+}
+
+func newUpstreamNS(t testing.TB, name, hostIf, hostCIDR, nsCIDR string) *upstreamNS {
+	t.Helper()
+	_ = exec.Command("ip", "netns", "del", name).Run()
+	_ = exec.Command("ip", "link", "del", hostIf).Run()
+	sh(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	sh(t, "ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostIf).Run() })
+	sh(t, "ip", "addr", "add", hostCIDR, "dev", hostIf)
+	sh(t, "ip", "link", "set", hostIf, "up")
+	sh(t, "ip", "-n", name, "addr", "add", nsCIDR, "dev", "eth0")
+	sh(t, "ip", "-n", name, "link", "set", "eth0", "up")
+	sh(t, "ip", "-n", name, "link", "set", "lo", "up")
+	addr, _, _ := strings.Cut(nsCIDR, "/")
+	return &upstreamNS{path: "/run/netns/" + name, addr: addr}
+}
+
+func (u *upstreamNS) listen(t testing.TB, port string) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	if err := inNS(t, u.path, func() (err error) {
+		ln, err = net.Listen("tcp", net.JoinHostPort(u.addr, port))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// dialFrom dials from inside the namespace at path.
+func dialFrom(t testing.TB, path string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := inNS(t, path, func() (err error) {
+			d := net.Dialer{}
+			c, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+}

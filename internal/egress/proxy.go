@@ -1,0 +1,573 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Ports the egress services listen on, on each sandbox's gateway address.
+const (
+	ProxyPort       = 3128 // explicit proxy (HTTP_PROXY, HTTPS_PROXY)
+	TransparentPort = 3129 // direct connections to 80/443, redirected by the firewall
+	DNSPort         = 53
+)
+
+const (
+	dialTimeout      = 10 * time.Second
+	handshakeTimeout = 10 * time.Second
+	maxHeaderBytes   = 64 << 10
+)
+
+// Refusal is one refused connection or request, reported to OnRefuse.
+type Refusal struct {
+	Sandbox string
+	Host    string
+	Port    int
+	Rule    string
+	Via     string // "proxy", "connect", "transparent", "dns"
+}
+
+// Options configure a Server.
+type Options struct {
+	Logger   *slog.Logger
+	Resolver *Resolver
+	// Permitted are destination prefixes exempt from the forbidden ranges.
+	Permitted []netip.Prefix
+	// OnRefuse is called for every refusal (the ledger); it must not block long.
+	OnRefuse func(Refusal)
+}
+
+// Server runs the proxy and DNS services of every networked sandbox.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	tr   *http.Transport
+
+	mu    sync.Mutex
+	boxes map[string]*box
+}
+
+// box is one sandbox's listeners and current policy.
+type box struct {
+	id      string
+	mu      sync.RWMutex
+	policy  Policy
+	closers []io.Closer
+	wg      sync.WaitGroup
+	conns   map[net.Conn]struct{} // open tunnels, closed on Detach
+	closed  bool
+	grants  map[int][]string // temporary allow rules (per command)
+	nextID  int
+}
+
+// track registers a connection to be closed when the sandbox detaches; it
+// returns false (and closes c) if the sandbox is gone already.
+func (b *box) track(c net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		c.Close()
+		return false
+	}
+	b.conns[c] = struct{}{}
+	return true
+}
+
+func (b *box) untrack(c net.Conn) {
+	b.mu.Lock()
+	delete(b.conns, c)
+	b.mu.Unlock()
+}
+
+func (b *box) current() Policy {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if len(b.grants) == 0 {
+		return b.policy
+	}
+	p := b.policy
+	p.Allow = append([]string(nil), p.Allow...)
+	for _, g := range b.grants {
+		p.Allow = append(p.Allow, g...)
+	}
+	return p
+}
+
+// Grant adds allow rules (normalised globs) until revoke is called.
+func (s *Server) Grant(id string, allow []string) (revoke func(), ok bool) {
+	s.mu.Lock()
+	b, ok := s.boxes[id]
+	s.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	b.mu.Lock()
+	b.nextID++
+	key := b.nextID
+	b.grants[key] = append([]string(nil), allow...)
+	b.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			delete(b.grants, key)
+			b.mu.Unlock()
+		})
+	}, true
+}
+
+// New builds a Server.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Resolver == nil {
+		opts.Resolver = &Resolver{}
+	}
+	s := &Server{opts: opts, log: opts.Logger, boxes: map[string]*box{}}
+	s.tr = &http.Transport{
+		Proxy:                 nil,
+		DialContext:           s.dialFromContext,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: 60 * time.Second,
+	}
+	return s
+}
+
+// errRefused carries the rule that refused a destination.
+type errRefused struct{ rule string }
+
+func (e *errRefused) Error() string { return "refused by rule " + e.rule }
+
+// Attach starts a sandbox's services on its gateway address. Attaching an
+// attached sandbox only updates its policy.
+func (s *Server) Attach(id string, gw netip.Addr, p Policy) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.boxes[id]; ok {
+		b.mu.Lock()
+		b.policy = p
+		b.mu.Unlock()
+		return nil
+	}
+	b := &box{id: id, policy: p, conns: map[net.Conn]struct{}{}, grants: map[int][]string{}}
+	fail := func(err error) error {
+		for _, c := range b.closers {
+			c.Close()
+		}
+		return err
+	}
+	proxyLn, err := net.Listen("tcp", netip.AddrPortFrom(gw, ProxyPort).String())
+	if err != nil {
+		return fail(fmt.Errorf("egress proxy listen: %w", err))
+	}
+	b.closers = append(b.closers, proxyLn)
+	transLn, err := net.Listen("tcp", netip.AddrPortFrom(gw, TransparentPort).String())
+	if err != nil {
+		return fail(fmt.Errorf("egress transparent listen: %w", err))
+	}
+	b.closers = append(b.closers, transLn)
+	dnsClosers, err := s.serveDNS(b, gw)
+	if err != nil {
+		return fail(err)
+	}
+	b.closers = append(b.closers, dnsClosers...)
+	hs := &http.Server{
+		Handler:           s.proxyHandler(b),
+		ReadHeaderTimeout: handshakeTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	b.closers = append(b.closers, hs)
+	b.wg.Add(2)
+	go func() { defer b.wg.Done(); _ = hs.Serve(proxyLn) }()
+	go func() { defer b.wg.Done(); s.serveTransparent(b, transLn) }()
+	s.boxes[id] = b
+	return nil
+}
+
+// SetPolicy replaces a sandbox's rules; new connections and lookups see
+// them at once.
+func (s *Server) SetPolicy(id string, p Policy) bool {
+	s.mu.Lock()
+	b, ok := s.boxes[id]
+	s.mu.Unlock()
+	if ok {
+		b.mu.Lock()
+		b.policy = p
+		b.mu.Unlock()
+	}
+	return ok
+}
+
+// Detach stops a sandbox's services.
+func (s *Server) Detach(id string) {
+	s.mu.Lock()
+	b, ok := s.boxes[id]
+	delete(s.boxes, id)
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	for _, c := range b.closers {
+		c.Close()
+	}
+	b.mu.Lock()
+	b.closed = true
+	for c := range b.conns {
+		c.Close()
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// Close detaches every sandbox.
+func (s *Server) Close() {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.boxes))
+	for id := range s.boxes {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.Detach(id)
+	}
+	s.tr.CloseIdleConnections()
+}
+
+func (s *Server) refuse(b *box, host string, port int, rule, via string) {
+	s.log.Warn("egress refused", "sandbox", b.id, "host", host, "port", port, "rule", rule, "via", via)
+	if s.opts.OnRefuse != nil {
+		s.opts.OnRefuse(Refusal{Sandbox: b.id, Host: host, Port: port, Rule: rule, Via: via})
+	}
+}
+
+// check applies rules and ports to a destination; it returns the refusing
+// rule or "".
+func (s *Server) check(b *box, host string, port int) string {
+	p := b.current()
+	d := p.Decide(host)
+	if !d.Allowed {
+		return d.Rule
+	}
+	if !p.PortAllowed(port) {
+		return "port:" + strconv.Itoa(port)
+	}
+	return ""
+}
+
+// dialChecked resolves host with the daemon's resolver and connects to the
+// first address outside the forbidden ranges.
+func (s *Server) dialChecked(ctx context.Context, host string, port int) (net.Conn, error) {
+	addrs, err := s.opts.Resolver.Lookup(ctx, host)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", host, err)
+	}
+	var lastErr error = &errRefused{rule: "forbidden-address"}
+	d := net.Dialer{Timeout: dialTimeout}
+	for _, a := range addrs {
+		if Forbidden(a, s.opts.Permitted) {
+			continue
+		}
+		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+type ctxKey struct{}
+
+// dialFromContext lets the shared Transport dial only what the handler
+// already checked: the host travels in the request's context.
+func (s *Server) dialFromContext(ctx context.Context, _, addr string) (net.Conn, error) {
+	host, portS, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if want, _ := ctx.Value(ctxKey{}).(string); want != addr {
+		return nil, &errRefused{rule: "unchecked-destination"}
+	}
+	port, _ := strconv.Atoi(portS)
+	return s.dialChecked(ctx, host, port)
+}
+
+func writeRefusal(w http.ResponseWriter, host string, port int, rule string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Paddock-Egress-Rule", rule)
+	w.WriteHeader(http.StatusForbidden)
+	fmt.Fprintf(w, "paddock egress: %s refused by rule %s\n", net.JoinHostPort(host, strconv.Itoa(port)), rule)
+}
+
+func splitHostPort(hostport string, defPort int) (string, int, bool) {
+	host, portS, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return strings.Trim(hostport, "[]"), defPort, hostport != ""
+	}
+	port, err := strconv.Atoi(portS)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, false
+	}
+	return host, port, true
+}
+
+func (s *Server) proxyHandler(b *box) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodConnect {
+			s.handleConnect(b, w, r)
+			return
+		}
+		if !r.URL.IsAbs() || r.URL.Scheme != "http" {
+			http.Error(w, "paddock egress: only absolute http:// URLs and CONNECT are proxied", http.StatusBadRequest)
+			return
+		}
+		host, port, ok := splitHostPort(r.URL.Host, 80)
+		if !ok {
+			http.Error(w, "paddock egress: bad host", http.StatusBadRequest)
+			return
+		}
+		if rule := s.check(b, host, port); rule != "" {
+			s.refuse(b, host, port, rule, "proxy")
+			writeRefusal(w, host, port, rule)
+			return
+		}
+		s.forward(b, w, r, host, port, "proxy")
+	})
+}
+
+// hopHeaders are per-connection and never forwarded.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host string, port int, via string) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	out := r.Clone(context.WithValue(r.Context(), ctxKey{}, addr))
+	out.RequestURI = ""
+	out.URL.Scheme = "http"
+	out.URL.Host = addr
+	for _, h := range hopHeaders {
+		out.Header.Del(h)
+	}
+	resp, err := s.tr.RoundTrip(out)
+	if err != nil {
+		var ref *errRefused
+		if errors.As(err, &ref) {
+			s.refuse(b, host, port, ref.rule, via)
+			writeRefusal(w, host, port, ref.rule)
+			return
+		}
+		http.Error(w, "paddock egress: upstream: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for _, h := range hopHeaders {
+		resp.Header.Del(h)
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+func (s *Server) handleConnect(b *box, w http.ResponseWriter, r *http.Request) {
+	host, port, ok := splitHostPort(r.Host, 0)
+	if !ok || port == 0 {
+		http.Error(w, "paddock egress: CONNECT needs host:port", http.StatusBadRequest)
+		return
+	}
+	if rule := s.check(b, host, port); rule != "" {
+		s.refuse(b, host, port, rule, "connect")
+		writeRefusal(w, host, port, rule)
+		return
+	}
+	up, err := s.dialChecked(r.Context(), host, port)
+	if err != nil {
+		var ref *errRefused
+		if errors.As(err, &ref) {
+			s.refuse(b, host, port, ref.rule, "connect")
+			writeRefusal(w, host, port, ref.rule)
+			return
+		}
+		http.Error(w, "paddock egress: upstream: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		up.Close()
+		http.Error(w, "paddock egress: cannot tunnel", http.StatusInternalServerError)
+		return
+	}
+	conn, brw, err := hj.Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	if !b.track(conn) {
+		up.Close()
+		return
+	}
+	defer b.untrack(conn)
+	if !b.track(up) {
+		conn.Close()
+		return
+	}
+	defer b.untrack(up)
+	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		conn.Close()
+		up.Close()
+		return
+	}
+	br := brw.Reader
+	// A TLS tunnel must name the host it was granted: otherwise an allowed
+	// CONNECT could carry a session to any name the upstream serves.
+	_ = conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	if first, err := br.Peek(1); err == nil && first[0] == recordTypeHandshake {
+		sni, hello, err := readClientHello(br)
+		if err != nil || !strings.EqualFold(strings.TrimSuffix(sni, "."), strings.TrimSuffix(host, ".")) {
+			s.refuse(b, host, port, "sni-mismatch", "connect")
+			conn.Close()
+			up.Close()
+			return
+		}
+		if _, err := up.Write(hello); err != nil {
+			conn.Close()
+			up.Close()
+			return
+		}
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	splice(conn, br, up)
+}
+
+// splice copies both ways until either side is done.
+func splice(client net.Conn, clientR io.Reader, up net.Conn) {
+	done := make(chan struct{}, 2)
+	go func() {
+		_, _ = io.Copy(up, clientR)
+		if tc, ok := up.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	go func() {
+		_, _ = io.Copy(client, up)
+		if tc, ok := client.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	<-done
+	<-done
+	client.Close()
+	up.Close()
+}
+
+// serveTransparent handles connections the firewall redirected from ports
+// 80 and 443: the original port comes from conntrack, the host from the
+// Host header or the TLS SNI.
+func (s *Server) serveTransparent(b *box, ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			s.handleTransparent(b, c)
+		}()
+	}
+}
+
+func (s *Server) handleTransparent(b *box, c net.Conn) {
+	defer c.Close()
+	if !b.track(c) {
+		return
+	}
+	defer b.untrack(c)
+	orig, err := originalDst(c)
+	if err != nil {
+		s.log.Warn("transparent: no original destination", "sandbox", b.id, "err", err)
+		return
+	}
+	port := int(orig.Port())
+	br := bufio.NewReaderSize(c, 4096)
+	_ = c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	first, err := br.Peek(1)
+	if err != nil {
+		return
+	}
+	if first[0] == recordTypeHandshake {
+		sni, hello, err := readClientHello(br)
+		if err != nil || sni == "" {
+			s.refuse(b, orig.Addr().String(), port, "direct-ip", "transparent")
+			return
+		}
+		if rule := s.check(b, sni, port); rule != "" {
+			s.refuse(b, sni, port, rule, "transparent")
+			return
+		}
+		up, err := s.dialChecked(context.Background(), sni, port)
+		if err != nil {
+			var ref *errRefused
+			if errors.As(err, &ref) {
+				s.refuse(b, sni, port, ref.rule, "transparent")
+			}
+			return
+		}
+		if !b.track(up) {
+			return
+		}
+		defer b.untrack(up)
+		if _, err := up.Write(hello); err != nil {
+			up.Close()
+			return
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		splice(c, br, up)
+		return
+	}
+	// Plain HTTP: each request is checked on its own Host, so a kept-alive
+	// connection cannot switch to a host the rules refuse.
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		host, _, ok := splitHostPort(req.Host, port)
+		rw := newConnResponseWriter(c)
+		if !ok || req.Host == "" {
+			s.refuse(b, orig.Addr().String(), port, "direct-ip", "transparent")
+			writeRefusal(rw, orig.Addr().String(), port, "direct-ip")
+			rw.finish(req)
+			return
+		}
+		if rule := s.check(b, host, port); rule != "" {
+			s.refuse(b, host, port, rule, "transparent")
+			writeRefusal(rw, host, port, rule)
+			rw.finish(req)
+			return
+		}
+		req.RequestURI = ""
+		s.forward(b, rw, req, host, port, "transparent")
+		if !rw.finish(req) {
+			return
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	}
+}

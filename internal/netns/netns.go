@@ -1,0 +1,399 @@
+// Package netns gives a networked sandbox its plumbing: a named network
+// namespace, a veth pair on a /30 carved from a range Paddock owns, and
+// host firewall rules (iptables) that let the sandbox reach only the
+// egress proxy and DNS resolver on its gateway address. Nothing is
+// forwarded: every byte out goes through the proxy.
+package netns
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Chain names. Every Paddock rule lives in these chains, so a restart can
+// flush them without touching anyone else's rules.
+// Each is suffixed with the daemon's tag (a hash of its range), so
+// daemons with different ranges on one host never touch each other's.
+const (
+	chainInput   = "PADDOCK-IN-"
+	chainForward = "PADDOCK-FWD-"
+	chainNAT     = "PADDOCK-PRE-"
+	nsDir        = "/run/netns"
+)
+
+// Ports the sandbox may reach on its gateway; set by the egress package's
+// listeners.
+type Ports struct {
+	Proxy, Transparent, DNS int
+}
+
+// DefaultRange is the private range sandboxes' /30s come from (part of
+// 100.64.0.0/10, which the egress proxy never connects to).
+var DefaultRange = netip.MustParsePrefix("100.96.0.0/11")
+
+// Options configure a Manager.
+type Options struct {
+	// StateDir keeps one record per networked sandbox (its /30).
+	StateDir string
+	Range    netip.Prefix
+	Ports    Ports
+	Logger   *slog.Logger
+}
+
+// Link is one sandbox's plumbing.
+type Link struct {
+	ID      string     `json:"id"`
+	Index   int        `json:"index"`
+	Gateway netip.Addr `json:"gateway"`
+	Addr    netip.Addr `json:"addr"`
+	// NetNS is the namespace's bind-mount path, for the runtime.
+	NetNS  string `json:"netns"`
+	HostIf string `json:"host_if"`
+}
+
+// Manager is safe for concurrent use.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+	mu   sync.Mutex
+
+	tag                         string
+	chainIn, chainFwd, chainNAT string
+	ifPrefix, nsPrefix          string
+}
+
+// Chains returns the Paddock chains of this manager ({table, chain}).
+func (m *Manager) Chains() [][2]string {
+	return [][2]string{{"filter", m.chainIn}, {"filter", m.chainFwd}, {"nat", m.chainNAT}}
+}
+
+// Close removes this manager's chains and hooks when no sandbox uses them.
+func (m *Manager) Close(ctx context.Context) error {
+	if len(m.List()) > 0 {
+		return nil
+	}
+	_ = ipt(ctx, "-t", "filter", "-D", "INPUT", "-i", m.ifPrefix+"+", "-j", m.chainIn)
+	_ = ipt(ctx, "-t", "filter", "-D", "FORWARD", "-i", m.ifPrefix+"+", "-j", m.chainFwd)
+	_ = ipt(ctx, "-t", "filter", "-D", "FORWARD", "-o", m.ifPrefix+"+", "-j", m.chainFwd)
+	_ = ipt(ctx, "-t", "nat", "-D", "PREROUTING", "-i", m.ifPrefix+"+", "-j", m.chainNAT)
+	var errs []error
+	for _, c := range m.Chains() {
+		_ = ipt(ctx, "-t", c[0], "-F", c[1])
+		if err := ipt(ctx, "-t", c[0], "-X", c[1]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var idRE = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
+
+// Available reports whether the host has what the plumbing needs.
+func Available() error {
+	for _, bin := range []string{"ip", "iptables"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("%s not found: networking needs iproute2 and iptables", bin)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("networking needs root")
+	}
+	return nil
+}
+
+// New builds a Manager and resets Paddock's firewall chains; call
+// Setup again for every sandbox that keeps its network (reconcile).
+func New(ctx context.Context, opts Options) (*Manager, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if !opts.Range.IsValid() {
+		opts.Range = DefaultRange
+	}
+	if !opts.Range.Addr().Is4() || opts.Range.Bits() > 28 {
+		return nil, fmt.Errorf("network range %s: want an IPv4 prefix of /28 or wider", opts.Range)
+	}
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(opts.Range.Masked().String()))
+	tag := hex.EncodeToString(sum[:2])
+	m := &Manager{
+		opts: opts, log: opts.Logger, tag: tag,
+		chainIn: chainInput + tag, chainFwd: chainForward + tag, chainNAT: chainNAT + tag,
+		// Interface names have 15 bytes: "pd", 4 of tag, up to 5 of index.
+		ifPrefix: "pd" + tag, nsPrefix: "paddock-" + tag + "-",
+	}
+	if err := m.initChains(ctx, true); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func run(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+func ipt(ctx context.Context, args ...string) error {
+	return run(ctx, "iptables", append([]string{"-w", "5"}, args...)...)
+}
+
+// initChains creates the chains and hooks them first in the built-in
+// chains. With flush it empties them (a new daemon starts from no sandbox
+// rules); without, it only repairs what is missing (another daemon on the
+// same range may have removed them on its way out).
+func (m *Manager) initChains(ctx context.Context, flush bool) error {
+	for _, c := range []struct{ table, chain string }{{"filter", m.chainIn}, {"filter", m.chainFwd}, {"nat", m.chainNAT}} {
+		_ = ipt(ctx, "-t", c.table, "-N", c.chain)
+		if !flush {
+			continue
+		}
+		if err := ipt(ctx, "-t", c.table, "-F", c.chain); err != nil {
+			return err
+		}
+	}
+	hooks := [][]string{
+		{"-t", "filter", "INPUT", "-i", m.ifPrefix + "+", "-j", m.chainIn},
+		{"-t", "filter", "FORWARD", "-i", m.ifPrefix + "+", "-j", m.chainFwd},
+		{"-t", "filter", "FORWARD", "-o", m.ifPrefix + "+", "-j", m.chainFwd},
+		{"-t", "nat", "PREROUTING", "-i", m.ifPrefix + "+", "-j", m.chainNAT},
+	}
+	for _, h := range hooks {
+		spec := append([]string{h[0], h[1], "-C"}, h[2:]...)
+		if ipt(ctx, spec...) == nil {
+			continue
+		}
+		ins := append([]string{h[0], h[1], "-I", h[2], "1"}, h[3:]...)
+		if err := ipt(ctx, ins...); err != nil {
+			return err
+		}
+	}
+	// Whatever a sandbox's own rules do not accept ends here; sandbox
+	// rules are inserted above.
+	for _, c := range []string{m.chainIn, m.chainFwd} {
+		if !flush && ipt(ctx, "-C", c, "-j", "DROP") == nil {
+			continue
+		}
+		if err := ipt(ctx, "-A", c, "-j", "DROP"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Manager) recordPath(id string) string { return filepath.Join(m.opts.StateDir, id+".json") }
+
+func (m *Manager) nsName(id string) string { return m.nsPrefix + id }
+
+// NSPath is where a sandbox's namespace is bind-mounted.
+func (m *Manager) NSPath(id string) string { return filepath.Join(nsDir, m.nsName(id)) }
+
+// Get returns a sandbox's recorded link.
+func (m *Manager) Get(id string) (Link, bool) {
+	b, err := os.ReadFile(m.recordPath(id))
+	if err != nil {
+		return Link{}, false
+	}
+	var l Link
+	if json.Unmarshal(b, &l) != nil || l.ID != id {
+		return Link{}, false
+	}
+	return l, true
+}
+
+// allocate picks the lowest free /30; the caller holds m.mu.
+func (m *Manager) allocate() (int, error) {
+	used := map[int]bool{}
+	ents, _ := os.ReadDir(m.opts.StateDir)
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			if l, ok := m.Get(id); ok {
+				used[l.Index] = true
+			}
+		}
+	}
+	max := 1 << (32 - m.opts.Range.Bits() - 2)
+	for i := 0; i < max && i < 1<<20; i++ {
+		if !used[i] {
+			return i, nil
+		}
+	}
+	return 0, errors.New("network range exhausted")
+}
+
+func (m *Manager) linkFor(id string, idx int) Link {
+	base := m.opts.Range.Masked().Addr().As4()
+	n := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	n += uint32(idx) * 4
+	at := func(off uint32) netip.Addr {
+		v := n + off
+		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	}
+	return Link{ID: id, Index: idx, Gateway: at(1), Addr: at(2), NetNS: m.NSPath(id), HostIf: m.ifPrefix + strconv.FormatInt(int64(idx), 16)}
+}
+
+// Setup creates (or restores after a restart) a sandbox's namespace, veth
+// and firewall rules. It is idempotent.
+func (m *Manager) Setup(ctx context.Context, id string) (Link, error) {
+	if !idRE.MatchString(id) {
+		return Link{}, fmt.Errorf("netns: bad sandbox id %q", id)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.Get(id)
+	if !ok {
+		idx, err := m.allocate()
+		if err != nil {
+			return Link{}, err
+		}
+		l = m.linkFor(id, idx)
+		b, _ := json.Marshal(l)
+		if err := os.WriteFile(m.recordPath(id), b, 0o600); err != nil {
+			return Link{}, err
+		}
+	}
+	if err := m.plumb(ctx, l); err != nil {
+		m.teardownLocked(context.WithoutCancel(ctx), id)
+		return Link{}, err
+	}
+	return l, nil
+}
+
+func (m *Manager) plumb(ctx context.Context, l Link) error {
+	ns := m.nsName(l.ID)
+	if _, err := os.Stat(l.NetNS); err != nil {
+		if err := run(ctx, "ip", "netns", "add", ns); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", l.HostIf)); err != nil {
+		steps := [][]string{
+			{"link", "add", l.HostIf, "type", "veth", "peer", "name", "eth0", "netns", ns},
+			{"addr", "add", l.Gateway.String() + "/30", "dev", l.HostIf},
+			{"link", "set", l.HostIf, "up"},
+			{"-n", ns, "link", "set", "lo", "up"},
+			{"-n", ns, "addr", "add", l.Addr.String() + "/30", "dev", "eth0"},
+			{"-n", ns, "link", "set", "eth0", "up"},
+			{"-n", ns, "route", "add", "default", "via", l.Gateway.String()},
+		}
+		for _, s := range steps {
+			if err := run(ctx, "ip", s...); err != nil {
+				return err
+			}
+		}
+		// IPv6 is off on both ends: the rules below are IPv4 rules, and a
+		// link-local v6 path would go around them.
+		_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+l.HostIf+"/disable_ipv6", []byte("1"), 0o644)
+		if err := run(ctx, "ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+			"net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"); err != nil {
+			m.log.Warn("disable IPv6 in sandbox namespace", "sandbox", l.ID, "err", err)
+		}
+	}
+	if err := m.initChains(ctx, false); err != nil {
+		return err
+	}
+	for _, r := range m.rules(l) {
+		_ = ipt(ctx, append([]string{"-t", r[0], "-D"}, r[1:]...)...)
+		if err := ipt(ctx, append([]string{"-t", r[0], "-I"}, r[1:]...)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rules are the sandbox's own rules: {table, chain, spec...}. Inserted at
+// the top of their chain, ahead of the chain's final DROP.
+func (m *Manager) rules(l Link) [][]string {
+	src, gw := l.Addr.String()+"/32", l.Gateway.String()
+	p := m.opts.Ports
+	tag := []string{"-m", "comment", "--comment", "paddock:" + l.ID}
+	tcpPorts := fmt.Sprintf("%d,%d,%d", p.Proxy, p.Transparent, p.DNS)
+	r := [][]string{
+		append([]string{"filter", m.chainIn, "-i", l.HostIf, "-s", src, "-d", gw, "-p", "tcp", "-m", "multiport", "--dports", tcpPorts, "-j", "ACCEPT"}, tag...),
+		append([]string{"filter", m.chainIn, "-i", l.HostIf, "-s", src, "-d", gw, "-p", "udp", "--dport", strconv.Itoa(p.DNS), "-j", "ACCEPT"}, tag...),
+		// Programs that ignore HTTP_PROXY and connect straight out on
+		// 80/443 land on the transparent proxy; any DNS server they name
+		// is answered by Paddock's.
+		append([]string{"nat", m.chainNAT, "-i", l.HostIf, "-p", "tcp", "-m", "multiport", "--dports", "80,443", "-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", gw, p.Transparent)}, tag...),
+		append([]string{"nat", m.chainNAT, "-i", l.HostIf, "-p", "udp", "--dport", "53", "-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", gw, p.DNS)}, tag...),
+		append([]string{"nat", m.chainNAT, "-i", l.HostIf, "-p", "tcp", "--dport", "53", "-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", gw, p.DNS)}, tag...),
+	}
+	return r
+}
+
+// Teardown removes a sandbox's rules, veth, namespace and record.
+// Idempotent.
+func (m *Manager) Teardown(ctx context.Context, id string) error {
+	if !idRE.MatchString(id) {
+		return fmt.Errorf("netns: bad sandbox id %q", id)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.teardownLocked(ctx, id)
+}
+
+func (m *Manager) teardownLocked(ctx context.Context, id string) error {
+	var errs []error
+	if l, ok := m.Get(id); ok {
+		for _, r := range m.rules(l) {
+			for ipt(ctx, append([]string{"-t", r[0], "-D"}, r[1:]...)...) == nil {
+			}
+		}
+		if _, err := os.Stat(filepath.Join("/sys/class/net", l.HostIf)); err == nil {
+			if err := run(ctx, "ip", "link", "del", l.HostIf); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if _, err := os.Stat(m.NSPath(id)); err == nil {
+		if err := run(ctx, "ip", "netns", "del", m.nsName(id)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Remove(m.recordPath(id)); err != nil && !os.IsNotExist(err) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// List returns the ids of every sandbox with a record or a namespace.
+func (m *Manager) List() []string {
+	seen := map[string]bool{}
+	ents, _ := os.ReadDir(m.opts.StateDir)
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && idRE.MatchString(id) {
+			seen[id] = true
+		}
+	}
+	nss, _ := os.ReadDir(nsDir)
+	for _, e := range nss {
+		if id, ok := strings.CutPrefix(e.Name(), m.nsPrefix); ok && idRE.MatchString(id) {
+			seen[id] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for id := range seen {
+		out = append(out, id)
+	}
+	return out
+}

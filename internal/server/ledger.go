@@ -1,0 +1,127 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// routesLedger adds the ledger and backup routes.
+func (s *Server) routesLedger(m *http.ServeMux) {
+	m.HandleFunc("GET /v1/sandboxes/{id}/ledger", s.getLedger)
+	m.HandleFunc("POST /v1/sandboxes/{id}/ledger", s.addLedger)
+	m.HandleFunc("POST /v1/sandboxes/{id}/backups", s.createBackup)
+	m.HandleFunc("GET /v1/backups", s.listBackups)
+	m.HandleFunc("GET /v1/backups/{backup}", s.getBackup)
+	m.HandleFunc("DELETE /v1/backups/{backup}", s.deleteBackup)
+	m.HandleFunc("POST /v1/backups/{backup}/restore", s.restoreBackup)
+}
+
+func queryInt(r *http.Request, name string) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errdefs.Invalid("%s=%q: want a non-negative integer", name, v)
+	}
+	return n, nil
+}
+
+func (s *Server) getLedger(w http.ResponseWriter, r *http.Request) {
+	after, err := queryInt(r, "after")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if limit > 1<<20 {
+		limit = 1 << 20 // the controller refuses it with its own bound
+	}
+	l, err := s.opts.Controller.Ledger(r.Context(), r.PathValue("id"), after, int(limit))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
+}
+
+func (s *Server) addLedger(w http.ResponseWriter, r *http.Request) {
+	var req api.AddLedgerEntryRequest
+	if err := decode(w, r, maxJSONBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	e, err := s.opts.Controller.AddLedgerEntry(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, e)
+}
+
+// recordFile notes a file change made through the API in the ledger.
+func (s *Server) recordFile(r *http.Request, kind, path string, data map[string]string) {
+	s.opts.Controller.RecordRef(r.Context(), r.PathValue("id"), api.LedgerEntry{Kind: kind, Path: path, Data: data})
+}
+
+func (s *Server) createBackup(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateBackupRequest
+	if err := decode(w, r, maxJSONBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	b, err := s.opts.Controller.CreateBackup(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, b)
+}
+
+func (s *Server) listBackups(w http.ResponseWriter, r *http.Request) {
+	list, err := s.opts.Controller.ListBackups(r.Context(), r.URL.Query().Get("sandbox"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.BackupList{Backups: list})
+}
+
+func (s *Server) getBackup(w http.ResponseWriter, r *http.Request) {
+	b, err := s.opts.Controller.GetBackup(r.Context(), r.PathValue("backup"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (s *Server) deleteBackup(w http.ResponseWriter, r *http.Request) {
+	if err := s.opts.Controller.DeleteBackup(r.Context(), r.PathValue("backup")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) restoreBackup(w http.ResponseWriter, r *http.Request) {
+	var req api.RestoreBackupRequest
+	if err := decode(w, r, maxJSONBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	b, err := s.opts.Controller.RestoreBackup(r.Context(), r.PathValue("backup"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}

@@ -1,0 +1,116 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
+)
+
+func (s *Server) routesTemplates(m *http.ServeMux) {
+	m.HandleFunc("POST /v1/templates/build", s.buildTemplate)
+	m.HandleFunc("GET /v1/templates", s.listTemplates)
+	m.HandleFunc("GET /v1/templates/{template}", s.getTemplate)
+	m.HandleFunc("DELETE /v1/templates/{template}", s.deleteTemplate)
+	m.HandleFunc("GET /v1/pools", s.listPools)
+	m.HandleFunc("GET /v1/pools/{pool}", s.getPool)
+	m.HandleFunc("PUT /v1/pools/{pool}", s.setPool)
+	m.HandleFunc("DELETE /v1/pools/{pool}", s.deletePool)
+}
+
+func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
+	body := http.MaxBytesReader(w, r.Body, api.MaxTemplateContext)
+	spec, bc, err := controller.ReadBuildRequest(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// The stream starts only when the first event is ready, so a bad
+	// definition is a plain error response.
+	var out *ndjson
+	emit := func(ev api.TemplateBuildEvent) error {
+		if out == nil {
+			out = newNDJSON(w)
+		}
+		// A client that went away does not stop the build: its result is
+		// cached for the next one.
+		_ = out.send(ev)
+		return nil
+	}
+	tpl, err := s.opts.Controller.BuildTemplate(r.Context(), *spec, bc, emit)
+	if err != nil && out == nil {
+		writeError(w, err)
+		return
+	}
+	end := api.TemplateBuildEvent{Type: api.BuildEnd, Template: tpl}
+	if err != nil {
+		end.Error = apiError(err)
+	}
+	_ = emit(end)
+}
+
+func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
+	ts, err := s.opts.Controller.ListTemplates(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.TemplateList{Templates: ts})
+}
+
+func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) {
+	t, err := s.opts.Controller.GetTemplate(r.Context(), r.PathValue("template"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
+	if err := s.opts.Controller.DeleteTemplate(r.Context(), r.PathValue("template")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.opts.Controller.ListPools(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.PoolList{Pools: ps})
+}
+
+func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
+	p, err := s.opts.Controller.GetPool(r.Context(), r.PathValue("pool"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (s *Server) setPool(w http.ResponseWriter, r *http.Request) {
+	var req api.SetPoolRequest
+	if err := decode(w, r, maxJSONBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	p, err := s.opts.Controller.SetPool(r.Context(), r.PathValue("pool"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (s *Server) deletePool(w http.ResponseWriter, r *http.Request) {
+	if err := s.opts.Controller.DeletePool(r.Context(), r.PathValue("pool")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,207 @@
+package snapshot
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// ArchiveFormat names the export format; an importer refuses others.
+const ArchiveFormat = "paddock-snapshot/v1"
+
+const (
+	manifestName    = "manifest.json"
+	maxManifestSize = 64 << 10
+	// MaxChain bounds the layers of one snapshot: overlayfs takes its lower
+	// directories in one mount option of at most a page.
+	MaxChain = 16
+)
+
+// Manifest is the first entry of an exported snapshot file. Layers are
+// lowest first; each is stored as layers/<hex>.tar, whose sha256 is its
+// digest.
+type Manifest struct {
+	Format      string    `json:"format"`
+	Name        string    `json:"name,omitempty"`
+	Image       string    `json:"image,omitempty"`
+	ImageDigest string    `json:"image_digest"`
+	CreatedAt   time.Time `json:"created_at"`
+	Layers      []Layer   `json:"layers"`
+}
+
+func layerEntry(digest string) string {
+	return "layers/" + strings.TrimPrefix(digest, "sha256:") + ".tar"
+}
+
+// Validate checks a manifest read from outside.
+func (m *Manifest) Validate() error {
+	if m.Format != ArchiveFormat {
+		return errdefs.Invalid("not a Paddock snapshot file (format %q, want %q)", truncate(m.Format, 40), ArchiveFormat)
+	}
+	if !ValidDigest(m.ImageDigest) {
+		return errdefs.Invalid("snapshot file names no valid image digest")
+	}
+	if len(m.Layers) == 0 || len(m.Layers) > MaxChain {
+		return errdefs.Invalid("snapshot file must hold 1 to %d layers, has %d", MaxChain, len(m.Layers))
+	}
+	seen := map[string]bool{}
+	for _, l := range m.Layers {
+		if !ValidDigest(l.Digest) || l.Size < 0 {
+			return errdefs.Invalid("snapshot file has an invalid layer entry")
+		}
+		if seen[l.Digest] {
+			return errdefs.Invalid("snapshot file lists layer %s twice", l.Digest)
+		}
+		seen[l.Digest] = true
+	}
+	if len(m.Name) > 63 || len(m.Image) > 256 {
+		return errdefs.Invalid("snapshot file has an overlong name")
+	}
+	return nil
+}
+
+// Export writes m and its layers (which must be in the store) as one tar
+// file. Every layer is verified against its digest first, so a layer
+// damaged on disk is never exported under its old name.
+func (s *Store) Export(ctx context.Context, m Manifest, w io.Writer) error {
+	m.Format = ArchiveFormat
+	for i, l := range m.Layers {
+		v, err := s.VerifyLayer(ctx, l.Digest)
+		if err != nil {
+			return err
+		}
+		m.Layers[i].Size = v.Size
+	}
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	mb, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("snapshot: encode manifest: %w", err)
+	}
+	tw := tar.NewWriter(w)
+	if err := tw.WriteHeader(&tar.Header{Name: manifestName, Mode: 0o644, Size: int64(len(mb)), ModTime: m.CreatedAt, Format: tar.FormatPAX}); err != nil {
+		return fmt.Errorf("snapshot: write export: %w", err)
+	}
+	if _, err := tw.Write(mb); err != nil {
+		return fmt.Errorf("snapshot: write export: %w", err)
+	}
+	for _, l := range m.Layers {
+		if err := tw.WriteHeader(&tar.Header{Name: layerEntry(l.Digest), Mode: 0o644, Size: l.Size, ModTime: m.CreatedAt, Format: tar.FormatPAX}); err != nil {
+			return fmt.Errorf("snapshot: write export: %w", err)
+		}
+		if err := s.WriteLayer(ctx, l.Digest, tw); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("snapshot: write export: %w", err)
+	}
+	return nil
+}
+
+// ErrChecksum is wrapped when an imported file's content does not match
+// its manifest: corrupted, truncated or tampered with.
+var ErrChecksum = fmt.Errorf("checksum mismatch: %w", errdefs.ErrInvalidArgument)
+
+// Import reads an exported snapshot file, verifies every layer against the
+// manifest's sha256 and size, extracts each with Extract's rules into the
+// store, and returns the manifest. Nothing is kept of a file that fails.
+func (s *Store) Import(ctx context.Context, r io.Reader, lim Limits) (*Manifest, error) {
+	tr := tar.NewReader(r)
+	hdr, err := tr.Next()
+	if err != nil {
+		return nil, fmt.Errorf("snapshot file is empty, truncated or not a tar file: %v: %w", err, ErrChecksum)
+	}
+	if hdr.Name != manifestName || hdr.Typeflag != tar.TypeReg || hdr.Size > maxManifestSize {
+		return nil, errdefs.Invalid("snapshot file must start with %s", manifestName)
+	}
+	mb, err := io.ReadAll(io.LimitReader(tr, maxManifestSize))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot file is truncated in its manifest: %w", ErrChecksum)
+	}
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(mb))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, errdefs.Invalid("snapshot manifest is not valid JSON: %v", err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	// Layers committed before a later one fails stay in the store until
+	// the collector finds nothing uses them: they may be shared.
+	fail := func(err error) (*Manifest, error) { return nil, err }
+	for _, l := range m.Layers {
+		hdr, err := tr.Next()
+		if err != nil {
+			return fail(fmt.Errorf("snapshot file is truncated before layer %s: %w", l.Digest, ErrChecksum))
+		}
+		if hdr.Name != layerEntry(l.Digest) || hdr.Typeflag != tar.TypeReg {
+			return fail(errdefs.Invalid("snapshot file entry %q is not the expected %s", truncate(hdr.Name, 100), layerEntry(l.Digest)))
+		}
+		if hdr.Size != l.Size {
+			return fail(fmt.Errorf("layer %s is %d bytes, the manifest says %d: %w", l.Digest, hdr.Size, l.Size, ErrChecksum))
+		}
+		if err := s.importLayer(ctx, tr, l, lim); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
+		return fail(errdefs.Invalid("snapshot file has data after its last layer"))
+	}
+	return &m, nil
+}
+
+func (s *Store) importLayer(ctx context.Context, r io.Reader, l Layer, lim Limits) error {
+	tmp, err := s.Temp()
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	cr := &countReader{r: io.TeeReader(r, h)}
+	xerr := Extract(ctx, cr, tmp, lim)
+	// Whatever the extractor left unread (tar padding) is part of the sum.
+	if _, err := io.Copy(io.Discard, cr); err != nil && xerr == nil {
+		xerr = fmt.Errorf("snapshot file is truncated in layer %s: %w", l.Digest, ErrChecksum)
+	}
+	if got := digestOf(h); got != l.Digest || cr.n != l.Size {
+		s.Discard(tmp)
+		return fmt.Errorf("layer %s does not match its checksum (corrupted, truncated or tampered file): %w", l.Digest, ErrChecksum)
+	}
+	if xerr != nil {
+		s.Discard(tmp)
+		return xerr
+	}
+	got, err := s.Commit(ctx, tmp)
+	if err != nil {
+		return err
+	}
+	if got.Digest != l.Digest {
+		// Same bytes in, different tree out: the layer tar was not in
+		// canonical form, so its name would not describe its content.
+		// What was stored is left to the collector: it may be shared.
+		return errdefs.Invalid("layer %s is not in canonical form", l.Digest)
+	}
+	return nil
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

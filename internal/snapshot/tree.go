@@ -1,0 +1,281 @@
+// Package snapshot keeps filesystem snapshots of sandboxes: content-addressed,
+// read-only layer directories in overlayfs format (whiteouts are 0/0
+// character devices, opaque directories carry trusted.overlay.opaque=y),
+// their canonical tar encoding (which is what a layer's digest is taken
+// over), a safe extractor for tar streams from outside, and the one-file
+// export format.
+package snapshot
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// maxDepth bounds directory nesting, in the writer and the extractor: each
+// level holds one open descriptor.
+const maxDepth = 256
+
+// xattrPrefix is how PAX headers carry extended attributes.
+const xattrPrefix = "SCHILY.xattr."
+
+// opaqueXattr marks an overlay directory that hides the lower layers' one.
+const opaqueXattr = "trusted.overlay.opaque"
+
+// keptXattr says which extended attributes a snapshot keeps. Others (for
+// example security.selinux, or overlay's private redirect and metacopy
+// attributes) describe the host, not the sandbox's files.
+func keptXattr(name string) bool {
+	return name == opaqueXattr || name == "security.capability" || strings.HasPrefix(name, "user.")
+}
+
+// TreeOptions tune WriteTree.
+type TreeOptions struct {
+	// SkipTop names entries of the top directory that are not part of the
+	// tree (the runtime's own mount points).
+	SkipTop []string
+	// Warn reports entries left out (sockets, FIFOs, device nodes).
+	Warn func(msg string, args ...any)
+}
+
+// WriteTree writes the overlay-format directory dir as a canonical tar
+// stream: entries sorted by name, directories before their contents, PAX
+// headers with nanosecond times, no user or group names, hard links written
+// as separate files. The same tree always gives the same bytes, so a digest
+// of the stream names the tree. dir may be controlled by a sandbox: the
+// walk goes descriptor by descriptor with O_NOFOLLOW and never follows a
+// symlink.
+func WriteTree(ctx context.Context, dir string, w io.Writer, opts TreeOptions) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("snapshot: open %s: %w", path.Base(dir), err)
+	}
+	tw := &treeWriter{ctx: ctx, tw: tar.NewWriter(w), opts: opts}
+	if tw.opts.Warn == nil {
+		tw.opts.Warn = func(string, ...any) {}
+	}
+	err = tw.dir(fd, "", 0)
+	unix.Close(fd)
+	if err != nil {
+		return err
+	}
+	if err := tw.tw.Close(); err != nil {
+		return fmt.Errorf("snapshot: write tar: %w", err)
+	}
+	return nil
+}
+
+type treeWriter struct {
+	ctx  context.Context
+	tw   *tar.Writer
+	opts TreeOptions
+}
+
+func (t *treeWriter) dir(fd int, name string, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("snapshot: directories nest deeper than %d: %w", maxDepth, errdefs.ErrFailedPrecondition)
+	}
+	if err := t.ctx.Err(); err != nil {
+		return err
+	}
+	names, err := dirNames(fd)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if name == "" && contains(t.opts.SkipTop, n) {
+			continue
+		}
+		if err := t.entry(fd, name, n, depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func dirNames(fd int) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: read directory: %w", err)
+	}
+	f := os.NewFile(uintptr(dup), "dir")
+	defer f.Close()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("snapshot: read directory: %w", err)
+	}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: read directory: %w", err)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (t *treeWriter) entry(dirfd int, parent, n string, depth int) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("snapshot: stat: %w", err)
+	}
+	name := path.Join(parent, n)
+	hdr := &tar.Header{
+		Name:    name,
+		Mode:    int64(st.Mode & 0o7777),
+		Uid:     int(st.Uid),
+		Gid:     int(st.Gid),
+		ModTime: time.Unix(st.Mtim.Unix()),
+		Format:  tar.FormatPAX,
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		cfd, err := unix.Openat(dirfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("snapshot: open directory %s: %w", name, err)
+		}
+		defer unix.Close(cfd)
+		hdr.Typeflag = tar.TypeDir
+		hdr.Name = name + "/"
+		if hdr.PAXRecords, err = xattrs(cfd); err != nil {
+			return err
+		}
+		if err := t.tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("snapshot: write tar: %w", err)
+		}
+		return t.dir(cfd, name, depth+1)
+	case unix.S_IFLNK:
+		target, err := readlinkat(dirfd, n)
+		if err != nil {
+			return fmt.Errorf("snapshot: read symlink %s: %w", name, err)
+		}
+		hdr.Typeflag = tar.TypeSymlink
+		hdr.Linkname = target
+		if err := t.tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("snapshot: write tar: %w", err)
+		}
+		return nil
+	case unix.S_IFCHR:
+		if unix.Major(st.Rdev) != 0 || unix.Minor(st.Rdev) != 0 {
+			t.opts.Warn("leaving a device node out of the snapshot", "path", name)
+			return nil
+		}
+		hdr.Typeflag = tar.TypeChar
+		if err := t.tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("snapshot: write tar: %w", err)
+		}
+		return nil
+	case unix.S_IFREG:
+		return t.regular(dirfd, n, hdr, &st)
+	default:
+		t.opts.Warn("leaving a socket, FIFO or device out of the snapshot", "path", name)
+		return nil
+	}
+}
+
+func (t *treeWriter) regular(dirfd int, n string, hdr *tar.Header, pre *unix.Stat_t) error {
+	// O_NONBLOCK: a FIFO swapped in after the stat must not block the open.
+	fd, err := unix.Openat(dirfd, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return fmt.Errorf("snapshot: open %s: %w", hdr.Name, err)
+	}
+	f := os.NewFile(uintptr(fd), n)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("snapshot: stat %s: %w", hdr.Name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Ino != pre.Ino || st.Dev != pre.Dev {
+		return fmt.Errorf("snapshot: %s changed while it was read: %w", hdr.Name, errdefs.ErrConflict)
+	}
+	if hdr.PAXRecords, err = xattrs(fd); err != nil {
+		return err
+	}
+	hdr.Typeflag = tar.TypeReg
+	hdr.Size = st.Size
+	if err := t.tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("snapshot: write tar: %w", err)
+	}
+	n64, err := io.Copy(t.tw, io.LimitReader(f, st.Size))
+	if err != nil {
+		return fmt.Errorf("snapshot: copy %s: %w", hdr.Name, err)
+	}
+	if n64 != st.Size {
+		// The tree must not change while it is written (the sandbox is
+		// frozen or stopped); a short file means it did.
+		return fmt.Errorf("snapshot: %s shrank while it was read: %w", hdr.Name, errdefs.ErrConflict)
+	}
+	return nil
+}
+
+// xattrs returns the kept extended attributes of the open file fd as PAX
+// records, or nil.
+func xattrs(fd int) (map[string]string, error) {
+	buf := make([]byte, 4096)
+	sz, err := unix.Flistxattr(fd, buf)
+	if errors.Is(err, unix.ERANGE) {
+		if sz, err = unix.Flistxattr(fd, nil); err == nil {
+			buf = make([]byte, sz)
+			sz, err = unix.Flistxattr(fd, buf)
+		}
+	}
+	if errors.Is(err, unix.ENOTSUP) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: list xattrs: %w", err)
+	}
+	var recs map[string]string
+	for _, name := range strings.Split(string(buf[:sz]), "\x00") {
+		if name == "" || !keptXattr(name) {
+			continue
+		}
+		val := make([]byte, 64<<10)
+		k, err := unix.Fgetxattr(fd, name, val)
+		if errors.Is(err, unix.ENODATA) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: read xattr %s: %w", name, err)
+		}
+		if recs == nil {
+			recs = map[string]string{}
+		}
+		recs[xattrPrefix+name] = string(val[:k])
+	}
+	return recs, nil
+}
+
+func readlinkat(dirfd int, n string) (string, error) {
+	for size := 256; size <= 1<<16; size *= 4 {
+		buf := make([]byte, size)
+		k, err := unix.Readlinkat(dirfd, n, buf)
+		if err != nil {
+			return "", err
+		}
+		if k < size {
+			return string(buf[:k]), nil
+		}
+	}
+	return "", errdefs.Invalid("symlink target too long")
+}

@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// SnapshotLayer is one layer of a snapshot's chain.
+type SnapshotLayer struct {
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+}
+
+// Snapshot is the record of one filesystem snapshot. Layers is the whole
+// chain, lowest first (a snapshot of a restored sandbox holds its parent's
+// layers and its own on top).
+type Snapshot struct {
+	ID          string
+	Name        string // unique when non-empty
+	SandboxID   string // the sandbox it was taken of ("" when imported)
+	Image       string
+	ImageDigest string
+	Parent      string // the snapshot the sandbox was restored from, if any
+	Layers      []SnapshotLayer
+	Size        int64 // bytes of the snapshot's own (top) layer
+	CreatedAt   time.Time
+	ExpiresAt   time.Time // zero: never
+}
+
+// SnapshotStore keeps snapshot records. Errors wrap errdefs sentinels:
+// ErrNotFound for a missing id or name, ErrConflict for a duplicate id or
+// name, ErrInvalidArgument for a record that fails validation.
+type SnapshotStore interface {
+	CreateSnapshot(ctx context.Context, s *Snapshot) error
+	GetSnapshot(ctx context.Context, id string) (*Snapshot, error)
+	GetSnapshotByName(ctx context.Context, name string) (*Snapshot, error)
+	// ListSnapshots lists all snapshots, oldest first.
+	ListSnapshots(ctx context.Context) ([]*Snapshot, error)
+	// SetSnapshotExpiry changes when a snapshot expires (zero: never).
+	SetSnapshotExpiry(ctx context.Context, id string, at time.Time) error
+	DeleteSnapshot(ctx context.Context, id string) error
+}

@@ -1,0 +1,181 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+const snapshotColumns = `id, name, sandbox_id, image, image_digest, parent, layers, size, created_at, expires_at`
+
+// maxSnapshotLayers bounds a stored chain; the controller's bound is lower.
+const maxSnapshotLayers = 128
+
+func validateSnapshot(s *store.Snapshot) error {
+	if s == nil {
+		return errdefs.Invalid("snapshot is nil")
+	}
+	if err := checkID("snapshot id", s.ID); err != nil {
+		return err
+	}
+	for _, f := range []struct{ field, v string }{
+		{"snapshot name", s.Name}, {"sandbox id", s.SandboxID}, {"image", s.Image},
+		{"image digest", s.ImageDigest}, {"parent", s.Parent},
+	} {
+		if err := checkText(f.field, f.v, maxTextLen); err != nil {
+			return err
+		}
+	}
+	if s.ImageDigest == "" {
+		return errdefs.Invalid("snapshot has no image digest")
+	}
+	if len(s.Layers) == 0 || len(s.Layers) > maxSnapshotLayers {
+		return errdefs.Invalid("snapshot needs 1 to %d layers", maxSnapshotLayers)
+	}
+	for _, l := range s.Layers {
+		if err := checkText("layer digest", l.Digest, maxTextLen); err != nil {
+			return err
+		}
+		if l.Digest == "" || l.Size < 0 {
+			return errdefs.Invalid("snapshot has an invalid layer")
+		}
+	}
+	if s.Size < 0 {
+		return errdefs.Invalid("snapshot size is negative")
+	}
+	return nil
+}
+
+func scanSnapshot(sc scanner) (*store.Snapshot, error) {
+	var (
+		s                store.Snapshot
+		layers           string
+		created, expires sql.NullInt64
+	)
+	if err := sc.Scan(&s.ID, &s.Name, &s.SandboxID, &s.Image, &s.ImageDigest, &s.Parent,
+		&layers, &s.Size, &created, &expires); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(layers), &s.Layers); err != nil {
+		return nil, fmt.Errorf("store: snapshot %q: decode layers: %w", s.ID, err)
+	}
+	s.CreatedAt, s.ExpiresAt = fromNanos(created), fromNanos(expires)
+	return &s, nil
+}
+
+// CreateSnapshot inserts s; a zero CreatedAt becomes now.
+func (st *Store) CreateSnapshot(ctx context.Context, s *store.Snapshot) error {
+	if err := validateSnapshot(s); err != nil {
+		return err
+	}
+	if s.CreatedAt.IsZero() {
+		s.CreatedAt = now()
+	}
+	layers, err := json.Marshal(s.Layers)
+	if err != nil {
+		return errdefs.Invalid("snapshot layers cannot be encoded")
+	}
+	return st.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			s.ID, s.Name, s.SandboxID, s.Image, s.ImageDigest, s.Parent, string(layers), s.Size,
+			nanos(s.CreatedAt), nanos(s.ExpiresAt))
+		if isUniqueViolation(err) {
+			if s.Name != "" {
+				return fmt.Errorf("a snapshot named %q already exists: %w", s.Name, errdefs.ErrConflict)
+			}
+			return fmt.Errorf("snapshot %q already exists: %w", s.ID, errdefs.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("store: create snapshot %q: %w", s.ID, ctxErr(ctx, err))
+		}
+		return nil
+	})
+}
+
+// GetSnapshot returns the snapshot with id.
+func (st *Store) GetSnapshot(ctx context.Context, id string) (*store.Snapshot, error) {
+	if err := checkID("snapshot id", id); err != nil {
+		return nil, err
+	}
+	return st.getSnapshot(ctx, `id = ?`, id, "snapshot %q")
+}
+
+// GetSnapshotByName returns the snapshot named name.
+func (st *Store) GetSnapshotByName(ctx context.Context, name string) (*store.Snapshot, error) {
+	if name == "" {
+		return nil, errdefs.Invalid("snapshot name is empty")
+	}
+	if err := checkText("snapshot name", name, maxNameLen); err != nil {
+		return nil, err
+	}
+	return st.getSnapshot(ctx, `name = ?`, name, "snapshot named %q")
+}
+
+func (st *Store) getSnapshot(ctx context.Context, where, arg, what string) (*store.Snapshot, error) {
+	s, err := scanSnapshot(st.r.QueryRowContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots WHERE `+where, arg))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errdefs.NotFound(what, arg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get "+what+": %w", arg, ctxErr(ctx, err))
+	}
+	return s, nil
+}
+
+// ListSnapshots lists every snapshot, oldest first.
+func (st *Store) ListSnapshots(ctx context.Context) ([]*store.Snapshot, error) {
+	rows, err := st.r.QueryContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots ORDER BY created_at, rowid`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list snapshots: %w", ctxErr(ctx, err))
+	}
+	defer rows.Close()
+	var out []*store.Snapshot
+	for rows.Next() {
+		s, err := scanSnapshot(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list snapshots: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list snapshots: %w", ctxErr(ctx, err))
+	}
+	return out, nil
+}
+
+// SetSnapshotExpiry changes when a snapshot expires; zero means never.
+func (st *Store) SetSnapshotExpiry(ctx context.Context, id string, at time.Time) error {
+	if err := checkID("snapshot id", id); err != nil {
+		return err
+	}
+	return st.snapshotExec(ctx, id, `UPDATE snapshots SET expires_at = ? WHERE id = ?`, nanos(at), id)
+}
+
+// DeleteSnapshot removes a snapshot record.
+func (st *Store) DeleteSnapshot(ctx context.Context, id string) error {
+	if err := checkID("snapshot id", id); err != nil {
+		return err
+	}
+	return st.snapshotExec(ctx, id, `DELETE FROM snapshots WHERE id = ?`, id)
+}
+
+func (st *Store) snapshotExec(ctx context.Context, id, q string, args ...any) error {
+	return st.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("store: snapshot %q: %w", id, ctxErr(ctx, err))
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("store: snapshot %q: %w", id, err)
+		} else if n == 0 {
+			return errdefs.NotFound("snapshot %q", id)
+		}
+		return nil
+	})
+}

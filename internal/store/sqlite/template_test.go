@@ -1,0 +1,75 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+func TestTemplatesCacheAndPoolsPersist(t *testing.T) {
+	st, path := openTemp(t)
+	ctx := context.Background()
+	tpl := &store.Template{
+		Name: "py", Spec: api.TemplateSpec{Name: "py", Image: "base", Steps: []api.TemplateStep{{Kind: api.StepRun, Run: "true"}}},
+		Image: "base", ImageDigest: "sha256:aa", Layers: []string{"sha256:l1"}, BuildID: "b1",
+	}
+	if err := st.PutTemplate(ctx, tpl); err != nil {
+		t.Fatal(err)
+	}
+	tpl.BuildID = "b2"
+	if err := st.PutTemplate(ctx, tpl); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"k1", "k2", "k3"} {
+		if err := st.PutBuildCache(ctx, &store.BuildCacheEntry{Key: k, Template: "py", Layers: []string{"sha256:" + k}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.PruneBuildCache(ctx, "py", []string{"k1", "k3"}); err != nil {
+		t.Fatal(err)
+	}
+	pool := &store.Pool{Name: "p", Template: "py", MinReady: 3, Cooldown: 5 * time.Minute, Resources: api.Resources{MemoryMB: 512}}
+	if err := st.PutPool(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	st = openAt(t, path) // records survive a restart
+	got, err := st.GetTemplate(ctx, "py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.BuildID != "b2" || !reflect.DeepEqual(got.Spec, tpl.Spec) || !reflect.DeepEqual(got.Layers, tpl.Layers) {
+		t.Fatalf("template %+v", got)
+	}
+	if _, err := st.GetBuildCache(ctx, "k2"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("pruned entry: %v", err)
+	}
+	if e, err := st.GetBuildCache(ctx, "k3"); err != nil || e.Layers[0] != "sha256:k3" {
+		t.Fatalf("kept entry: %+v %v", e, err)
+	}
+	p, err := st.GetPool(ctx, "p")
+	if err != nil || p.MinReady != 3 || p.Cooldown != 5*time.Minute || p.Resources.MemoryMB != 512 {
+		t.Fatalf("pool %+v %v", p, err)
+	}
+	if err := st.DeleteTemplate(ctx, "py"); err != nil {
+		t.Fatal(err)
+	}
+	if es, _ := st.ListBuildCache(ctx); len(es) != 0 {
+		t.Fatalf("deleting a template kept its cache: %+v", es)
+	}
+	for _, err := range []error{st.DeleteTemplate(ctx, "py"), st.DeletePool(ctx, "nope")} {
+		if !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("delete missing: %v", err)
+		}
+	}
+	if err := st.PutTemplate(ctx, &store.Template{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("empty name: %v", err)
+	}
+}

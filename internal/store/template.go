@@ -1,0 +1,67 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+)
+
+// Template is a built template: its definition and the layers its build
+// produced on top of its image.
+type Template struct {
+	Name        string
+	Spec        api.TemplateSpec
+	Image       string
+	ImageDigest string
+	Layers      []string // snapshot layer digests, lowest first
+	BuildID     string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// BuildCacheEntry is the result of one build step, found again by the
+// content hash of everything that step depended on.
+type BuildCacheEntry struct {
+	Key      string // hex sha256
+	Template string // the template whose build recorded it
+	Layers   []string
+}
+
+// Pool is a warm pool's definition; its sandboxes are found by label.
+type Pool struct {
+	Name      string
+	Template  string
+	MinReady  int
+	Cooldown  time.Duration // 0: the daemon's idle policy
+	Resources api.Resources
+	CreatedAt time.Time
+}
+
+// TemplateStore keeps templates, their build cache and warm pools. Errors
+// wrap errdefs sentinels: ErrNotFound for a missing name or key.
+type TemplateStore interface {
+	// PutTemplate inserts or replaces the template named t.Name.
+	PutTemplate(ctx context.Context, t *Template) error
+	GetTemplate(ctx context.Context, name string) (*Template, error)
+	// ListTemplates lists templates by name.
+	ListTemplates(ctx context.Context) ([]*Template, error)
+	// DeleteTemplate removes the template and its build cache entries.
+	DeleteTemplate(ctx context.Context, name string) error
+
+	PutBuildCache(ctx context.Context, e *BuildCacheEntry) error
+	GetBuildCache(ctx context.Context, key string) (*BuildCacheEntry, error)
+	ListBuildCache(ctx context.Context) ([]*BuildCacheEntry, error)
+	// PruneBuildCache removes the template's entries whose key is not in keep.
+	PruneBuildCache(ctx context.Context, template string, keep []string) error
+
+	// PutPool inserts or replaces the pool named p.Name.
+	PutPool(ctx context.Context, p *Pool) error
+	GetPool(ctx context.Context, name string) (*Pool, error)
+	ListPools(ctx context.Context) ([]*Pool, error)
+	DeletePool(ctx context.Context, name string) error
+
+	// SetSandboxOwner hands a pooled sandbox to the caller that claimed
+	// it (UpdateSandbox keeps the creator).
+	SetSandboxOwner(ctx context.Context, id, keyID string) error
+}

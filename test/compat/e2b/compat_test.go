@@ -1,0 +1,206 @@
+// Package e2bcompat runs the unmodified `e2b` npm package (pinned in
+// package-lock.json) against a real Paddock daemon: a Node test suite that
+// covers what E2B users call, and E2B's quick start configured by nothing
+// but E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY.
+package e2bcompat
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/sdk/go/paddock"
+)
+
+func requireTools(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the daemon creates containers, mounts and cgroups")
+	}
+	for _, bin := range []string{"runc", "node", "npm"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("needs %s on PATH", bin)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// daemon is a real `paddock serve` with a loopback TCP listener.
+type daemon struct {
+	bin, socket, addr string
+	client            *paddock.Client
+	logs              *syncBuffer
+}
+
+func startDaemon(t *testing.T) *daemon {
+	t.Helper()
+	// Short paths: agent sockets live under the state dir (107-byte limit).
+	dir, err := os.MkdirTemp("/tmp", "pdc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "paddock")
+	build := exec.Command("go", "build", "-o", bin, "github.com/paddock-dev/paddock/cmd/paddock")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	images := os.Getenv("PADDOCK_TEST_IMAGE_CACHE")
+	if images == "" {
+		images = filepath.Join(dir, "images")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	d := &daemon{bin: bin, socket: filepath.Join(dir, "p.sock"), addr: addr, logs: &syncBuffer{}}
+	d.client = &paddock.Client{Socket: d.socket}
+	cmd := exec.Command(bin, "serve", "--state-dir", filepath.Join(dir, "s"), "--socket", d.socket, "--listen", addr, "--log-level", "debug")
+	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREPARE_DEFAULT_IMAGE=false")
+	cmd.Stdout, cmd.Stderr = d.logs, d.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if list, err := d.client.List(ctx, nil); err == nil {
+			for _, s := range list {
+				_ = d.client.Delete(ctx, s.ID)
+			}
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", d.logs.String())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := d.client.Health(ctx)
+		cancel()
+		if err == nil {
+			return d
+		}
+		select {
+		case <-exited:
+			t.Fatalf("daemon exited at start:\n%s", d.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon did not answer: %v\n%s", err, d.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// e2bKey issues a key the way a user would: `paddock keys create --e2b`.
+func (d *daemon) e2bKey(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(d.bin, "keys", "create", "--e2b", "compat")
+	cmd.Env = append(os.Environ(), "PADDOCK_SOCKET="+d.socket)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("paddock keys create --e2b: %v", err)
+	}
+	key := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(key, "e2b_") || len(key) != len("e2b_")+64 {
+		t.Fatalf("key %q is not in E2B's e2b_<hex> format", key)
+	}
+	return key
+}
+
+// e2bEnv is the whole configuration an E2B user changes.
+func (d *daemon) e2bEnv(key string) []string {
+	url := "http://" + d.addr
+	return []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + key}
+}
+
+func npmCI(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci: %v\n%s", err, out)
+	}
+}
+
+func TestE2BSDK(t *testing.T) {
+	requireTools(t)
+	d := startDaemon(t)
+	key := d.e2bKey(t)
+	npmCI(t)
+	// The SDK's requests time out after 60 s; build the image first so the
+	// first create does not wait for Debian's packages.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if _, err := d.client.EnsureImage(ctx, "base", nil); err != nil {
+		t.Fatalf("build the base image: %v", err)
+	}
+
+	t.Run("suite", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "e2b.test.mjs")
+		cmd.Env = append(os.Environ(), d.e2bEnv(key)...)
+		out, err := cmd.CombinedOutput()
+		t.Logf("node --test:\n%s", out)
+		if err != nil {
+			t.Fatalf("the E2B SDK suite failed: %v", err)
+		}
+	})
+
+	t.Run("quickstart with only the three variables", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		node, _ := exec.LookPath("node")
+		cmd := exec.CommandContext(ctx, node, "quickstart.mjs")
+		cmd.Env = d.e2bEnv(key)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("quickstart: %v\n%s%s", err, out, stderr.String())
+		}
+		if got, want := string(out), "42\nhello world\n"; got != want {
+			t.Fatalf("quickstart printed %q, want %q", got, want)
+		}
+	})
+}

@@ -1,0 +1,415 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// bearer adds an API key to every request of the MCP client.
+type bearer struct {
+	key  string
+	base http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return b.base.RoundTrip(r)
+}
+
+// connectMCP returns a Go MCP client session over the named transport.
+func connectMCP(t *testing.T, d *daemon, transport string, key string) *mcpsdk.ClientSession {
+	t.Helper()
+	ctx := ctxT(t, 2*time.Minute)
+	var tr mcpsdk.Transport
+	switch transport {
+	case "stdio":
+		cmd := exec.Command(paddockBin(t), "mcp", "--socket", d.socket, "--log-level", "info")
+		cmd.Stderr = d.logs
+		tr = &mcpsdk.CommandTransport{Command: cmd}
+	case "http":
+		tr = &mcpsdk.StreamableClientTransport{Endpoint: "http://" + d.listen + "/mcp",
+			HTTPClient: &http.Client{Transport: bearer{key: key, base: http.DefaultTransport}}, MaxRetries: -1}
+	default:
+		t.Fatalf("unknown transport %s", transport)
+	}
+	client := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "paddock-e2e", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("connect over %s: %v\n%s", transport, err, d.logs.String())
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// call calls a tool and decodes its structured output into out; it fails
+// the test when the tool reports an error, unless wantErr.
+func call(t *testing.T, cs *mcpsdk.ClientSession, name string, args map[string]any, out any) *mcpsdk.CallToolResult {
+	t.Helper()
+	ctx := ctxT(t, 3*time.Minute)
+	res, err := cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error: %v", name, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s(%v): tool error: %s", name, args, resultText(res))
+	}
+	if out != nil {
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: structured output %s: %v", name, b, err)
+		}
+	}
+	return res
+}
+
+// callErr calls a tool that must fail with a tool error (not a protocol
+// error) whose text contains want.
+func callErr(t *testing.T, cs *mcpsdk.ClientSession, name string, args map[string]any, want string) {
+	t.Helper()
+	ctx := ctxT(t, 3*time.Minute)
+	res, err := cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error %v, want a tool error", name, err)
+	}
+	if !res.IsError {
+		t.Fatalf("%s(%v) succeeded, want a tool error containing %q", name, args, want)
+	}
+	if txt := resultText(res); !strings.Contains(txt, want) {
+		t.Fatalf("%s: error %q does not contain %q", name, txt, want)
+	}
+}
+
+func resultText(res *mcpsdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcpsdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+type mcpExecOut struct {
+	ExitCode  int    `json:"exit_code"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	TimedOut  bool   `json:"timed_out"`
+	Truncated bool   `json:"truncated"`
+	Sandbox   string `json:"sandbox"`
+}
+
+// TestMCPFullTask drives the MCP server with the official Go SDK's client,
+// over stdio (`paddock mcp`) and over the daemon's /mcp (TCP, API key),
+// through a whole task: create, write a Python file, run it, grep, edit,
+// run again, destroy, and the faults a model will hit on the way.
+func TestMCPFullTask(t *testing.T) {
+	d := startDaemon(t, daemonOpts{listen: true})
+	ctx := ctxT(t, time.Minute)
+	key, err := d.client.CreateKey(ctx, "mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			cs := connectMCP(t, d, transport, key.Secret)
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := map[string]bool{}
+			for _, tool := range tools.Tools {
+				names[tool.Name] = true
+				if tool.Description == "" || tool.InputSchema == nil || tool.OutputSchema == nil {
+					t.Errorf("tool %s lacks a description or a schema", tool.Name)
+				}
+			}
+			for _, want := range []string{"sandbox_create", "sandbox_list", "sandbox_destroy", "exec", "read_file", "write_file", "edit_file", "list_dir", "find", "grep",
+				"start_process", "process_logs", "stop_process", "expose_port", "snapshot_create", "snapshot_restore"} {
+				if !names[want] {
+					t.Errorf("tool %s is missing", want)
+				}
+			}
+
+			name := uniqueName("mcp-" + transport)
+			var created struct {
+				Sandbox struct{ ID, Name, State string } `json:"sandbox"`
+			}
+			call(t, cs, "sandbox_create", map[string]any{"name": name}, &created)
+			if created.Sandbox.State != "running" {
+				t.Fatalf("created sandbox is %q", created.Sandbox.State)
+			}
+			sb := map[string]any{"sandbox": name}
+			with := func(kv ...any) map[string]any {
+				m := map[string]any{"sandbox": name}
+				for i := 0; i < len(kv); i += 2 {
+					m[kv[i].(string)] = kv[i+1]
+				}
+				return m
+			}
+			prog := "def greet(who):\n    return 'hello ' + who\n\nprint(greet('paddock'))\nprint(greet('mcp'))\n"
+			call(t, cs, "write_file", with("path", "proj/app.py", "content", prog), nil)
+			var ex mcpExecOut
+			call(t, cs, "exec", with("command", "python3 app.py", "cwd", "/home/user/proj"), &ex)
+			if ex.ExitCode != 0 || ex.Stdout != "hello paddock\nhello mcp\n" {
+				t.Fatalf("first run: %+v", ex)
+			}
+			var g struct {
+				Matches []struct {
+					File string
+					Line int
+					Text string
+				}
+			}
+			call(t, cs, "grep", with("pattern", "greet\\(", "path", "proj", "glob", "*.py"), &g)
+			if len(g.Matches) != 3 || g.Matches[0].Line != 1 || !strings.HasSuffix(g.Matches[0].File, "app.py") {
+				t.Fatalf("grep: %+v", g)
+			}
+			var f struct{ Paths []string }
+			call(t, cs, "find", with("pattern", "*.py"), &f)
+			if len(f.Paths) != 1 || f.Paths[0] != "/home/user/proj/app.py" {
+				t.Fatalf("find: %+v", f)
+			}
+			// An edit whose text occurs twice changes nothing and says so.
+			callErr(t, cs, "edit_file", with("path", "proj/app.py", "old_string", "print(greet(", "new_string", "x"), "occurs 2 times")
+			callErr(t, cs, "edit_file", with("path", "proj/app.py", "old_string", "not in the file", "new_string", "x"), "not found")
+			var ed struct{ Replacements int }
+			call(t, cs, "edit_file", with("path", "proj/app.py", "old_string", "'hello ' + who", "new_string", "'bye ' + who.upper()"), &ed)
+			if ed.Replacements != 1 {
+				t.Fatalf("edit: %+v", ed)
+			}
+			call(t, cs, "exec", with("command", "python3 proj/app.py"), &ex)
+			if ex.ExitCode != 0 || ex.Stdout != "bye PADDOCK\nbye MCP\n" {
+				t.Fatalf("second run: %+v", ex)
+			}
+			var rd struct {
+				Content    string
+				StartLine  int `json:"start_line"`
+				EndLine    int `json:"end_line"`
+				TotalLines int `json:"total_lines"`
+				Truncated  bool
+			}
+			call(t, cs, "read_file", with("path", "proj/app.py", "offset", 2, "limit", 1), &rd)
+			if rd.Content != "    return 'bye ' + who.upper()\n" || rd.StartLine != 2 || rd.EndLine != 2 || rd.TotalLines != 5 || !rd.Truncated {
+				t.Fatalf("read_file range: %+v", rd)
+			}
+			var ls struct{ Entries []struct{ Name, Type string } }
+			call(t, cs, "list_dir", with("path", "proj"), &ls)
+			if len(ls.Entries) != 1 || ls.Entries[0].Name != "app.py" || ls.Entries[0].Type != "file" {
+				t.Fatalf("list_dir: %+v", ls)
+			}
+
+			// Faults come back as tool errors the model can act on.
+			call(t, cs, "exec", with("command", "echo oops >&2; exit 3"), &ex)
+			if ex.ExitCode != 3 || ex.Stderr != "oops\n" {
+				t.Fatalf("failing command: %+v", ex)
+			}
+			call(t, cs, "exec", with("command", "sleep 30", "timeout_seconds", 1), &ex)
+			if !ex.TimedOut {
+				t.Fatalf("timeout: %+v", ex)
+			}
+			call(t, cs, "exec", with("command", "head -c 3000000 /dev/zero | tr '\\0' x; echo END"), &ex)
+			if !ex.Truncated || !strings.HasSuffix(ex.Stdout, "END\n") || len(ex.Stdout) > 20<<10 || !strings.Contains(ex.Stdout, "bytes omitted") {
+				t.Fatalf("large output: truncated=%v len=%d", ex.Truncated, len(ex.Stdout))
+			}
+			callErr(t, cs, "exec", with("command", ""), "command is empty")
+			callErr(t, cs, "exec", map[string]any{"sandbox": "no-such-sandbox", "command": "true"}, "sandbox_list")
+			callErr(t, cs, "read_file", with("path", "proj/missing.py"), "not found")
+			callErr(t, cs, "grep", with("pattern", ""), "pattern")
+			callErr(t, cs, "exec", map[string]any{"sandbox": name, "command": 42}, "")
+
+			var destroyed struct{ Destroyed string }
+			call(t, cs, "sandbox_destroy", sb, &destroyed)
+			if destroyed.Destroyed != created.Sandbox.ID {
+				t.Fatalf("destroy: %+v", destroyed)
+			}
+			if _, err := d.client.Get(ctx, created.Sandbox.ID); !isNotFound(err) {
+				t.Fatalf("destroyed sandbox still there: %v", err)
+			}
+		})
+	}
+}
+
+func isNotFound(err error) bool { return err != nil && strings.Contains(err.Error(), "not found") }
+
+// TestMCPDefaultSandbox checks that a tool naming no sandbox gets the
+// session's own, that two sessions get two, and that each is destroyed when
+// its session ends (kept with --keep).
+func TestMCPDefaultSandbox(t *testing.T) {
+	d := startDaemon(t, daemonOpts{listen: true})
+	ctx := ctxT(t, 3*time.Minute)
+	key, err := d.client.CreateKey(ctx, "mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without a key, /mcp is refused like the rest of the API.
+	resp, err := http.Post("http://"+d.listen+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("/mcp without an API key: HTTP %d, want 401", resp.StatusCode)
+	}
+
+	a := connectMCP(t, d, "stdio", "")
+	b := connectMCP(t, d, "http", key.Secret)
+	var ea, eb mcpExecOut
+	call(t, a, "exec", map[string]any{"command": "hostname"}, &ea)
+	call(t, b, "exec", map[string]any{"command": "hostname"}, &eb)
+	if ea.Sandbox == "" || ea.Sandbox == eb.Sandbox {
+		t.Fatalf("sessions share a default sandbox: %q %q", ea.Sandbox, eb.Sandbox)
+	}
+	// The default persists between calls of one session.
+	var again mcpExecOut
+	call(t, a, "exec", map[string]any{"command": "true"}, &again)
+	if again.Sandbox != ea.Sandbox {
+		t.Fatalf("second call used %s, first %s", again.Sandbox, ea.Sandbox)
+	}
+	var list struct {
+		Sandboxes []struct {
+			ID      string
+			Default bool
+		}
+	}
+	call(t, a, "sandbox_list", nil, &list)
+	marked := 0
+	for _, s := range list.Sandboxes {
+		if s.Default {
+			marked++
+			if s.ID != ea.Sandbox {
+				t.Fatalf("sandbox_list marks %s as default, want %s", s.ID, ea.Sandbox)
+			}
+		}
+	}
+	if marked != 1 {
+		t.Fatalf("sandbox_list marks %d defaults: %+v", marked, list)
+	}
+
+	for _, c := range []struct {
+		cs *mcpsdk.ClientSession
+		id string
+	}{{a, ea.Sandbox}, {b, eb.Sandbox}} {
+		if err := c.cs.Close(); err != nil {
+			t.Logf("close: %v", err)
+		}
+		waitGone(t, d, c.id)
+	}
+
+	// --keep leaves the default sandbox behind.
+	cmd := exec.Command(paddockBin(t), "mcp", "--socket", d.socket, "--keep")
+	cmd.Stderr = d.logs
+	client := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "paddock-e2e", Version: "1"}, nil)
+	k, err := client.Connect(ctx, &mcpsdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ek mcpExecOut
+	call(t, k, "exec", map[string]any{"command": "true"}, &ek)
+	if err := k.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	if sb, err := d.client.Get(ctx, ek.Sandbox); err != nil || sb.Labels["paddock.mcp"] != "default" {
+		t.Fatalf("kept sandbox: %v %+v", err, sb)
+	}
+}
+
+// waitGone waits until the daemon no longer knows the sandbox: HTTP sessions
+// end asynchronously after the client's DELETE.
+func waitGone(t *testing.T, d *daemon, id string) {
+	t.Helper()
+	ctx := ctxT(t, 2*time.Minute)
+	for {
+		_, err := d.client.Get(ctx, id)
+		if isNotFound(err) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("default sandbox %s outlived its session (last: %v)", id, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// TestMCPProcessesPreviewsSnapshots covers the tools built on background
+// processes, preview URLs and snapshots, over stdio.
+func TestMCPProcessesPreviewsSnapshots(t *testing.T) {
+	requireHost(t)
+	preview := freeAddr(t)
+	t.Setenv("PADDOCK_PREVIEW_LISTEN", preview)
+	d := startDaemon(t, daemonOpts{})
+	cs := connectMCP(t, d, "stdio", "")
+	call(t, cs, "write_file", map[string]any{"path": "site/index.html", "content": "hi from the sandbox\n"}, nil)
+	var started struct {
+		Process struct {
+			ID, Status, Sandbox string
+		}
+	}
+	call(t, cs, "start_process", map[string]any{"command": "echo serving; exec python3 -u -m http.server 8000", "cwd": "/home/user/site", "wait_for_port": 8000}, &started)
+	if started.Process.ID == "" || started.Process.Status != "running" {
+		t.Fatalf("start_process: %+v", started)
+	}
+	var logs struct {
+		Stdout           string
+		StdoutNextOffset int64 `json:"stdout_next_offset"`
+	}
+	call(t, cs, "process_logs", map[string]any{"process": started.Process.ID}, &logs)
+	if logs.Stdout == "" || !strings.HasPrefix(logs.Stdout, "serving\n") || logs.StdoutNextOffset != int64(len(logs.Stdout)) {
+		t.Fatalf("process_logs: %+v", logs)
+	}
+	var mcpExec mcpExecOut
+	call(t, cs, "exec", map[string]any{"command": "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:8000/index.html').read().decode(), end='')\""}, &mcpExec)
+	if mcpExec.Stdout != "hi from the sandbox\n" {
+		t.Fatalf("server inside the sandbox: %+v", mcpExec)
+	}
+	var exposed struct{ URL string }
+	call(t, cs, "expose_port", map[string]any{"port": 8000}, &exposed)
+	if !strings.Contains(exposed.URL, "8000") {
+		t.Fatalf("expose_port: %+v", exposed)
+	}
+	// The URL reaches the server from outside the sandbox.
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", preview)
+		}}}
+	resp, err := hc.Get(strings.TrimRight(exposed.URL, "/") + "/index.html")
+	if err != nil {
+		t.Fatalf("GET %s: %v", exposed.URL, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "hi from the sandbox\n" {
+		t.Fatalf("GET %s: %d %q", exposed.URL, resp.StatusCode, body)
+	}
+	callErr(t, cs, "expose_port", map[string]any{"port": 70000}, "port")
+	var stopped struct{ Process struct{ Status string } }
+	call(t, cs, "stop_process", map[string]any{"process": started.Process.ID}, &stopped)
+	if stopped.Process.Status == "running" {
+		t.Fatalf("stop_process: %+v", stopped)
+	}
+	callErr(t, cs, "process_logs", map[string]any{"process": "no-such-process"}, "process_logs failed")
+
+	var snap struct{ ID string }
+	call(t, cs, "snapshot_create", map[string]any{"name": uniqueName("mcp-snap")}, &snap)
+	var restored struct{ Sandbox struct{ ID string } }
+	call(t, cs, "snapshot_restore", map[string]any{"snapshot": snap.ID}, &restored)
+	var rd struct{ Content string }
+	call(t, cs, "read_file", map[string]any{"sandbox": restored.Sandbox.ID, "path": "site/index.html"}, &rd)
+	if rd.Content != "hi from the sandbox\n" || restored.Sandbox.ID == started.Process.Sandbox {
+		t.Fatalf("restored sandbox %s: %+v", restored.Sandbox.ID, rd)
+	}
+	callErr(t, cs, "snapshot_restore", map[string]any{"snapshot": "no-such-snapshot"}, "snapshot_restore failed")
+}

@@ -1,0 +1,272 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// netUpstream is a network namespace standing for the internet: reachable
+// from the host over a veth whose addresses exist only between the two.
+func netUpstream(t *testing.T, name, hostIf, hostCIDR, nsAddr string) {
+	t.Helper()
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	_ = exec.Command("ip", "netns", "del", name).Run()
+	_ = exec.Command("ip", "link", "del", hostIf).Run()
+	run("ip", "netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	run("ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostIf).Run() })
+	run("ip", "addr", "add", hostCIDR, "dev", hostIf)
+	run("ip", "link", "set", hostIf, "up")
+	run("ip", "-n", name, "addr", "add", nsAddr+"/30", "dev", "eth0")
+	run("ip", "-n", name, "link", "set", "eth0", "up")
+	// The listener is created inside the namespace; it stays there.
+	lnc := make(chan net.Listener, 1)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		f, err := os.Open("/run/netns/" + name)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- err
+			return
+		}
+		ln, err := net.Listen("tcp", nsAddr+":80")
+		if err != nil {
+			errc <- err
+			return
+		}
+		lnc <- ln
+	}()
+	var ln net.Listener
+	select {
+	case ln = <-lnc:
+	case err := <-errc:
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "upstream says hello to %s", r.Host)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+}
+
+// pyGet fetches a URL from inside the sandbox the way most programs do
+// (urllib honours HTTP_PROXY) and prints the status and body.
+const pyGet = `
+import sys, urllib.request, urllib.error
+try:
+    r = urllib.request.urlopen(sys.argv[1], timeout=20)
+    print(r.status, r.read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode())
+except Exception as e:
+    print("ERR", type(e).__name__, e)
+`
+
+// pyRaw connects straight to an address (ignoring any proxy) and sends a
+// GET with the given Host header.
+const pyRaw = `
+import sys, socket
+try:
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+    s.sendall(("GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % sys.argv[3]).encode())
+    print(s.recv(4096).decode(errors="replace"))
+except Exception as e:
+    print("ERR", type(e).__name__, e)
+`
+
+const pyResolve = `
+import sys, socket
+try:
+    print(socket.gethostbyname(sys.argv[1]))
+except Exception as e:
+    print("ERR", type(e).__name__, e)
+`
+
+// netTag names the chains, interfaces and namespaces of the test's range.
+var netTag = func() string {
+	sum := sha256.Sum256([]byte("100.127.240.0/24"))
+	return hex.EncodeToString(sum[:2])
+}()
+
+func leftovers(id, tag string) []string {
+	var out []string
+	if b, _ := exec.Command("ip", "-br", "link").CombinedOutput(); strings.Contains(string(b), "pd"+tag) {
+		out = append(out, "veth")
+	}
+	if b, _ := exec.Command("iptables-save").CombinedOutput(); strings.Contains(string(b), "paddock:"+id) {
+		out = append(out, "iptables rules")
+	}
+	if b, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(b), id) {
+		out = append(out, "netns")
+	}
+	return out
+}
+
+func TestNetworkEgress(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("iptables"); err != nil {
+		t.Skip("needs iptables")
+	}
+	netUpstream(t, "pe2e-net-up", "pe2enetup0", "198.18.78.1/30", "198.18.78.2")
+	d := startDaemon(t, daemonOpts{listen: true, env: []string{
+		// A range of its own: daemons of other tests use the default one.
+		"PADDOCK_NETWORK_RANGE=100.127.240.0/24",
+		"PADDOCK_EGRESS_DNS_STATIC=up.test=198.18.78.2;other.test=198.18.78.2;x.evil.test=198.18.78.2",
+		"PADDOCK_EGRESS_PERMIT=198.18.78.0/30",
+		// Nothing listens there: no lookup may leave this machine.
+		"PADDOCK_EGRESS_DNS_UPSTREAM=127.0.0.1:9",
+	}})
+	id := strings.TrimSpace(d.must("create", "--allow-host", "up.test", "--allow-host", "*.evil.test", "--deny-host", "*.evil.test"))
+	py := func(script string, args ...string) string {
+		t.Helper()
+		out, _, _ := d.run(append([]string{"exec", id, "--", "python3", "-c", script}, args...)...)
+		return strings.TrimSpace(out)
+	}
+	gw := strings.TrimSpace(py(`import os; print(os.environ["HTTP_PROXY"].split("//")[1].split(":")[0])`))
+	_, apiPort, _ := net.SplitHostPort(d.listen)
+
+	cases := []struct {
+		name   string
+		script string
+		args   []string
+		want   string
+	}{
+		{"allowed host reachable by name", pyGet, []string{"http://up.test/"}, "200 upstream says hello to up.test"},
+		{"denied host refused with the rule", pyGet, []string{"http://x.evil.test/"}, "403 paddock egress: x.evil.test:80 refused by rule deny:*.evil.test"},
+		{"unlisted host refused", pyGet, []string{"http://other.test/"}, "refused by rule default-deny"},
+		{"port 22 refused", pyGet, []string{"http://up.test:22/"}, "refused by rule port:22"},
+		{"CONNECT to port 22 refused", pyGet, []string{"https://up.test:22/"}, "Tunnel connection failed: 403"},
+		{"direct IP refused", pyRaw, []string{"198.18.78.2", "80", "198.18.78.2"}, "refused by rule direct-ip"},
+		{"direct IP with an allowed Host is governed", pyRaw, []string{"198.18.78.2", "80", "up.test"}, "upstream says hello to up.test"},
+		{"metadata address refused", pyRaw, []string{"169.254.169.254", "80", "169.254.169.254"}, "refused by rule direct-ip"},
+		{"daemon TCP API unreachable", pyRaw, []string{gw, apiPort, "x"}, "ERR"},
+		{"upstream other port unreachable", pyRaw, []string{"198.18.78.2", "22", "x"}, "ERR"},
+		{"allowed name resolves", pyResolve, []string{"up.test"}, "198.18.78.2"},
+		{"denied name does not resolve", pyResolve, []string{"x.evil.test"}, "ERR"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := py(c.script, c.args...); !strings.Contains(got, c.want) {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+
+	t.Run("exec grant ends with the command", func(t *testing.T) {
+		out, _, _ := d.run("exec", "--allow-host", "other.test", id, "--", "python3", "-c", pyGet, "http://other.test/")
+		if !strings.Contains(out, "200 upstream says hello") {
+			t.Fatalf("with the grant: %q", out)
+		}
+		if got := py(pyGet, "http://other.test/"); !strings.Contains(got, "refused by rule default-deny") {
+			t.Fatalf("after the command: %q", got)
+		}
+	})
+
+	t.Run("rules change at once", func(t *testing.T) {
+		out := d.must("net", "allow", id, "other.test")
+		if !strings.Contains(out, "other.test") {
+			t.Fatalf("net allow: %s", out)
+		}
+		if got := py(pyGet, "http://other.test/"); !strings.Contains(got, "200 upstream says hello") {
+			t.Fatalf("after allow: %q", got)
+		}
+		d.must("net", "deny", id, "other.test")
+		if got := py(pyGet, "http://other.test/"); !strings.Contains(got, "refused by rule deny:other.test") {
+			t.Fatalf("after deny: %q", got)
+		}
+		// A grant does not beat a deny rule.
+		if out, _, _ := d.run("exec", "--allow-host", "other.test", id, "--", "python3", "-c", pyGet, "http://other.test/"); !strings.Contains(out, "deny:other.test") {
+			t.Fatalf("grant beat a deny rule: %q", out)
+		}
+		if show := d.must("net", "show", id); !strings.Contains(show, "deny: *.evil.test other.test") {
+			t.Fatalf("net show: %s", show)
+		}
+	})
+
+	t.Run("do with allow-host", func(t *testing.T) {
+		out, _, _ := d.run("do", "--allow-host", "up.test", "--", "python3", "-c", pyGet, "http://up.test/")
+		if !strings.Contains(out, "200 upstream says hello to up.test") {
+			t.Fatalf("paddock do: %q", out)
+		}
+	})
+
+	t.Run("refusals are in the ledger", func(t *testing.T) {
+		if out := d.must("ledger", id); !strings.Contains(out, "egress_refused") {
+			t.Fatalf("ledger has no egress refusal:\n%s", out)
+		}
+	})
+
+	t.Run("restart keeps rules, destroy leaves nothing", func(t *testing.T) {
+		d.stop()
+		d.start()
+		if got := py(pyGet, "http://up.test/"); !strings.Contains(got, "200 upstream says hello") {
+			t.Fatalf("after restart: %q", got)
+		}
+		if got := py(pyGet, "http://other.test/"); !strings.Contains(got, "deny:other.test") {
+			t.Fatalf("after restart, rules lost: %q", got)
+		}
+		d.must("rm", id)
+		if l := leftovers(id, netTag); len(l) > 0 {
+			t.Fatalf("left after destroy: %v", l)
+		}
+	})
+
+	t.Run("daemon start removes an orphan namespace", func(t *testing.T) {
+		d.stop()
+		orphan := "paddock-" + netTag + "-orphan1"
+		if out, err := exec.Command("ip", "netns", "add", orphan).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", orphan).Run() })
+		d.start()
+		if out, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(out), orphan) {
+			t.Fatalf("orphan namespace kept: %s", out)
+		}
+	})
+}
+
+func TestNetworkBadInput(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{env: []string{"PADDOCK_NETWORK_RANGE=100.127.241.0/24"}})
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "--network", "wifi"}, "want none or egress"},
+		{[]string{"create", "--allow-host", "10.0.0.1"}, "is an IP address"},
+		{[]string{"create", "--allow-host", "a*b.example"}, "must be a whole label"},
+		{[]string{"create", "--network", "egress", "--runtime", "gvisor"}, "not available for runtime gvisor yet"},
+		{[]string{"net", "allow", "nosuchbox", "example.com"}, "not found"},
+	}
+	for _, c := range cases {
+		_, stderr, code := d.run(c.args...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr, c.want)
+		}
+	}
+	id := strings.TrimSpace(d.must("create", "--image", "busybox"))
+	if _, stderr, code := d.run("net", "allow", id, "example.com"); code == 0 || !strings.Contains(stderr, "mode none") {
+		t.Errorf("net allow on a none sandbox: exit %d, %q", code, stderr)
+	}
+}
