@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"github.com/paddock-dev/paddock/internal/agent/client"
 	"strings"
 	"time"
 
@@ -37,45 +38,37 @@ func (c *Controller) CreateContext(ctx context.Context, ref string, req api.Crea
 	if strings.ContainsRune(req.Cwd, 0) || len(req.Cwd) > 4096 {
 		return nil, errdefs.Invalid("cwd is not a valid path")
 	}
-	ag, _, done, err := c.Agent(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	info, err := ag.CreateContext(ctx, &agentv1.CreateContextRequest{Id: req.ID, Language: req.Language, User: req.User, Cwd: req.Cwd, Env: req.Env})
-	if err != nil {
-		return nil, err
-	}
-	out := contextToAPI(info)
-	return &out, nil
+	return withAgent(ctx, c, ref, func(ag *client.Client) (*api.CodeContext, error) {
+		info, err := ag.CreateContext(ctx, &agentv1.CreateContextRequest{Id: req.ID, Language: req.Language, User: req.User, Cwd: req.Cwd, Env: req.Env})
+		if err != nil {
+			return nil, err
+		}
+		out := contextToAPI(info)
+		return &out, nil
+	})
 }
 
 // ListContexts lists a sandbox's code contexts, oldest first.
 func (c *Controller) ListContexts(ctx context.Context, ref string) ([]api.CodeContext, error) {
-	ag, _, done, err := c.Agent(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	list, err := ag.ListContexts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.CodeContext, 0, len(list))
-	for _, info := range list {
-		out = append(out, contextToAPI(info))
-	}
-	return out, nil
+	return withAgent(ctx, c, ref, func(ag *client.Client) ([]api.CodeContext, error) {
+		list, err := ag.ListContexts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]api.CodeContext, 0, len(list))
+		for _, info := range list {
+			out = append(out, contextToAPI(info))
+		}
+		return out, nil
+	})
 }
 
 // DeleteContext ends a code context's interpreter.
 func (c *Controller) DeleteContext(ctx context.Context, ref, id string) error {
-	ag, _, done, err := c.Agent(ctx, ref)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return ag.DeleteContext(ctx, id)
+	_, err := withAgent(ctx, c, ref, func(ag *client.Client) (struct{}, error) {
+		return struct{}{}, ag.DeleteContext(ctx, id)
+	})
+	return err
 }
 
 func contextToAPI(i *agentv1.CodeContextInfo) api.CodeContext {

@@ -454,3 +454,15 @@ func (c *Controller) Agent(ctx context.Context, ref string) (ag *client.Client, 
 		}
 	}, nil
 }
+
+// withAgent runs fn with a sandbox's agent (starting or resuming the
+// sandbox first, as Agent does) and counts the call as activity.
+func withAgent[T any](ctx context.Context, c *Controller, ref string, fn func(ag *client.Client) (T, error)) (T, error) {
+	ag, _, done, err := c.Agent(ctx, ref)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer done()
+	return fn(ag)
+}

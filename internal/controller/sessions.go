@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/paddock-dev/paddock/internal/agent/client"
 	"strings"
 	"time"
 
@@ -34,45 +35,37 @@ func (c *Controller) CreateSession(ctx context.Context, ref string, req api.Crea
 	if strings.ContainsRune(req.Cwd, 0) || len(req.Cwd) > 4096 {
 		return nil, errdefs.Invalid("cwd is not a valid path")
 	}
-	ag, _, done, err := c.Agent(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	info, err := ag.CreateSession(ctx, &agentv1.CreateSessionRequest{Name: req.Name, User: req.User, Cwd: req.Cwd, Env: req.Env})
-	if err != nil {
-		return nil, err
-	}
-	s := sessionToAPI(info)
-	return &s, nil
+	return withAgent(ctx, c, ref, func(ag *client.Client) (*api.Session, error) {
+		info, err := ag.CreateSession(ctx, &agentv1.CreateSessionRequest{Name: req.Name, User: req.User, Cwd: req.Cwd, Env: req.Env})
+		if err != nil {
+			return nil, err
+		}
+		s := sessionToAPI(info)
+		return &s, nil
+	})
 }
 
 // ListSessions lists a sandbox's sessions, oldest first.
 func (c *Controller) ListSessions(ctx context.Context, ref string) ([]api.Session, error) {
-	ag, _, done, err := c.Agent(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	list, err := ag.ListSessions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.Session, 0, len(list))
-	for _, s := range list {
-		out = append(out, sessionToAPI(s))
-	}
-	return out, nil
+	return withAgent(ctx, c, ref, func(ag *client.Client) ([]api.Session, error) {
+		list, err := ag.ListSessions(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]api.Session, 0, len(list))
+		for _, s := range list {
+			out = append(out, sessionToAPI(s))
+		}
+		return out, nil
+	})
 }
 
 // DeleteSession ends a session's shell and the jobs it started.
 func (c *Controller) DeleteSession(ctx context.Context, ref, name string) error {
-	ag, _, done, err := c.Agent(ctx, ref)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return ag.DeleteSession(ctx, name)
+	_, err := withAgent(ctx, c, ref, func(ag *client.Client) (struct{}, error) {
+		return struct{}{}, ag.DeleteSession(ctx, name)
+	})
+	return err
 }
 
 func sessionToAPI(s *agentv1.SessionInfo) api.Session {
