@@ -17,6 +17,7 @@ func newMCPCmd(g *globals) *cobra.Command {
 		f        createFlags
 		sandbox  string
 		keep     bool
+		snapshot bool
 		logLevel string
 	)
 	cmd := &cobra.Command{
@@ -42,7 +43,7 @@ create flags on first use and destroyed when the client disconnects, unless
 			// stdout carries the protocol; logs go to stderr only.
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			s := mcp.New(mcp.Options{
-				Client: g.client(), Default: req, DefaultSandbox: sandbox, KeepDefault: keep,
+				Client: g.client(), Default: req, DefaultSandbox: sandbox, KeepDefault: keep, SnapshotDefault: snapshot,
 				Logger: log, Version: daemon.Version,
 			})
 			return s.Run(cmd.Context(), &mcpsdk.IOTransport{Reader: readCloser(cmd.InOrStdin()), Writer: writeCloser(cmd.OutOrStdout())})
@@ -52,6 +53,7 @@ create flags on first use and destroyed when the client disconnects, unless
 	fs := cmd.Flags()
 	fs.StringVar(&sandbox, "sandbox", "", "use this existing sandbox (id or name) as the default instead of creating one")
 	fs.BoolVar(&keep, "keep", false, "keep the default sandbox when the session ends instead of destroying it")
+	fs.BoolVar(&snapshot, "snapshot-on-end", false, "snapshot the default sandbox's files (as mcp-<id>) before destroying it when the session ends")
 	fs.StringVar(&logLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/paddock-dev/paddock/api"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ type ExecInput struct {
 	TimeoutSeconds int               `json:"timeout_seconds,omitempty" jsonschema:"kill the command after this many seconds; default 120, at most 1800"`
 	User           string            `json:"user,omitempty" jsonschema:"user (default, uid 1000) or root"`
 	Stdin          string            `json:"stdin,omitempty" jsonschema:"text fed to the command's standard input (at most 1 MiB)"`
+	Session        string            `json:"session,omitempty" jsonschema:"run in this persistent shell session (created on first use; 'default' always exists): cd, exported variables and shell functions persist between calls; cwd, env and stdin cannot be combined with it"`
 }
 
 // ExecOutput is exec's output.
@@ -145,6 +147,17 @@ func (s *Server) exec(ctx context.Context, req *mcpsdk.CallToolRequest, in ExecI
 	if in.Stdin != "" {
 		opts.Stdin = strings.NewReader(in.Stdin)
 	}
+	if in.Session != "" {
+		if in.Cwd != "" || len(in.Env) > 0 || in.Stdin != "" {
+			return nil, ExecOutput{}, errors.New("cwd, env and stdin cannot be combined with session: use cd and export inside the session instead")
+		}
+		if err := s.ensureSession(ctx, id, in.Session, in.User); err != nil {
+			return nil, ExecOutput{}, err
+		}
+		// A session runs shell text in its own shell, so the command line
+		// goes as it is rather than through another sh -c.
+		opts.Cmd, opts.Session, opts.User = []string{in.Command}, in.Session, ""
+	}
 	res, err := s.c.Exec(ctx, id, opts)
 	if err != nil {
 		return nil, ExecOutput{}, toolError("exec failed (the command's outcome is unknown)", err)
@@ -153,6 +166,19 @@ func (s *Server) exec(ctx context.Context, req *mcpsdk.CallToolRequest, in ExecI
 	out := ExecOutput{ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
 		Stdout: stdout.text(hint), Stderr: stderr.text(hint), Truncated: stdout.truncated() || stderr.truncated(), Sandbox: id}
 	return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: execText(out, timeout)}}}, out, nil
+}
+
+// ensureSession creates a named session on first use; "default" exists
+// in every sandbox already.
+func (s *Server) ensureSession(ctx context.Context, id, name, user string) error {
+	if name == "default" {
+		return nil
+	}
+	_, err := s.c.CreateSession(ctx, id, api.CreateSessionRequest{Name: name, User: user})
+	if err != nil && !errors.Is(err, paddock.ErrConflict) {
+		return toolError("could not create session "+name, err)
+	}
+	return nil
 }
 
 // execText is the human-readable form of an exec result, for clients that

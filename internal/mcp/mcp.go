@@ -48,6 +48,11 @@ type Options struct {
 	// KeepDefault leaves a session's default sandbox in place when the
 	// session ends, instead of destroying it.
 	KeepDefault bool
+	// SnapshotDefault snapshots a session's default sandbox (files only)
+	// before destroying it when the session ends, so the work can be
+	// restored with --from-snapshot; the snapshot is named after the
+	// sandbox.
+	SnapshotDefault bool
 	// SessionTimeout closes HTTP sessions idle this long (and so destroys
 	// their default sandboxes); 0 means 30 minutes. Unused over stdio.
 	SessionTimeout time.Duration
@@ -203,6 +208,15 @@ func (s *Server) endSession(ctx context.Context, st *session) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	if s.opts.SnapshotDefault {
+		snap, err := s.c.CreateSnapshot(ctx, id, api.CreateSnapshotRequest{Name: "mcp-" + id})
+		if err != nil {
+			// Keep the sandbox rather than lose the work.
+			s.log.Warn("MCP session ended; snapshot of its default sandbox failed, keeping the sandbox", "sandbox", id, "err", err)
+			return
+		}
+		s.log.Info("MCP session ended; snapshotted its default sandbox", "sandbox", id, "snapshot", snap.ID)
+	}
 	if err := s.c.Delete(ctx, id); err != nil && !errors.Is(err, paddock.ErrNotFound) {
 		s.log.Warn("MCP session ended; destroying its default sandbox failed", "sandbox", id, "err", err)
 		return

@@ -15,7 +15,8 @@ import (
 // tools can never do more than the REST API allows.
 //
 // /mcp?keep=true keeps each session's default sandbox when the session
-// ends; by default it is destroyed.
+// ends, /mcp?snapshot=true snapshots its files and then destroys it; by
+// default it is destroyed.
 func (s *Server) routesMCP(m *http.ServeMux) {
 	if s.opts.MCPSocket == "" {
 		return
@@ -24,16 +25,24 @@ func (s *Server) routesMCP(m *http.ServeMux) {
 	log := s.log.With("part", "mcp")
 	destroy := mcp.New(mcp.Options{Client: c, Logger: log, Version: s.opts.Version}).HTTPHandler()
 	keep := mcp.New(mcp.Options{Client: c, KeepDefault: true, Logger: log, Version: s.opts.Version}).HTTPHandler()
+	snapshot := mcp.New(mcp.Options{Client: c, SnapshotDefault: true, Logger: log, Version: s.opts.Version}).HTTPHandler()
 	m.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
 		h := destroy
-		if v := r.URL.Query().Get("keep"); v != "" {
-			k, err := strconv.ParseBool(v)
+		for _, opt := range []struct {
+			name string
+			h    http.Handler
+		}{{"keep", keep}, {"snapshot", snapshot}} {
+			v := r.URL.Query().Get(opt.name)
+			if v == "" {
+				continue
+			}
+			on, err := strconv.ParseBool(v)
 			if err != nil {
-				writeError(w, errdefs.Invalid("keep=%q: want true or false", v))
+				writeError(w, errdefs.Invalid("%s=%q: want true or false", opt.name, v))
 				return
 			}
-			if k {
-				h = keep
+			if on {
+				h = opt.h
 			}
 		}
 		h.ServeHTTP(w, r)

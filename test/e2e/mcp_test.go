@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"github.com/paddock-dev/paddock/api"
 	"io"
 	"net"
 	"net/http"
@@ -412,4 +413,47 @@ func TestMCPProcessesPreviewsSnapshots(t *testing.T) {
 		t.Fatalf("restored sandbox %s: %+v", restored.Sandbox.ID, rd)
 	}
 	callErr(t, cs, "snapshot_restore", map[string]any{"snapshot": "no-such-snapshot"}, "snapshot_restore failed")
+}
+
+// TestMCPSessionAndSnapshotOnEnd: exec in a named session keeps the shell's
+// state between calls, and --snapshot-on-end keeps the default sandbox's
+// files as a snapshot when it is destroyed.
+func TestMCPSessionAndSnapshotOnEnd(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	ctx := ctxT(t, 3*time.Minute)
+	cmd := exec.Command(paddockBin(t), "mcp", "--socket", d.socket, "--snapshot-on-end")
+	cmd.Stderr = d.logs
+	client := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "paddock-e2e", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcpsdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e mcpExecOut
+	call(t, cs, "exec", map[string]any{"command": "cd /tmp && export GREETING=hi && echo kept > /home/user/work.txt", "session": "s1"}, &e)
+	call(t, cs, "exec", map[string]any{"command": "echo $(pwd) $GREETING", "session": "s1"}, &e)
+	if e.Stdout != "/tmp hi\n" {
+		t.Fatalf("session state between calls: %q", e.Stdout)
+	}
+	callErr(t, cs, "exec", map[string]any{"command": "pwd", "session": "s1", "cwd": "/"}, "session")
+	if err := cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	waitGone(t, d, e.Sandbox)
+	snaps, err := d.client.ListSnapshots(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snapID string
+	for _, s := range snaps {
+		if s.Name == "mcp-"+e.Sandbox {
+			snapID = s.ID
+		}
+	}
+	if snapID == "" {
+		t.Fatalf("no snapshot mcp-%s after the session ended: %+v", e.Sandbox, snaps)
+	}
+	sb := create(t, d, api.CreateSandboxRequest{FromSnapshot: snapID})
+	if out, code := execOut(t, d, sb.ID, "cat", "/home/user/work.txt"); code != 0 || out != "kept\n" {
+		t.Fatalf("restored default sandbox: %d %q", code, out)
+	}
 }
