@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"github.com/paddock-dev/paddock/api"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/paddock-dev/paddock/api"
 )
 
 // bearer adds an API key to every request of the MCP client.
