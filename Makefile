@@ -21,7 +21,8 @@ run: deps build
 	./$(BIN) serve
 
 ## test: every test (unit, runtime suites on runc and runsc, end to end).
-test: deps
+test:
+	@PADDOCK_TEST_DEPS=1 ./scripts/install-deps.sh
 	./scripts/test.sh
 
 generate:

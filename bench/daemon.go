@@ -64,6 +64,14 @@ func StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error) {
 	sock := filepath.Join(o.StateDir, "p.sock")
 	cmd := exec.Command(o.Binary, "serve", "--state-dir", o.StateDir, "--socket", sock)
 	cmd.Env = append(os.Environ(), "PADDOCK_PREPARE_DEFAULT_IMAGE=false")
+	// Other daemons on the host may hold the default preview port and
+	// network range; the run's own picks stay out of their way unless the
+	// caller chose.
+	for k, v := range map[string]string{"PADDOCK_PREVIEW_LISTEN": "127.0.0.1:0", "PADDOCK_NETWORK_RANGE": benchNetworkRange} {
+		if os.Getenv(k) == "" {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
 	if o.ImagesDir != "" {
 		cmd.Env = append(cmd.Env, "PADDOCK_IMAGES_DIR="+o.ImagesDir)
 	}
@@ -113,6 +121,11 @@ func StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error) {
 		}
 	}
 }
+
+// benchNetworkRange is the private daemon's network range: distinct from
+// the default and from the e2e tests' ranges, since a range names the
+// host's chains, interfaces and namespaces.
+const benchNetworkRange = "100.127.232.0/24"
 
 // Pid is the daemon's process id.
 func (d *Daemon) Pid() int { return d.cmd.Process.Pid }

@@ -130,7 +130,7 @@ func TestSuiteAgainstDaemon(t *testing.T) {
 		Paddock: paddockBinary(t), Socket: d.Socket, StateDir: d.StateDir, ImagesDirs: d.ImagesDirs,
 		WorkDir: t.TempDir(), DaemonPid: d.Pid(), OwnDaemon: true,
 		Iterations: 1, Warmup: 0, Concurrency: 3, IdleSamples: 1,
-		Items: []string{ItemDo, ItemExec, ItemBurst, ItemIdle},
+		Items: []string{ItemDo, ItemExec, ItemBurst, ItemIdle, ItemSession, ItemPool},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -141,8 +141,12 @@ func TestSuiteAgainstDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Comparisons) != 3 {
-		t.Fatalf("got %d comparisons, want 3", len(r.Comparisons))
+	// do (busybox, base), exec, session, pool (first exec, claim).
+	if len(r.Comparisons) != 6 {
+		t.Fatalf("got %d comparisons, want 6", len(r.Comparisons))
+	}
+	if len(r.Figures) != 1 || r.Figures[0].Error != "" || r.Figures[0].Value <= 0 {
+		t.Errorf("pool refill figure: %+v", r.Figures)
 	}
 	for _, c := range r.Comparisons {
 		for _, se := range c.Series {

@@ -94,7 +94,9 @@ func (s *Suite) measureSession(ctx context.Context) Comparison {
 		return nil
 	}
 	series := s.interleaveN(ctx, ItemSession, []Variant{
-		{Name: names[0], Run: func(ctx context.Context) (time.Duration, error) { return Timed(func() error { return sessionTrue(ctx) }) }},
+		{Name: names[0], Run: func(ctx context.Context) (time.Duration, error) {
+			return Timed(func() error { return sessionTrue(ctx) })
+		}},
 		{Name: names[1], Run: func(ctx context.Context) (time.Duration, error) {
 			return Timed(func() error { return s.execTrue(ctx, sb.ID) })
 		}},
@@ -165,7 +167,7 @@ func (s *Suite) measureContext(ctx context.Context) Comparison {
 		return failedComparison(id, title, err, names...)
 	}
 	defer s.destroy(ctx, sb.ID)
-	cc, err := s.c.CreateContext(ctx, sb.ID, api.CreateContextRequest{Language: "python"})
+	cc, err := s.c.CreateContext(ctx, sb.ID, api.CreateContextRequest{ID: "bench", Language: "python"})
 	if err != nil {
 		return failedComparison(id, title, err, names...)
 	}
@@ -182,7 +184,7 @@ func (s *Suite) measureContext(ctx context.Context) Comparison {
 				if r.Status != api.RunOK {
 					return fmt.Errorf("run status %s", r.Status)
 				}
-				if m, ok := r.Main(); !ok || !strings.Contains(fmt.Sprint(m.Text), "2") {
+				if m, ok := r.Main(); !ok || strings.TrimSpace(m.Text()) != "2" {
 					return fmt.Errorf("x + 1 gave %+v, want 2", r.Results)
 				}
 				return nil

@@ -101,9 +101,11 @@ type Report struct {
 	Bursts      []Burst      `json:"bursts"`
 	Idle        []Idle       `json:"idle"`
 	// DaemonRSSKiB is the daemon's own resident memory, a per-host cost.
-	DaemonRSSKiB int64    `json:"daemon_rss_kib,omitempty"`
-	Targets      []Target `json:"targets"`
-	Notes        []string `json:"notes,omitempty"`
+	DaemonRSSKiB int64 `json:"daemon_rss_kib,omitempty"`
+	// Figures are measurements that are not latency series (sizes, rates).
+	Figures []Figure `json:"figures,omitempty"`
+	Targets []Target `json:"targets"`
+	Notes   []string `json:"notes,omitempty"`
 }
 
 // Comparison returns the comparison with id, or nil.
@@ -178,6 +180,7 @@ func (r *Report) Markdown(w io.Writer) error {
 	for _, t := range r.Targets {
 		fmt.Fprintf(&b, "- **%s**: %s (goal: %s). %s\n", t.Name, strings.ToUpper(t.Status), t.Goal, t.Detail)
 	}
+	r.featureSummary(&b)
 
 	for _, c := range r.Comparisons {
 		fmt.Fprintf(&b, "\n## %s\n\n", c.Title)
@@ -236,6 +239,25 @@ func (r *Report) Markdown(w io.Writer) error {
 		}
 		if r.DaemonRSSKiB > 0 {
 			fmt.Fprintf(&b, "\nThe daemon itself (shared by all sandboxes, not counted above): %.1f MiB RSS.\n", float64(r.DaemonRSSKiB)/1024)
+		}
+	}
+
+	if len(r.Figures) > 0 {
+		b.WriteString("\n## Other figures (sizes, rates, throughput)\n\n")
+		b.WriteString("| figure | value | baseline | baseline value | ratio | note |\n|---|---|---|---|---|---|\n")
+		for _, f := range r.Figures {
+			if f.Error != "" {
+				fmt.Fprintf(&b, "| %s | not measured | %s | - | - | %s |\n", f.Name, f.Baseline, cell(f.Error))
+				continue
+			}
+			base, ratio := "-", "-"
+			if f.BaseVal > 0 {
+				base = fmt.Sprintf("%.2f %s", f.BaseVal, f.Unit)
+			}
+			if f.Ratio > 0 {
+				ratio = fmt.Sprintf("%.2fx", f.Ratio)
+			}
+			fmt.Fprintf(&b, "| %s | %.2f %s | %s | %s | %s | %s |\n", f.Name, f.Value, f.Unit, f.Baseline, base, ratio, cell(f.Note))
 		}
 	}
 

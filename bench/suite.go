@@ -26,7 +26,7 @@ const (
 )
 
 // AllItems is every measurement, in run order.
-var AllItems = []string{ItemDo, ItemExec, ItemFirstExec, ItemBurst, ItemIdle}
+var AllItems = append([]string{ItemDo, ItemExec, ItemFirstExec, ItemBurst, ItemIdle}, FeatureItems...)
 
 // Options configures one benchmark run against a running daemon.
 type Options struct {
@@ -51,6 +51,8 @@ type Options struct {
 	Warmup      int // default 3
 	Concurrency int // default 50
 	IdleSamples int // default 3
+	// SnapshotGiB adds a 1 GiB snapshot to the snapshot item.
+	SnapshotGiB bool
 	// Items selects measurements; default AllItems.
 	Items  []string
 	Logger *slog.Logger
@@ -160,6 +162,23 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 					r.DaemonRSSKiB = pm.RSSKiB
 				}
 			}
+		case ItemSession:
+			r.Comparisons = append(r.Comparisons, s.measureSession(ctx))
+		case ItemProcPort:
+			r.Comparisons = append(r.Comparisons, s.measureProcPort(ctx))
+		case ItemPreview:
+			cs, fs := s.measurePreview(ctx)
+			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
+		case ItemContext:
+			r.Comparisons = append(r.Comparisons, s.measureContext(ctx))
+		case ItemPool:
+			cs, fs := s.measurePool(ctx)
+			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
+		case ItemSnapshot:
+			cs, fs := s.measureSnapshots(ctx)
+			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
+		case ItemNetwork:
+			r.Comparisons = append(r.Comparisons, s.measureNetwork(ctx))
 		}
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("Load average (1, 5, 15 min) at the start: %s; at the end: %s.", loadStart, loadAvg()))

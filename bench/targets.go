@@ -62,7 +62,7 @@ func Targets(r *Report) []Target {
 		}
 		out = append(out, t)
 	}
-	return out
+	return append(out, featureTargets(r)...)
 }
 
 func ratioTarget(r *Report, id, baseline, name, goal string, limit float64) Target {

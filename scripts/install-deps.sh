@@ -2,7 +2,11 @@
 # Installs what Paddock needs on a Debian machine, only when it is missing.
 # Runtime: runc, runsc (gVisor), crun, mmdebstrap (the base image), busybox-static
 # (the busybox image), e2fsprogs (size-capped writable layers), iproute2.
-# Benchmarks also use podman as a baseline (PADDOCK_BENCH_DEPS=1).
+# The tests also need what they compare against or drive (PADDOCK_TEST_DEPS=1,
+# set by `make test`): podman (the benchmark baseline), iptables (egress
+# networking), node and npm (the E2B and MCP client suites), python3 (code
+# contexts' drivers, unit-tested on the host). Benchmarks add hyperfine
+# (PADDOCK_BENCH_DEPS=1).
 set -euo pipefail
 
 need=()
@@ -19,8 +23,13 @@ fi
 have mkfs.ext4 || need+=(e2fsprogs)
 have ip || need+=(iproute2)
 have losetup || need+=(mount)
-if [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
+have iptables || need+=(iptables)
+if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ] || [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
 	have podman || need+=(podman)
+	have python3 || need+=(python3)
+	{ have node && have npm; } || need+=(nodejs npm)
+fi
+if [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
 	have hyperfine || need+=(hyperfine)
 fi
 if [ ${#need[@]} -eq 0 ]; then

@@ -42,6 +42,7 @@ func run() error {
 		outDir      = flag.String("out", "bench/results", "directory for the results")
 		repo        = flag.String("repo", ".", "source tree whose commit is recorded")
 		verbose     = flag.Bool("v", false, "log debug detail")
+		snap1g      = flag.Bool("snapshot-1g", false, "also snapshot 1 GiB of changes in the snapshot item")
 	)
 	flag.Parse()
 	level := slog.LevelInfo
@@ -83,7 +84,7 @@ func run() error {
 
 	opts := bench.Options{
 		Paddock: bin, Socket: *socket, StateDir: *stateDir, WorkDir: filepath.Join(work, "w"),
-		Iterations: *n, Warmup: *warmup, Concurrency: *concurrency, IdleSamples: *idle,
+		Iterations: *n, Warmup: *warmup, Concurrency: *concurrency, IdleSamples: *idle, SnapshotGiB: *snap1g,
 		Items: strings.Split(*items, ","), Logger: log,
 	}
 	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
