@@ -258,15 +258,18 @@ func TestPoolServeConcurrentAndDeletedTemplate(t *testing.T) {
 		t.Fatalf("reserved label accepted: %v", err)
 	}
 
-	// 20 concurrent creates against a pool of 2: all succeed, each its own.
-	waitPoolReady(t, d, "pt", 2)
+	// 100 concurrent creates against a pool of 4: all succeed, each its
+	// own; the overflow is created cold.
+	d.must("pool", "set", "pt", "--min-ready", "4")
+	waitPoolReady(t, d, "pt", 4)
+	const burst = 100
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		ids  = map[string]bool{}
 		errs []error
 	)
-	for i := 0; i < 20; i++ {
+	for i := 0; i < burst; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -281,14 +284,14 @@ func TestPoolServeConcurrentAndDeletedTemplate(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if len(errs) > 0 || len(ids) != 20 {
+	if len(errs) > 0 || len(ids) != burst {
 		t.Fatalf("concurrent creates: %d distinct, errors %v", len(ids), errs)
 	}
 	p, _ := d.client.Pool(ctx, "pt")
-	if p.Served < 3 || p.Cold < 1 || p.Served+p.Cold < 22 {
+	if p.Served < 4 || p.Cold < 1 || p.Served+p.Cold < burst+2 {
 		t.Fatalf("pool counters after the overflow: %+v", p)
 	}
-	t.Logf("after 20 concurrent creates: served %d, cold %d", p.Served, p.Cold)
+	t.Logf("after %d concurrent creates: served %d, cold %d", burst, p.Served, p.Cold)
 	t.Cleanup(func() {
 		for id := range ids {
 			_ = d.client.Delete(ctxT(t, time.Minute), id)
