@@ -7,6 +7,7 @@
 //
 //	GET    /v1/health                          -> Health
 //	GET    /v1/openapi.json                    -> OpenAPI 3 document
+//	GET    /v1/metrics                         -> Prometheus text format (sandboxes by state, warm pools)
 //	GET    /v1/info                            -> Info (runtimes probed at start, sizes, host limits, defaults)
 //	GET    /v1/policy                          -> Policy
 //	PUT    /v1/policy                          Policy -> Policy (unix socket only; docs/admission.md)

@@ -67,6 +67,7 @@ func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /v1/health", s.health)
 	m.HandleFunc("GET /v1/openapi.json", s.openapi)
+	m.HandleFunc("GET /v1/metrics", s.metrics)
 	m.HandleFunc("POST /v1/sandboxes", s.createSandbox)
 	m.HandleFunc("GET /v1/sandboxes", s.listSandboxes)
 	m.HandleFunc("GET /v1/sandboxes/{id}", s.getSandbox)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -292,6 +293,20 @@ func TestPoolServeConcurrentAndDeletedTemplate(t *testing.T) {
 		t.Fatalf("pool counters after the overflow: %+v", p)
 	}
 	t.Logf("after %d concurrent creates: served %d, cold %d", burst, p.Served, p.Cold)
+	var metrics strings.Builder
+	if err := d.client.Metrics(ctx, &metrics); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("paddock_pool_served_total{pool=\"pt\"} %d\n", p.Served),
+		fmt.Sprintf("paddock_pool_cold_total{pool=\"pt\"} %d\n", p.Cold),
+		"paddock_pool_min_ready{pool=\"pt\"} 4\n",
+		"paddock_sandboxes{state=\"running\",runtime=\"runc\"} ",
+	} {
+		if !strings.Contains(metrics.String(), want) {
+			t.Fatalf("metrics lack %q:\n%s", want, metrics.String())
+		}
+	}
 	t.Cleanup(func() {
 		for id := range ids {
 			_ = d.client.Delete(ctxT(t, time.Minute), id)
