@@ -1,6 +1,9 @@
 // Package api holds the wire types of Paddock's REST API (/v1), shared by the
 // server, the Go SDK and the CLI. It imports nothing from internal/.
 //
+// Every sandbox route also works under /v1/pools/{pool}/identifiers/{identifier}/,
+// served by the sandbox bound to that identifier (docs/templates-pools.md).
+//
 // Routes (all JSON unless stated; {id} is a sandbox id or name; file routes
 // take ?user=NAME, default "user", and resolve relative paths against that
 // user's home inside the sandbox):
@@ -85,6 +88,8 @@
 //	GET    /v1/pools/{pool}                    -> Pool
 //	PUT    /v1/pools/{pool}                    SetPoolRequest -> Pool
 //	DELETE /v1/pools/{pool}                    -> 204 (destroys its unclaimed sandboxes)
+//	GET    /v1/pools/{pool}/identifiers/{identifier}       -> Sandbox (bound to the identifier; allocated from the pool on first use)
+//	POST   /v1/pools/{pool}/identifiers/{identifier}/exec  ExecRequest -> NDJSON stream of ExecEvent
 //	POST   /mcp?keep=BOOL                      JSON-RPC message -> JSON-RPC response or text/event-stream (MCP streamable HTTP; docs/mcp.md)
 //	GET    /mcp                                -> text/event-stream of an MCP session's server messages
 //	DELETE /mcp                                -> 204 (ends the MCP session named by the Mcp-Session-Id header)

@@ -16,6 +16,7 @@ func (s *Server) routesTemplates(m *http.ServeMux) {
 	m.HandleFunc("GET /v1/pools/{pool}", s.getPool)
 	m.HandleFunc("PUT /v1/pools/{pool}", s.setPool)
 	m.HandleFunc("DELETE /v1/pools/{pool}", s.deletePool)
+	s.routesIdentifiers(m)
 }
 
 func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {

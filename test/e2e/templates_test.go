@@ -2,8 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -254,6 +259,26 @@ func TestPoolServeConcurrentAndDeletedTemplate(t *testing.T) {
 	b := strings.TrimSpace(d.must("create", "--pool", "pt", "--identifier", "user-1"))
 	if a != b {
 		t.Fatalf("identifier user-1 gave %s then %s", a, b)
+	}
+	// The same binding through the identifier API: the sandbox, and any
+	// sandbox route under the identifier's prefix.
+	if sb, err := d.client.IdentifierSandbox(ctx, "pt", "user-1"); err != nil || sb.ID != a {
+		t.Fatalf("identifier API: %v %+v, want %s", err, sb, a)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", d.socket)
+	}}}
+	resp, err := hc.Post("http://paddock/v1/pools/pt/identifiers/user-1/exec", "application/json", strings.NewReader(`{"cmd":["hostname"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(stream), `"type":"end","exit_code":0`) || !strings.Contains(string(stream), base64.StdEncoding.EncodeToString([]byte(a+"\n"))) {
+		t.Fatalf("exec under the identifier prefix: %d %s", resp.StatusCode, stream)
+	}
+	if _, err := d.client.IdentifierSandbox(ctx, "no-such-pool", "user-1"); !errors.Is(err, paddock.ErrNotFound) {
+		t.Fatalf("identifier in a missing pool: %v", err)
 	}
 	if _, err := d.client.Create(ctx, api.CreateSandboxRequest{Template: "pt", Labels: map[string]string{"paddock.dev/pool-ready": "true"}}); !errors.Is(err, paddock.ErrInvalidArgument) {
 		t.Fatalf("reserved label accepted: %v", err)
