@@ -71,6 +71,11 @@ type Policy struct {
 	// AllowedImages lists image names ("base") or digests ("sha256:<hex>");
 	// a create is admitted when its image's name or resolved digest is listed.
 	AllowedImages []string `json:"allowed_images,omitempty"`
+	// AllowedTemplates lists template names; when set, a sandbox made from a
+	// template (directly, or claimed from a pool of it) is admitted only if
+	// its template is listed. Sandboxes not made from a template are
+	// governed by AllowedImages alone.
+	AllowedTemplates []string `json:"allowed_templates,omitempty"`
 	// AllowedRuntimes lists runtime names ("runc", "gvisor", "crun").
 	AllowedRuntimes []string `json:"allowed_runtimes,omitempty"`
 	// MaxSize is a size preset no field of a sandbox may exceed.

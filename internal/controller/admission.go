@@ -96,12 +96,17 @@ func ParsePolicy(data []byte) (api.Policy, error) {
 
 func compilePolicy(p api.Policy) (compiledPolicy, error) {
 	cp := compiledPolicy{doc: p}
-	if len(p.AllowedImages) > maxPolicyEntries || len(p.AllowedRuntimes) > maxPolicyEntries {
+	if len(p.AllowedImages) > maxPolicyEntries || len(p.AllowedRuntimes) > maxPolicyEntries || len(p.AllowedTemplates) > maxPolicyEntries {
 		return cp, errdefs.Invalid("policy lists more than %d entries", maxPolicyEntries)
 	}
 	for _, im := range p.AllowedImages {
 		if len(im) > maxPolicyEntry || !policyImageRE.MatchString(im) {
 			return cp, errdefs.Invalid("policy allowed_images: %q is not an image name or sha256:<64 hex> digest", truncate(im, 80))
+		}
+	}
+	for _, t := range p.AllowedTemplates {
+		if !nameRE.MatchString(t) {
+			return cp, errdefs.Invalid("policy allowed_templates: %q is not a template name", truncate(t, 80))
 		}
 	}
 	for _, rt := range p.AllowedRuntimes {
@@ -134,7 +139,7 @@ func compilePolicy(p api.Policy) (compiledPolicy, error) {
 	if p.MaxSandboxesPerKey < 0 || p.MaxSandboxesPerKey > maxQuota || p.MaxSandboxesLocal < 0 || p.MaxSandboxesLocal > maxQuota {
 		return cp, errdefs.Invalid("policy sandbox quotas must be between 0 (no bound) and %d", maxQuota)
 	}
-	cp.active = len(p.AllowedImages) > 0 || len(p.AllowedRuntimes) > 0 || cp.maxRes != (api.Resources{}) ||
+	cp.active = len(p.AllowedImages) > 0 || len(p.AllowedRuntimes) > 0 || len(p.AllowedTemplates) > 0 || cp.maxRes != (api.Resources{}) ||
 		cp.lifetime > 0 || p.MaxSandboxesPerKey > 0 || p.MaxSandboxesLocal > 0
 	return cp, nil
 }
@@ -252,6 +257,9 @@ func (cp *compiledPolicy) check(rec *store.Sandbox) error {
 	p := cp.doc
 	if len(p.AllowedImages) > 0 && !slices.Contains(p.AllowedImages, rec.Image) && !slices.Contains(p.AllowedImages, rec.ImageDigest) {
 		return denied("allowed_images", "image %s (%s) is not allowed (allowed: %s)", rec.Image, rec.ImageDigest, strings.Join(p.AllowedImages, ", "))
+	}
+	if t := rec.Labels[labelTemplate]; t != "" && len(p.AllowedTemplates) > 0 && !slices.Contains(p.AllowedTemplates, t) {
+		return denied("allowed_templates", "template %s is not allowed (allowed: %s)", t, strings.Join(p.AllowedTemplates, ", "))
 	}
 	if len(p.AllowedRuntimes) > 0 && !slices.Contains(p.AllowedRuntimes, rec.Runtime) {
 		return denied("allowed_runtimes", "runtime %s is not allowed (allowed: %s)", rec.Runtime, strings.Join(p.AllowedRuntimes, ", "))

@@ -490,4 +490,23 @@ func TestPoolClaimsHoldQuota(t *testing.T) {
 	if okN != 3 || deniedN != 5 || len(unexpectedErrs) > 0 {
 		t.Fatalf("8 creates under a quota of 3: %d admitted, %d denied, other errors %v", okN, deniedN, unexpectedErrs)
 	}
+
+	// allowed_templates: a template not listed is refused, directly and
+	// through its pool, naming the rule; a listed one is admitted.
+	for _, c := range []struct {
+		policy string
+		ok     bool
+	}{{`{"allowed_templates": ["other"]}`, false}, {`{"allowed_templates": ["pt"]}`, true}} {
+		if err := os.WriteFile(policy, []byte(c.policy), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d.must("policy", "set", policy)
+		_, err := d.client.Create(ctx, api.CreateSandboxRequest{Template: "pt"})
+		switch {
+		case c.ok && err != nil:
+			t.Fatalf("%s: listed template refused: %v", c.policy, err)
+		case !c.ok && (!errors.Is(err, paddock.ErrPermissionDenied) || !strings.Contains(err.Error(), "allowed_templates")):
+			t.Fatalf("%s: unlisted template: %v, want permission_denied naming allowed_templates", c.policy, err)
+		}
+	}
 }
