@@ -179,6 +179,9 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
 		case ItemNetwork:
 			r.Comparisons = append(r.Comparisons, s.measureNetwork(ctx))
+		case ItemImages:
+			cs, fs := s.measureImages(ctx)
+			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
 		}
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("Load average (1, 5, 15 min) at the start: %s; at the end: %s.", loadStart, loadAvg()))
