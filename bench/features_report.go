@@ -15,11 +15,12 @@ var featureComparisonIDs = []string{
 	"restore-first-exec", "fork-10", "pause", "resume", "network-create",
 }
 
-// featureTargets adds the feature items' goals; only the pool claim has
-// one in its issue, the other figures are recorded to follow over time.
+// featureTargets adds the feature items' goals; only the pool has one in
+// its issue ("pool claim to first exec p50 <= 5 ms"), the other figures are
+// recorded to follow over time.
 func featureTargets(r *Report) []Target {
-	t := Target{Name: "Pool claim p50", Goal: fmt.Sprintf("create call p50 <= %.0f ms", PoolClaimGoalMs), Status: NotMeasured}
-	c := r.Comparison("pool-claim")
+	t := Target{Name: "Pool claim to first exec p50", Goal: fmt.Sprintf("claim + first exec p50 <= %.0f ms", PoolClaimGoalMs), Status: NotMeasured}
+	c := r.Comparison("pool-first-exec")
 	if c == nil {
 		return []Target{t}
 	}
@@ -34,7 +35,7 @@ func featureTargets(r *Report) []Target {
 	if p.P50ms > PoolClaimGoalMs {
 		t.Status = Missed
 	}
-	t.Detail = fmt.Sprintf("claim p50 %.2f ms, p99 %.2f ms", p.P50ms, p.P99ms)
+	t.Detail = fmt.Sprintf("claim to first exec p50 %.2f ms, p99 %.2f ms", p.P50ms, p.P99ms)
 	if len(c.Series) > 1 && c.Series[1].Summary.N > 0 {
 		t.Detail += fmt.Sprintf(" vs cold create p50 %.2f ms (%.3fx).", c.Series[1].Summary.P50ms, Ratio(p.P50ms, c.Series[1].Summary.P50ms))
 	}
@@ -52,7 +53,7 @@ func (r *Report) featureSummary(b *strings.Builder) {
 		}
 		p, base := c.Series[0], c.Series[1]
 		target := "none set (recorded to follow over time)"
-		if id == "pool-claim" {
+		if id == "pool-first-exec" {
 			target = fmt.Sprintf("p50 <= %.0f ms: ", PoolClaimGoalMs)
 			switch {
 			case p.Summary.N == 0:

@@ -12,7 +12,7 @@ func TestFeatureTargets(t *testing.T) {
 		for _, x := range p50 {
 			d = append(d, time.Duration(x*float64(time.Millisecond)))
 		}
-		return &Report{Comparisons: []Comparison{NewComparison("pool-claim", "claim", "", []Series{
+		return &Report{Comparisons: []Comparison{NewComparison("pool-first-exec", "claim", "", []Series{
 			{Name: "pool claim (create call)", Summary: Summarize(d, 0)},
 			{Name: "cold create (create call)", Summary: Summarize(ds(80, 80), 0)},
 		})}}
