@@ -43,6 +43,10 @@ type CreateInput struct {
 	Labels     map[string]string `json:"labels,omitempty" jsonschema:"labels to find the sandbox by with sandbox_list"`
 	SleepAfter string            `json:"sleep_after,omitempty" jsonschema:"stop after being idle this long (Go duration, e.g. 10m; files are kept and it starts again on next use)"`
 	Timeout    string            `json:"timeout,omitempty" jsonschema:"hard lifetime (Go duration, e.g. 2h); at its end the sandbox is destroyed"`
+	Template   string            `json:"template,omitempty" jsonschema:"create from this built template (its files, env and start command) instead of an image"`
+	Size       string            `json:"size,omitempty" jsonschema:"size preset: lite, basic, standard-1 .. standard-4; cpu/memory_mb/disk_mb/pids override its fields"`
+	AllowHosts []string          `json:"allow_hosts,omitempty" jsonschema:"give the sandbox egress to these host names only (globs like *.pypi.org), through Paddock's proxy on ports 80/443; default: no network at all"`
+	DenyHosts  []string          `json:"deny_hosts,omitempty" jsonschema:"host names (globs) always refused, checked before allow_hosts"`
 }
 
 // SandboxOutput wraps one sandbox.
@@ -77,7 +81,7 @@ func (s *Server) addSandboxTools() {
 		Title: "Create a sandbox",
 		Description: `Create a new isolated Linux sandbox and return its id. Takes about a second (the first use of an image may take longer).
 You rarely need this: every tool works on this session's default sandbox when you leave "sandbox" empty. Create one when you need a different image, runtime or size, or several sandboxes side by side.
-A sandbox made here outlives this session: destroy it with sandbox_destroy when you are done. It has no network access.`,
+A sandbox made here outlives this session: destroy it with sandbox_destroy when you are done. It has no network access unless you list allow_hosts: then it reaches exactly those hosts (for example pypi.org and *.pythonhosted.org to pip install), on ports 80 and 443, through Paddock's proxy.`,
 		Annotations: &mcpsdk.ToolAnnotations{OpenWorldHint: ptr(false)},
 	}, s.sandboxCreate)
 	mcpsdk.AddTool(s.srv, &mcpsdk.Tool{
@@ -101,7 +105,10 @@ func (s *Server) sandboxCreate(ctx context.Context, req *mcpsdk.CallToolRequest,
 	cr := api.CreateSandboxRequest{
 		Name: in.Name, Image: in.Image, Runtime: strings.ToLower(in.Runtime), Env: in.Env, Labels: in.Labels,
 		Resources:  api.Resources{CPU: in.CPU, MemoryMB: in.MemoryMB, DiskMB: in.DiskMB, Pids: in.Pids},
-		SleepAfter: in.SleepAfter, Timeout: in.Timeout,
+		SleepAfter: in.SleepAfter, Timeout: in.Timeout, Template: in.Template, Size: in.Size,
+	}
+	if len(in.AllowHosts) > 0 || len(in.DenyHosts) > 0 {
+		cr.Network = &api.NetworkPolicy{Mode: api.NetworkEgress, AllowHosts: in.AllowHosts, DenyHosts: in.DenyHosts}
 	}
 	if cr.Runtime == "runsc" {
 		cr.Runtime = api.RuntimeGVisor

@@ -458,3 +458,30 @@ func TestMCPSessionAndSnapshotOnEnd(t *testing.T) {
 		t.Fatalf("restored default sandbox: %d %q", code, out)
 	}
 }
+
+// TestMCPCreateWithNetworkRules: sandbox_create's allow_hosts gives the
+// sandbox egress limited to those hosts; without it there is none.
+func TestMCPCreateWithNetworkRules(t *testing.T) {
+	d := startDaemon(t, daemonOpts{env: []string{"PADDOCK_NETWORK_RANGE=100.127.242.0/24"}})
+	cs := connectMCP(t, d, "stdio", "")
+	var out struct {
+		Sandbox struct{ ID string }
+	}
+	call(t, cs, "sandbox_create", map[string]any{"image": "busybox", "allow_hosts": []string{"example.test"}, "deny_hosts": []string{"bad.example.test"}}, &out)
+	t.Cleanup(func() { _ = d.client.Delete(ctxT(t, time.Minute), out.Sandbox.ID) })
+	sb, err := d.client.Get(ctxT(t, time.Minute), out.Sandbox.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Network == nil || sb.Network.Mode != api.NetworkEgress || len(sb.Network.AllowHosts) != 1 || sb.Network.AllowHosts[0] != "example.test" || len(sb.Network.DenyHosts) != 1 {
+		t.Fatalf("network of a sandbox created with allow_hosts: %+v", sb.Network)
+	}
+	call(t, cs, "sandbox_create", map[string]any{"image": "busybox"}, &out)
+	t.Cleanup(func() { _ = d.client.Delete(ctxT(t, time.Minute), out.Sandbox.ID) })
+	if sb, err = d.client.Get(ctxT(t, time.Minute), out.Sandbox.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sb.Network != nil && sb.Network.Mode != api.NetworkNone {
+		t.Fatalf("network without allow_hosts: %+v", sb.Network)
+	}
+}
