@@ -149,12 +149,24 @@ func startDaemon(t *testing.T, o daemonOpts) *daemon {
 		if d.cmd == nil {
 			d.start()
 		}
-		if list, err := d.client.List(ctx, nil); err == nil {
+		// Pools refill in the background: remove them first, or a refill
+		// could start a sandbox after the list below.
+		if pools, err := d.client.Pools(ctx); err == nil {
+			for _, p := range pools {
+				_ = d.client.DeletePool(ctx, p.Name)
+			}
+		}
+		for range 3 {
+			list, err := d.client.List(ctx, nil)
+			if err != nil || len(list) == 0 {
+				break
+			}
 			for _, s := range list {
 				_ = d.client.Delete(ctx, s.ID)
 			}
 		}
 		d.stop()
+		sweepState(t, state)
 		if t.Failed() {
 			t.Logf("daemon log:\n%s", d.logs.String())
 		}
@@ -285,4 +297,39 @@ func freeAddr(t *testing.T) string {
 
 func uniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000)
+}
+
+// sweepState removes whatever a test daemon left running under its state
+// dir (the daemon leaves sandboxes running when it stops, by design):
+// containers, then mounts, deepest first. It logs what it had to remove.
+func sweepState(t *testing.T, state string) {
+	t.Helper()
+	for _, rt := range []string{"runc", "runsc"} {
+		root := filepath.Join(state, "runtime", rt, "state")
+		if _, err := os.Stat(root); err != nil {
+			continue
+		}
+		out, err := exec.Command(rt, "--root", root, "list", "-q").Output()
+		if err != nil {
+			continue
+		}
+		for _, id := range strings.Fields(string(out)) {
+			t.Logf("cleanup: %s container %s was still there", rt, id)
+			_ = exec.Command(rt, "--root", root, "delete", "--force", id).Run()
+		}
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], state+"/") {
+			mounts = append(mounts, f[4])
+		}
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		t.Logf("cleanup: %s was still mounted", mounts[i])
+		_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
+	}
 }
