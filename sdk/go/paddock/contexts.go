@@ -173,14 +173,8 @@ func readRunStream(r io.Reader, opts RunCodeOptions) (*RunCodeResult, error) {
 	res := &RunCodeResult{}
 	for {
 		var ev api.RunCodeEvent
-		if err := er.next(&ev); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("run code: stream ended without an end event: %w", ErrUnavailable)
-			}
-			if errors.Is(err, ErrUnavailable) {
-				return nil, fmt.Errorf("run code: %w", err)
-			}
-			return nil, fmt.Errorf("run code: stream broke before its end event: %v: %w", err, ErrUnavailable)
+		if err := er.nextOrEnd(&ev, "run code", "end"); err != nil {
+			return nil, err
 		}
 		switch ev.Type {
 		case api.EventStart:

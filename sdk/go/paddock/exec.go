@@ -2,7 +2,6 @@ package paddock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -119,14 +118,8 @@ func readExecStream(r io.Reader, stdout, stderr io.Writer) (*ExecResult, error) 
 	res := &ExecResult{}
 	for {
 		var ev api.ExecEvent
-		if err := er.next(&ev); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("exec: stream ended without an end event: %w", ErrUnavailable)
-			}
-			if errors.Is(err, ErrUnavailable) {
-				return nil, fmt.Errorf("exec: %w", err)
-			}
-			return nil, fmt.Errorf("exec: stream broke before its end event: %v: %w", err, ErrUnavailable)
+		if err := er.nextOrEnd(&ev, "exec", "end"); err != nil {
+			return nil, err
 		}
 		switch ev.Type {
 		case api.EventStart:

@@ -2,7 +2,6 @@ package paddock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -68,14 +67,8 @@ func readBuildStream(r io.Reader, progress func(api.BuildEvent)) (*api.Image, er
 	er := newEventReader(r, MaxEventLine)
 	for {
 		var ev api.BuildEvent
-		if err := er.next(&ev); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("image build: stream ended without a done event: %w", ErrUnavailable)
-			}
-			if errors.Is(err, ErrUnavailable) {
-				return nil, fmt.Errorf("image build: %w", err)
-			}
-			return nil, fmt.Errorf("image build: stream broke: %v: %w", err, ErrUnavailable)
+		if err := er.nextOrEnd(&ev, "image build", "done"); err != nil {
+			return nil, err
 		}
 		ev.Message = sanitize(ev.Message)
 		if progress != nil {

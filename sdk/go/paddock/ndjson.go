@@ -90,3 +90,27 @@ func (r *eventReader) discardLine(err error) {
 		_, err = r.br.ReadSlice('\n')
 	}
 }
+
+// nextOrEnd reads the next event of a stream that must finish with a final
+// event (last: "end", "done"). Every way the stream can stop short is an
+// ErrUnavailable naming the operation: never a silent success.
+func (r *eventReader) nextOrEnd(v any, what, last string) error {
+	err := r.next(v)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("%s: stream ended without %s %s event: %w", what, article(last), last, ErrUnavailable)
+	case errors.Is(err, ErrUnavailable):
+		return fmt.Errorf("%s: %w", what, err)
+	default:
+		return fmt.Errorf("%s: stream broke before its %s event: %v: %w", what, last, err, ErrUnavailable)
+	}
+}
+
+func article(word string) string {
+	if word != "" && (word[0] == 'a' || word[0] == 'e' || word[0] == 'i' || word[0] == 'o' || word[0] == 'u') {
+		return "an"
+	}
+	return "a"
+}
