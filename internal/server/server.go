@@ -115,6 +115,8 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	h = s.idempotent(h) // inside authentication: keys are per credential
 	if requireKey {
 		h = s.requireKey(h)
+	} else {
+		h = s.actFor(h) // mcp.go
 	}
 	return s.logRequests(h)
 }
