@@ -11,7 +11,7 @@ export CGO_ENABLED = 0
 all: build
 
 build:
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/paddock
+	GO=$(GO) ./scripts/build.sh $(BIN) "$(LDFLAGS)"
 
 deps:
 	@./scripts/install-deps.sh
@@ -36,4 +36,4 @@ bench: build
 	./bench/run.sh
 
 clean:
-	rm -rf bin .test-output
+	rm -rf bin .test-output internal/agentbin/paddock-agent.gz

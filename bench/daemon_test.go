@@ -33,7 +33,7 @@ func paddockBinary(tb testing.TB) string {
 			return
 		}
 		builtBin = filepath.Join(dir, "paddock")
-		cmd := exec.Command("go", "build", "-o", builtBin, "github.com/paddock-dev/paddock/cmd/paddock")
+		cmd := exec.Command("../scripts/build.sh", builtBin) // as `make build` does
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -65,7 +65,7 @@ func paddockBin(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binPath = filepath.Join(tmpRoot, "paddock")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/paddock-dev/paddock/cmd/paddock")
+		cmd := exec.Command("../../scripts/build.sh", binPath) // as `make build` does
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
 		if err != nil {

@@ -98,7 +98,8 @@ func AgentBinary(t *testing.T) string {
 			return
 		}
 		out := filepath.Join(built.dir, "paddock")
-		cmd := exec.Command(goBin, "build", "-o", out, "github.com/paddock-dev/paddock/cmd/paddock")
+		// The agent sandboxes really run: the small one paddock embeds.
+		cmd := exec.Command(goBin, "build", "-o", out, "github.com/paddock-dev/paddock/cmd/paddock-agent")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			built.err = fmt.Errorf("build agent: %v\n%s", err, b)

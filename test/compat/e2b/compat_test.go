@@ -65,7 +65,7 @@ func startDaemon(t *testing.T) *daemon {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	bin := filepath.Join(dir, "paddock")
-	build := exec.Command("go", "build", "-o", bin, "github.com/paddock-dev/paddock/cmd/paddock")
+	build := exec.Command("../../../scripts/build.sh", bin) // as `make build` does
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -1,0 +1,8 @@
+//go:build embedagent
+
+package agentbin
+
+import _ "embed"
+
+//go:embed paddock-agent.gz
+var compressed []byte

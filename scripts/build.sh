@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds Paddock's one binary: first the small in-sandbox agent
+# (cmd/paddock-agent), which is compressed into internal/agentbin, then
+# cmd/paddock with that agent embedded (build tag embedagent).
+#   scripts/build.sh OUT [LDFLAGS]
+# Tests call it too, so what they run is what `make build` makes.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: build.sh OUT [LDFLAGS]}
+ldflags=${2:-"-s -w"}
+export CGO_ENABLED=0
+go=${GO:-go}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$root"
+# The agent gets no version stamp, so its bytes (and the sealed copy's
+# name) change only when its code does.
+"$go" build -trimpath -ldflags "-s -w" -o "$tmp/paddock-agent" ./cmd/paddock-agent
+gzip -n -9 -c "$tmp/paddock-agent" >"$tmp/paddock-agent.gz"
+# Concurrent builds (test packages in parallel) each replace the file whole.
+mv -f "$tmp/paddock-agent.gz" internal/agentbin/paddock-agent.gz.$$
+mv -f internal/agentbin/paddock-agent.gz.$$ internal/agentbin/paddock-agent.gz
+case $out in /*) ;; *) out="$OLDPWD/$out" ;; esac
+"$go" build -tags embedagent -trimpath -ldflags "$ldflags" -o "$out" ./cmd/paddock
