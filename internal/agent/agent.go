@@ -7,6 +7,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -57,6 +58,11 @@ type Options struct {
 	// Env is the sandbox-wide environment every process inherits. Nil
 	// means the agent's own environment without EnvPrefix variables.
 	Env []string
+	// DefaultUser is who requests naming no user run as (default "user");
+	// DefaultCwd where they start (default the user's home). A sandbox's
+	// image config sets them (its User and WorkingDir).
+	DefaultUser string
+	DefaultCwd  string
 	// Version is Paddock's version, reported by the Info RPC.
 	Version           string
 	KeepaliveInterval time.Duration
@@ -122,7 +128,8 @@ func New(opts Options) *Agent {
 		reaper:      processReaper(opts.Logger),
 		started:     time.Now(),
 		env:         env,
-		defaultUser: DefaultUser,
+		defaultUser: cmp.Or(opts.DefaultUser, DefaultUser),
+		defaultCwd:  opts.DefaultCwd,
 		procs:       newProcTable(),
 		watchers:    newWatcherTable(),
 		sessions:    newSessionTable(),

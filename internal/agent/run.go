@@ -19,10 +19,16 @@ func Run(ctx context.Context, socket string, debug bool) error {
 	if err != nil {
 		return err
 	}
-	a := New(Options{Logger: log})
+	a := New(Options{Logger: log, DefaultUser: os.Getenv(EnvDefaultUser), DefaultCwd: os.Getenv(EnvDefaultCwd)})
 	log.Info("agent listening", "socket", socket, "pid", os.Getpid(), "envd_version", EnvdVersion)
 	return a.Serve(ctx, ln)
 }
+
+// The daemon passes an image's User and WorkingDir in these variables.
+const (
+	EnvDefaultUser = EnvPrefix + "USER"
+	EnvDefaultCwd  = EnvPrefix + "WORKDIR"
+)
 
 // DefaultSocket is where the agent listens inside a sandbox; its directory
 // is a bind mount of a host directory the daemon reaches.

@@ -59,26 +59,27 @@ func validUserName(name string) bool {
 	return true
 }
 
-func (db userDB) lookup(name string) (*User, error) {
-	if name == "" {
-		name = DefaultUser
+// lookup resolves a user as a request or an image's config names it:
+// "name", "uid", "name:group" or "uid:gid" (the OCI image User forms). A
+// numeric uid with no passwd entry still runs, with home "/".
+func (db userDB) lookup(spec string) (*User, error) {
+	if spec == "" {
+		spec = DefaultUser
 	}
-	if !validUserName(name) {
-		return nil, errdefs.Invalid("invalid user name %q", name)
+	name, group, hasGroup := strings.Cut(spec, ":")
+	if !validUserName(name) || (hasGroup && !validUserName(group)) {
+		return nil, errdefs.Invalid("invalid user %q: want name, uid, name:group or uid:gid", spec)
 	}
-	u, err := db.findPasswd(name)
+	u, err := db.findUser(name)
 	if err != nil {
 		return nil, err
 	}
-	if u == nil {
-		switch name {
-		case DefaultUser:
-			u = &User{Name: name, UID: fallbackUID, GID: fallbackUID, Home: "/home/" + name}
-		case "root":
-			u = &User{Name: name, Home: "/root"}
-		default:
-			return nil, errdefs.NotFound("user %q does not exist in the sandbox", name)
+	if hasGroup {
+		gid, err := db.groupID(group)
+		if err != nil {
+			return nil, err
 		}
+		u.GID = gid
 	}
 	groups, err := db.supplementaryGroups(u.Name, u.GID)
 	if err != nil {
@@ -86,6 +87,60 @@ func (db userDB) lookup(name string) (*User, error) {
 	}
 	u.Groups = groups
 	return u, nil
+}
+
+func (db userDB) findUser(name string) (*User, error) {
+	if uid, ok := numericID(name); ok {
+		u, err := db.findPasswd(func(u *User) bool { return u.UID == uid })
+		if err != nil || u != nil {
+			return u, err
+		}
+		return &User{Name: name, UID: uid, GID: uid, Home: "/"}, nil
+	}
+	u, err := db.findPasswd(func(u *User) bool { return u.Name == name })
+	if err != nil || u != nil {
+		return u, err
+	}
+	switch name {
+	case DefaultUser:
+		return &User{Name: name, UID: fallbackUID, GID: fallbackUID, Home: "/home/" + name}, nil
+	case "root":
+		return &User{Name: name, Home: "/root"}, nil
+	}
+	return nil, errdefs.NotFound("user %q does not exist in the sandbox", name)
+}
+
+// groupID resolves a group name or a numeric gid.
+func (db userDB) groupID(group string) (uint32, error) {
+	if gid, ok := numericID(group); ok {
+		return gid, nil
+	}
+	var gid uint32
+	found := false
+	err := db.readLines("group", func(f []string) bool {
+		if len(f) >= 3 && f[0] == group {
+			if n, ok := numericID(f[2]); ok {
+				gid, found = n, true
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, errdefs.NotFound("group %q does not exist in the sandbox", group)
+	}
+	return gid, nil
+}
+
+func numericID(s string) (uint32, bool) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	return uint32(n), err == nil
 }
 
 func (db userDB) readLines(file string, fn func(fields []string) bool) error {
@@ -114,11 +169,11 @@ func (db userDB) readLines(file string, fn func(fields []string) bool) error {
 	return nil
 }
 
-func (db userDB) findPasswd(name string) (*User, error) {
+func (db userDB) findPasswd(match func(*User) bool) (*User, error) {
 	var found *User
 	err := db.readLines("passwd", func(f []string) bool {
 		u, ok := parsePasswdFields(f)
-		if ok && u.Name == name {
+		if ok && match(u) {
 			found = u
 			return false
 		}

@@ -18,10 +18,7 @@ const maxCodeBytes = 1 << 20
 // sandbox, starting a stopped sandbox first. Contexts live in the
 // sandbox's agent: a stop or restart of the sandbox ends them.
 func (c *Controller) CreateContext(ctx context.Context, ref string, req api.CreateContextRequest) (*api.CodeContext, error) {
-	if req.User == "" {
-		req.User = "user"
-	}
-	if !userRE.MatchString(req.User) {
+	if req.User != "" && !userRE.MatchString(req.User) {
 		return nil, errdefs.Invalid("user %q is not a valid user name", req.User)
 	}
 	switch strings.ToLower(req.Language) {

@@ -13,7 +13,9 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
-var userRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+// userRE admits a user name or uid, optionally with a group name or gid
+// (the forms an image's User takes); the agent resolves it.
+var userRE = regexp.MustCompile(`^([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10})(:([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10}))?$`)
 
 // ExitCommandNotFound is what a shell reports for a missing command; exec
 // reports the same so scripts behave as they would locally.
@@ -140,10 +142,8 @@ func validateExec(req *api.ExecRequest) error {
 	if err := validateEnv(req.Env); err != nil {
 		return err
 	}
-	if req.User == "" {
-		req.User = "user"
-	}
-	if !userRE.MatchString(req.User) {
+	// An empty user is the sandbox's default: "user", or its image's User.
+	if req.User != "" && !userRE.MatchString(req.User) {
 		return errdefs.Invalid("user %q is not a valid user name", req.User)
 	}
 	if strings.ContainsRune(req.Cwd, 0) || len(req.Cwd) > 4096 {

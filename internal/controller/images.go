@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/paddock-dev/paddock/internal/agent"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 )
@@ -134,7 +135,8 @@ func (c *Controller) gcLocked(ctx context.Context, ic ImageCollector) (image.GCR
 }
 
 // imageEnv is the sandbox's environment: the image's, then the request's,
-// which wins for a name both set.
+// which wins for a name both set, then the agent's settings from the
+// image's config.
 func imageEnv(img *image.Image, env map[string]string) []string {
 	out := make([]string, 0, len(img.Env)+len(env))
 	for _, kv := range img.Env {
@@ -145,6 +147,15 @@ func imageEnv(img *image.Image, env map[string]string) []string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		out = append(out, k+"="+env[k])
+	}
+	// The image's User and WorkingDir become the agent's defaults for
+	// requests that name no user or directory. The agent keeps its own
+	// variables from the processes it starts.
+	if img.User != "" {
+		out = append(out, agent.EnvDefaultUser+"="+img.User)
+	}
+	if img.WorkingDir != "" {
+		out = append(out, agent.EnvDefaultCwd+"="+img.WorkingDir)
 	}
 	return out
 }

@@ -23,10 +23,7 @@ const (
 // sandbox first). Sessions live in the sandbox's agent: a stop or a
 // restart of the sandbox ends them.
 func (c *Controller) CreateSession(ctx context.Context, ref string, req api.CreateSessionRequest) (*api.Session, error) {
-	if req.User == "" {
-		req.User = "user"
-	}
-	if !userRE.MatchString(req.User) {
+	if req.User != "" && !userRE.MatchString(req.User) {
 		return nil, errdefs.Invalid("user %q is not a valid user name", req.User)
 	}
 	if err := validateEnv(req.Env); err != nil {

@@ -85,9 +85,6 @@ func validateTerminal(o *TerminalOptions) error {
 	if err := validateExec(&api.ExecRequest{Cmd: o.Cmd, Env: o.Env, Cwd: o.Cwd, User: o.User}); err != nil {
 		return err
 	}
-	if o.User == "" {
-		o.User = "user"
-	}
 	if o.Cols == 0 && o.Rows == 0 {
 		o.Cols, o.Rows = 80, 24
 	}

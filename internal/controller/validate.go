@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -65,6 +66,9 @@ func validateEnv(env map[string]string) error {
 	for k, v := range env {
 		if !envRE.MatchString(k) {
 			return errdefs.Invalid("environment variable name %q is not valid", k)
+		}
+		if strings.HasPrefix(k, agent.EnvPrefix) {
+			return errdefs.Invalid("environment variable %s: the prefix %s is reserved for Paddock's agent", k, agent.EnvPrefix)
 		}
 		if len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
 			return errdefs.Invalid("environment variable %s: value too long or contains NUL", k)

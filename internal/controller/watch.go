@@ -33,10 +33,7 @@ func validateWatch(o *WatchOptions) error {
 	if len(o.Path) > 4096 || strings.IndexByte(o.Path, 0) >= 0 {
 		return errdefs.Invalid("path is not a valid path")
 	}
-	if o.User == "" {
-		o.User = "user"
-	}
-	if !userRE.MatchString(o.User) {
+	if o.User != "" && !userRE.MatchString(o.User) {
 		return errdefs.Invalid("user %q is not a valid user name", o.User)
 	}
 	if len(o.Include)+len(o.Exclude) > maxWatchGlobs {

@@ -45,7 +45,7 @@ func testImage(t *testing.T) v1.Image {
 		imagetest.File("data/new", "new"),
 		imagetest.Entry{Name: "bin/suid", Body: "#!/bin/sh\n", Mode: 0o4755},
 	)
-	img, err := imagetest.Image(v1.Config{Env: []string{"PATH=/bin", "APP_MODE=imported"}, WorkingDir: "/data"}, lower, mid, upper)
+	img, err := imagetest.Image(v1.Config{Env: []string{"PATH=/bin", "APP_MODE=imported"}, WorkingDir: "/data", User: "1234:1234"}, lower, mid, upper)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +80,13 @@ func TestImagesImportRunRemove(t *testing.T) {
 
 	// The image's env reaches the sandbox; the whiteout and the opaque
 	// directory hide the lower layers' files; setuid was stripped.
-	out = runIn(d, manDigest.String(), `echo mode=$APP_MODE; ls /data; test -e /etc/gone && echo gone-visible; ls -l /bin/suid`)
+	// The image's User and WorkingDir are the defaults for commands.
+	out = runIn(d, manDigest.String(), `echo mode=$APP_MODE; ls /data; test -e /etc/gone && echo gone-visible; ls -l /bin/suid; echo "cwd=$(pwd) ids=$(id -u):$(id -g) agentvars=$(env | grep -c PADDOCK_AGENT_)"`)
 	if !strings.Contains(out, "mode=imported") || !strings.Contains(out, "new") || strings.Contains(out, "old") || strings.Contains(out, "gone-visible") || !strings.Contains(out, "-rwxr-xr-x") {
 		t.Fatalf("sandbox from imported image:\n%s", out)
+	}
+	if !strings.Contains(out, "cwd=/data ids=1234:1234 agentvars=0") {
+		t.Fatalf("the image's User and WorkingDir are not the command defaults:\n%s", out)
 	}
 
 	// In use: refused. After the sandbox is gone: removed, layers freed,
