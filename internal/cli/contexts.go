@@ -158,7 +158,7 @@ func newContextCmd(g *globals) *cobra.Command {
 	create.Flags().StringVarP(&lang, "lang", "l", api.LanguagePython, "python or javascript")
 	create.Flags().StringVar(&cwd, "cwd", "", "working directory (default the user's home)")
 	create.Flags().StringArrayVarP(&env, "env", "e", nil, "variable K=V for the interpreter (repeatable)")
-	create.Flags().StringVarP(&user, "user", "u", "", `run as "user" (default) or "root"`)
+	create.Flags().StringVarP(&user, "user", "u", "", `run as this user: a name or uid[:gid] (default: the image's User, else "user")`)
 	ls := &cobra.Command{
 		Use:     "ls ID",
 		Aliases: []string{"list"},

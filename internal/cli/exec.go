@@ -28,7 +28,7 @@ func (f *execFlags) register(cmd *cobra.Command, withEnv, withTimeout bool) {
 		fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable K=V for this command (repeatable)")
 	}
 	fs.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox")
-	fs.StringVarP(&f.user, "user", "u", "", `run as "user" (default) or "root"`)
+	fs.StringVarP(&f.user, "user", "u", "", `run as this user: a name or uid[:gid] (default: the image's User, else "user")`)
 	if withTimeout {
 		fs.DurationVar(&f.timeout, "timeout", 0, "kill the command after this long (exit code 124)")
 	}

@@ -127,7 +127,7 @@ func newWatchCmd(g *globals) *cobra.Command {
 	fs.BoolVarP(&o.Recursive, "recursive", "r", false, "watch subdirectories too")
 	fs.StringArrayVar(&o.Include, "include", nil, "report only paths matching this glob (repeatable); a glob without / matches any path element")
 	fs.StringArrayVar(&o.Exclude, "exclude", nil, "leave out paths matching this glob (repeatable), e.g. '*.pyc' or node_modules")
-	fs.StringVarP(&o.User, "user", "u", "", `watch as "user" (default) or "root"`)
+	fs.StringVarP(&o.User, "user", "u", "", `watch as this user: a name or uid[:gid] (default: the image's User, else "user")`)
 	return cmd
 }
 

@@ -47,7 +47,7 @@ func newSessionCmd(g *globals) *cobra.Command {
 	create.Flags().StringVar(&name, "name", "", "session name (1-64 letters, digits, '.', '_', '-')")
 	create.Flags().StringVar(&cwd, "cwd", "", "starting directory (default the user's home)")
 	create.Flags().StringArrayVarP(&env, "env", "e", nil, "variable K=V exported in the session (repeatable)")
-	create.Flags().StringVarP(&user, "user", "u", "", `run the session as "user" (default) or "root"`)
+	create.Flags().StringVarP(&user, "user", "u", "", `run the session as this user: a name or uid[:gid] (default: the image's User, else "user")`)
 	ls := &cobra.Command{
 		Use:     "ls ID",
 		Aliases: []string{"list"},
@@ -153,7 +153,7 @@ func newProcStartCmd(g *globals) *cobra.Command {
 	fs.StringVar(&id, "id", "", "process id (default generated); an ended process's id may be reused")
 	fs.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V (repeatable)")
 	fs.StringVarP(&workdir, "workdir", "w", "", "working directory inside the sandbox")
-	fs.StringVarP(&user, "user", "u", "", `run as "user" (default) or "root"`)
+	fs.StringVarP(&user, "user", "u", "", `run as this user: a name or uid[:gid] (default: the image's User, else "user")`)
 	fs.StringVar(&logBuffer, "log-buffer", "", "output kept per stream, e.g. 256K or 4M (default 1M, 4K to 16M)")
 	return cmd
 }

@@ -115,7 +115,7 @@ func newShellCmd(g *globals) *cobra.Command {
 	fs.StringVar(&attach, "attach", "", "attach to this running terminal (its recent output is shown first)")
 	fs.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V (repeatable)")
 	fs.StringVarP(&o.Cwd, "workdir", "w", "", "working directory inside the sandbox")
-	fs.StringVarP(&o.User, "user", "u", "", `run as "user" (default) or "root"`)
+	fs.StringVarP(&o.User, "user", "u", "", `run as this user: a name or uid[:gid] (default: the image's User, else "user")`)
 	return cmd
 }
 
