@@ -63,6 +63,10 @@ type Info struct {
 	CgroupLayout string `json:"cgroup_layout"`
 	// PolicyActive is true when an admission policy restricts creates.
 	PolicyActive bool `json:"policy_active"`
+	// SnapshotStore is the local snapshot store's use and cap.
+	SnapshotStore *StoreUsage `json:"snapshot_store,omitempty"`
+	// BackupS3 is set when S3-compatible backup storage is configured.
+	BackupS3 *S3Info `json:"backup_s3,omitempty"`
 }
 
 // Policy is the admission policy (GET/PUT /v1/policy, or the daemon's

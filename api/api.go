@@ -59,6 +59,11 @@
 //	POST   /v1/sandboxes/{id}/ledger           AddLedgerEntryRequest -> LedgerEntry (201)
 //	GET    /v1/sandboxes/{id}/network          -> NetworkPolicy
 //	PUT    /v1/sandboxes/{id}/network          UpdateNetworkRequest -> NetworkPolicy
+//	POST   /v1/sandboxes/{id}/network/injections Injection -> NetworkPolicy
+//	DELETE /v1/sandboxes/{id}/network/injections?host=H&header=N -> NetworkPolicy
+//	GET    /v1/secrets                         -> SecretList
+//	PUT    /v1/secrets/{name}                  SetSecretRequest -> Secret (201 created, 200 replaced)
+//	DELETE /v1/secrets/{name}                  -> 204 (409 while an injection rule uses it)
 //	POST   /v1/sandboxes/{id}/backups          CreateBackupRequest -> Backup (201)
 //	GET    /v1/backups?sandbox=ID              -> BackupList
 //	GET    /v1/backups/{backup}                -> Backup

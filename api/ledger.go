@@ -78,6 +78,9 @@ type CreateBackupRequest struct {
 	TTL string `json:"ttl,omitempty"`
 	// User reads the directory: "user" (default) or "root".
 	User string `json:"user,omitempty"`
+	// Store is where the archive goes: "local" (default) or "s3" (the
+	// daemon's configured S3-compatible bucket).
+	Store string `json:"store,omitempty"`
 }
 
 // Backup is one directory archive.
@@ -90,8 +93,11 @@ type Backup struct {
 	SizeBytes   int64    `json:"size_bytes"`
 	// SHA256 is the hex digest of the stored archive, checked on restore.
 	SHA256 string `json:"sha256"`
-	// Storage is where the archive lives: "local" (the daemon's state dir).
-	Storage   string     `json:"storage"`
+	// Storage is where the archive lives: "local" (the daemon's state dir)
+	// or "s3".
+	Storage string `json:"storage"`
+	// Location is the object's "s3://bucket/key" for Storage "s3".
+	Location  string     `json:"location,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }

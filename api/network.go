@@ -23,6 +23,8 @@ type NetworkPolicy struct {
 	DenyHosts  []string `json:"deny_hosts,omitempty"`
 	// Ports are the destination ports allowed (default 80 and 443).
 	Ports []int `json:"ports,omitempty"`
+	// Inject are the credential injection rules (templates, never values).
+	Inject []Injection `json:"inject,omitempty"`
 }
 
 // UpdateNetworkRequest is the body of PUT /v1/sandboxes/{id}/network: it

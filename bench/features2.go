@@ -231,23 +231,7 @@ func (s *Suite) measureNetwork(ctx context.Context) Comparison {
 // createFirstExec creates a labelled runc sandbox from req, runs `true`,
 // and removes it untimed.
 func (s *Suite) createFirstExec(ctx context.Context, req api.CreateSandboxRequest) (time.Duration, error) {
-	req.Runtime, req.KeepAlive = api.RuntimeRunc, true
-	req.Labels = map[string]string{runLabel: s.label}
-	var sbID string
-	d, err := Timed(func() error {
-		sb, err := s.c.Create(ctx, req)
-		if err != nil {
-			return err
-		}
-		sbID = sb.ID
-		return s.execTrue(ctx, sb.ID)
-	})
-	if sbID != "" {
-		if derr := s.destroy(ctx, sbID); derr != nil && err == nil {
-			err = fmt.Errorf("destroy: %w", derr)
-		}
-	}
-	return d, err
+	return s.createFirstExecOn(ctx, api.RuntimeRunc, req)
 }
 
 // hostCopy writes size random bytes to a file in dir once, then times

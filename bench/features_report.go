@@ -13,6 +13,7 @@ var featureComparisonIDs = []string{
 	"session-exec", "proc-port", "preview-small", "preview-64mib", "context-run",
 	"pool-claim", "pool-first-exec", "snapshot-10-mib", "snapshot-100-mib", "snapshot-1-gib",
 	"restore-first-exec", "fork-10", "pause", "resume", "network-create",
+	"network-create-gvisor",
 }
 
 // featureTargets adds the feature items' goals; only the pool has one in

@@ -178,7 +178,7 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 			cs, fs := s.measureSnapshots(ctx)
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
 		case ItemNetwork:
-			r.Comparisons = append(r.Comparisons, s.measureNetwork(ctx))
+			r.Comparisons = append(r.Comparisons, s.measureNetwork(ctx), s.measureNetworkGVisor(ctx))
 		case ItemImages:
 			cs, fs := s.measureImages(ctx)
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)

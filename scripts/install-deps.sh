@@ -32,6 +32,21 @@ fi
 if [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
 	have hyperfine || need+=(hyperfine)
 fi
+# The S3-compatible server that S3 backup storage is tested against
+# (SeaweedFS, Apache-2.0), built once into a cache and never part of go.mod.
+# `go install mod@version` refuses it (its go.mod has replace directives), so
+# it is built inside its downloaded module.
+if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ]; then
+	s3bin=${PADDOCK_TEST_S3_SERVER:-/var/cache/paddock-test/bin/weed}
+	if [ ! -x "$s3bin" ]; then
+		s3mod=github.com/seaweedfs/seaweedfs@v0.0.0-20261109003541-7506e5f91cd6
+		echo "building the S3 test server ($s3mod) into $s3bin (a few minutes, once)" >&2
+		mkdir -p "$(dirname "$s3bin")"
+		s3dir=$(cd "$(mktemp -d)" && go mod download -json "$s3mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+		(cd "$s3dir" && CGO_ENABLED=0 go build -o "$s3bin.tmp" ./weed)
+		mv "$s3bin.tmp" "$s3bin"
+	fi
+fi
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
 fi

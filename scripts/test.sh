@@ -11,6 +11,9 @@ mkdir -p "$out"
 # once per machine rather than once per package.
 export PADDOCK_TEST_IMAGE_CACHE=${PADDOCK_TEST_IMAGE_CACHE:-/var/cache/paddock-test/images}
 export CGO_ENABLED=0
+# The S3-compatible server the backup tests run against, built by
+# scripts/install-deps.sh (PADDOCK_TEST_DEPS=1).
+export PADDOCK_TEST_S3_SERVER=${PADDOCK_TEST_S3_SERVER:-/var/cache/paddock-test/bin/weed}
 
 fail=0
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go') | grep -v '/gen/' || true)

@@ -31,9 +31,12 @@ import (
 )
 
 // EnvdVersion is the envd protocol version this agent implements: the
-// process and filesystem services with CloseStdin and include_entry
-// watchers, /files with multipart and octet-stream uploads, /init and /envs.
-const EnvdVersion = "0.5.20"
+// process and filesystem services with CloseStdin, /files with multipart
+// and octet-stream uploads and gzip both ways, /init and /envs; file
+// metadata as user.e2b.* xattrs (0.6.2), entry info in watch events (0.6.3)
+// and the allow_network_mounts watch option (0.6.4; a sandbox has no
+// network mounts). docs/e2b.md lists what is left out.
+const EnvdVersion = "0.6.4"
 
 // EnvPrefix marks the agent's own settings in its environment; such
 // variables are not passed on to the processes it starts.

@@ -33,6 +33,34 @@ type idNames struct {
 	db     userDB
 	users  map[uint32]string
 	groups map[uint32]string
+	// mdLeft, when mdLimited, is what one response may still spend on
+	// file metadata: a listing of many files, each with large attributes
+	// set from inside the sandbox, must not become a huge message.
+	mdLeft    int
+	mdLimited bool
+}
+
+// maxResponseMetadata bounds the metadata in one listing or event batch;
+// entries past it are reported without their metadata.
+const maxResponseMetadata = 4 << 20
+
+func (n *idNames) limitMetadata() {
+	n.mdLeft, n.mdLimited = maxResponseMetadata, true
+}
+
+// metadata reads path's metadata within the response's budget.
+func (n *idNames) metadata(path string) map[string]string {
+	if n == nil || !n.mdLimited {
+		return readMetadata(path)
+	}
+	if n.mdLeft <= 0 {
+		return nil
+	}
+	md := readMetadata(path)
+	for k, v := range md {
+		n.mdLeft -= len(k) + len(v)
+	}
+	return md
 }
 
 func newIDNames(db userDB) *idNames {
@@ -86,8 +114,10 @@ func entryFromInfo(path string, fi fs.FileInfo, names *idNames) *filesystem.Entr
 		}
 	case fi.IsDir():
 		e.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
+		e.Metadata = names.metadata(path)
 	case fi.Mode().IsRegular():
 		e.Type = filesystem.FileType_FILE_TYPE_FILE
+		e.Metadata = names.metadata(path)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && names != nil {
 		e.Owner = names.user(st.Uid)
@@ -180,6 +210,7 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 		return nil, rpcError(errdefs.Invalid("%s is not a directory", path))
 	}
 	names := newIDNames(s.a.users)
+	names.limitMetadata()
 	var entries []*filesystem.EntryInfo
 	var walk func(dir, shown string, level int) error
 	walk = func(dir, shown string, level int) error {

@@ -149,9 +149,10 @@ func writeErr(w http.ResponseWriter, err error) {
 
 // entryJSON is envd's upload result entry.
 type entryJSON struct {
-	Path string `json:"path"`
-	Name string `json:"name"`
-	Type string `json:"type"`
+	Path     string            `json:"path"`
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 func (a *Agent) handleDownload(w http.ResponseWriter, r *http.Request) {
@@ -180,9 +181,19 @@ func (a *Agent) handleDownload(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, errdefs.Invalid("%s is not a regular file", path))
 		return
 	}
+	coding, ok := negotiateEncoding(strings.Join(r.Header.Values("Accept-Encoding"), ","))
+	if !ok {
+		writeHTTPError(w, http.StatusNotAcceptable, "no acceptable encoding found, supported: [identity, gzip]")
+		return
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filepath.Base(path)}))
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Vary", "Accept-Encoding")
+	if coding == "gzip" && !rangeOrConditional(r) {
+		serveGzip(w, r, f)
+		return
+	}
 	http.ServeContent(w, r, "", fi.ModTime(), f)
 }
 
@@ -193,6 +204,20 @@ func (a *Agent) handleUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	qpath := r.URL.Query().Get("path")
+	md, err := parseMetadataHeaders(r.Header)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	body, release, err := uploadBody(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer release()
+	// The server closes the original body itself; the multipart reader and
+	// the raw path read the decoded one.
+	r.Body = io.NopCloser(body)
 	mediaType, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var written []entryJSON
 	switch mediaType {
@@ -215,7 +240,7 @@ func (a *Agent) handleUpload(w http.ResponseWriter, r *http.Request) {
 				_ = part.Close()
 				continue
 			}
-			e, err := a.uploadPart(u, qpath, part)
+			e, err := a.uploadPart(u, qpath, part, md)
 			_ = part.Close()
 			if err != nil {
 				writeErr(w, err)
@@ -228,7 +253,7 @@ func (a *Agent) handleUpload(w http.ResponseWriter, r *http.Request) {
 			writeHTTPError(w, http.StatusBadRequest, "the path parameter is required for a raw upload")
 			return
 		}
-		e, err := a.writeFile(u, qpath, r.Body)
+		e, err := a.writeFile(u, qpath, r.Body, md)
 		if err != nil {
 			writeErr(w, err)
 			return
@@ -261,22 +286,35 @@ func (a *Agent) handleUpload(w http.ResponseWriter, r *http.Request) {
 
 // uploadPart writes one multipart file: to the path parameter if given,
 // else to the part's file name (relative names from the user's home).
-func (a *Agent) uploadPart(u *User, qpath string, part *multipart.Part) (entryJSON, error) {
+func (a *Agent) uploadPart(u *User, qpath string, part *multipart.Part, md map[string]string) (entryJSON, error) {
 	target := qpath
 	if target == "" {
-		target = part.FileName()
+		target = partFilePath(part)
 		if target == "" {
 			return entryJSON{}, errdefs.Invalid("a file part needs a path parameter or a file name")
 		}
 	}
-	return a.writeFile(u, target, part)
+	return a.writeFile(u, target, part, md)
+}
+
+// partFilePath is the part's file name as sent, directories included:
+// Part.FileName keeps only the base name, but the SDKs' writeFiles name
+// each part by its full path, as envd expects.
+func partFilePath(part *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
 }
 
 // writeFile replaces the content of the file at p with r's, creating
 // missing parents, everything new owned by u. It writes in place, as envd
 // does, so watchers see one create (or write) of the file itself; a symlink
-// at p is replaced, never written through.
-func (a *Agent) writeFile(u *User, p string, r io.Reader) (entryJSON, error) {
+// at p is replaced, never written through. md replaces the file's metadata
+// before any content is written, so a file system that cannot hold it
+// fails the upload before a large body is streamed.
+func (a *Agent) writeFile(u *User, p string, r io.Reader, md map[string]string) (entryJSON, error) {
 	path, err := resolvePath(u, p)
 	if err != nil {
 		return entryJSON{}, err
@@ -285,6 +323,7 @@ func (a *Agent) writeFile(u *User, p string, r io.Reader) (entryJSON, error) {
 		return entryJSON{}, errdefs.Invalid("cannot write to /")
 	}
 	fi, err := os.Lstat(path)
+	existed := err == nil && fi.Mode().IsRegular()
 	switch {
 	case err == nil && fi.IsDir():
 		return entryJSON{}, fmt.Errorf("%s is a directory: %w", path, errdefs.ErrConflict)
@@ -296,9 +335,31 @@ func (a *Agent) writeFile(u *User, p string, r io.Reader) (entryJSON, error) {
 	if err := mkdirAllOwned(filepath.Dir(path), u); err != nil {
 		return entryJSON{}, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+	// Truncated only once the metadata is in place, so an upload refused
+	// for its metadata leaves an existing file as it was.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return entryJSON{}, fsError("create", path, err)
+	}
+	if err := setMetadata(f, md); err != nil {
+		_ = f.Close()
+		if !existed {
+			_ = os.Remove(path)
+		}
+		return entryJSON{}, err
+	}
+	if err := f.Truncate(0); err != nil {
+		_ = f.Close()
+		return entryJSON{}, fsError("write", path, err)
+	}
+	// Owned by u before the first byte, so a watcher's entry for the write
+	// already shows the final owner; through the descriptor, so a path
+	// swapped meanwhile is not what gets chowned.
+	if os.Geteuid() == 0 {
+		if err := f.Chown(int(u.UID), int(u.GID)); err != nil {
+			_ = f.Close()
+			return entryJSON{}, fsError("chown", path, err)
+		}
 	}
 	if _, err := io.Copy(f, bodyReader{r}); err != nil {
 		_ = f.Close()
@@ -311,10 +372,7 @@ func (a *Agent) writeFile(u *User, p string, r io.Reader) (entryJSON, error) {
 	if err := f.Close(); err != nil {
 		return entryJSON{}, fsError("write", path, err)
 	}
-	if err := chownTo(path, u); err != nil {
-		return entryJSON{}, err
-	}
-	return entryJSON{Path: path, Name: filepath.Base(path), Type: "file"}, nil
+	return entryJSON{Path: path, Name: filepath.Base(path), Type: "file", Metadata: md}, nil
 }
 
 // bodyError marks a failure to read the upload, as opposed to a failure to

@@ -89,6 +89,9 @@ func (d *dirWatch) add(dir string) error {
 // convert turns an fsnotify event into envd's form; a new directory in a
 // recursive watch is watched as well.
 func (d *dirWatch) convert(ev fsnotify.Event) []*filesystem.FilesystemEvent {
+	// One budget per batch: a new directory's existing entries are all
+	// reported at once.
+	d.names.limitMetadata()
 	rel, err := filepath.Rel(d.root, ev.Name)
 	if err != nil {
 		rel = ev.Name

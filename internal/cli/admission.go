@@ -63,6 +63,7 @@ func printInfo(w io.Writer, in *api.Info) error {
 	fmt.Fprintf(w, "\nHost limits: cpu=%g memory=%dMiB disk=%dMiB pids=%d\n", l.CPU, l.MemoryMB, l.DiskMB, l.Pids)
 	fmt.Fprintf(w, "Defaults:    image=%s runtime=%s cpu=%g memory=%dMiB disk=%dMiB pids=%d sleep_after=%s\n",
 		d.Image, d.Runtime, d.Resources.CPU, d.Resources.MemoryMB, d.Resources.DiskMB, d.Resources.Pids, d.SleepAfter)
+	printStorageInfo(w, in) // storage.go
 	return nil
 }
 

@@ -109,24 +109,25 @@ func describeEntry(e api.LedgerEntry) string {
 func newBackupCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "backup",
-		Short: "Back up directories of sandboxes and restore them (local store)",
+		Short: "Back up directories of sandboxes and restore them (local store or S3)",
 		Long: `Back up a directory of a sandbox to an archive in the daemon's backup store,
 with a time-to-live, and restore it into the same or another sandbox.
 Backups outlive the sandbox. The archive's sha256 is checked before a restore
-writes anything. Only the daemon's local store exists today; S3-compatible
-object storage is not implemented yet. A backup is not a frozen snapshot:
+writes anything. --store s3 keeps it in the daemon's S3-compatible bucket
+(configured with PADDOCK_BACKUP_S3_*; see paddock info) instead of its
+local store. A backup is not a frozen snapshot:
 files written during the copy may be caught half-way (use a snapshot for that).`,
 		Args: cobra.NoArgs,
 	}
 	var excludes []string
-	var ttl, user, key string
+	var ttl, user, key, where string
 	create := &cobra.Command{
-		Use:   "create ID DIR [--exclude GLOB]... [--ttl 72h|never]",
+		Use:   "create ID DIR [--exclude GLOB]... [--ttl 72h|never] [--store local|s3]",
 		Short: "Archive the directory DIR of sandbox ID; prints the backup id",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := g.client().CreateBackup(withKey(cmd.Context(), key), args[0],
-				api.CreateBackupRequest{Path: args[1], Exclude: excludes, TTL: ttl, User: user})
+				api.CreateBackupRequest{Path: args[1], Exclude: excludes, TTL: ttl, User: user, Store: where})
 			if err != nil {
 				return err
 			}
@@ -141,6 +142,7 @@ files written during the copy may be caught half-way (use a snapshot for that).`
 	create.Flags().StringVar(&ttl, "ttl", "", "how long the backup is kept (Go duration, or never; default the daemon's, 7 days)")
 	create.Flags().StringVarP(&user, "user", "u", "", "read the directory as this user (user or root; default user)")
 	create.Flags().StringVar(&key, "idempotency-key", "", idemFlagHelp)
+	create.Flags().StringVar(&where, "store", "local", "where the archive goes: local (the daemon's state dir) or s3 (the daemon's S3-compatible bucket)")
 
 	var sandbox string
 	ls := &cobra.Command{
@@ -157,7 +159,7 @@ files written during the copy may be caught half-way (use a snapshot for that).`
 				return printJSON(cmd.OutOrStdout(), api.BackupList{Backups: nonNil(list)})
 			}
 			now := time.Now()
-			t := newTable(cmd.OutOrStdout(), "ID", "SANDBOX", "PATH", "SIZE", "CREATED", "EXPIRES")
+			t := newTable(cmd.OutOrStdout(), "ID", "SANDBOX", "PATH", "SIZE", "STORE", "CREATED", "EXPIRES")
 			for _, b := range list {
 				exp := "never"
 				if b.ExpiresAt != nil {
@@ -167,7 +169,7 @@ files written during the copy may be caught half-way (use a snapshot for that).`
 				if b.SandboxName != "" {
 					sb = b.SandboxName + " (" + b.SandboxID + ")"
 				}
-				t.row(b.ID, sb, b.Path, humanBytes(b.SizeBytes), ago(b.CreatedAt, now), exp)
+				t.row(b.ID, sb, b.Path, humanBytes(b.SizeBytes), b.Storage, ago(b.CreatedAt, now), exp)
 			}
 			return t.flush()
 		},

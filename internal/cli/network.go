@@ -89,6 +89,8 @@ func newNetCmd(g *globals) *cobra.Command {
 				return printPolicy(cmd, p)
 			},
 		},
+		newNetInjectCmd(g),   // secrets.go
+		newNetUninjectCmd(g), // secrets.go
 	)
 	return cmd
 }
@@ -99,6 +101,7 @@ func printPolicy(cmd *cobra.Command, p *api.NetworkPolicy) error {
 	if p.Mode == api.NetworkEgress {
 		fmt.Fprintf(w, "allow: %s\n", strings.Join(p.AllowHosts, " "))
 		fmt.Fprintf(w, "deny: %s\n", strings.Join(p.DenyHosts, " "))
+		printInjections(w, p) // secrets.go
 	}
 	return nil
 }

@@ -84,6 +84,7 @@ func newRoot() *cobra.Command {
 		newDoCmd(g),
 		newCreateCmd(g),
 		newNetCmd(g),
+		newSecretCmd(g),
 		newTemplateCmd(g),
 		newPoolCmd(g),
 		newExecCmd(g),

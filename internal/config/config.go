@@ -67,6 +67,12 @@ type Config struct {
 	// `serve --policy`); it must exist when set. Unset, the policy lives
 	// in <StateDir>/policy.json, created by the first PUT /v1/policy.
 	PolicyFile string `json:"policy_file,omitempty"`
+	// BackupS3 is S3-compatible backup storage, off unless configured
+	// (storage.go).
+	BackupS3 BackupS3 `json:"backup_s3"`
+	// SnapshotStoreMax caps the bytes of the local snapshot and backup
+	// store ($PADDOCK_SNAPSHOT_STORE_MAX); 0 = no cap.
+	SnapshotStoreMax int64 `json:"snapshot_store_max,omitempty"`
 }
 
 // Default returns the embedded defaults.
@@ -140,7 +146,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 		}
 		c.PrepareDefaultImage = b
 	}
-	return nil
+	return c.applyStorageEnv(getenv)
 }
 
 // Validate reports every problem at once.
@@ -181,6 +187,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("ledger_retention and backup_ttl must be positive"))
 	}
 	errs = append(errs, c.validatePreview()...)
+	errs = append(errs, c.validateStorage()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -22,8 +22,8 @@ import (
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
-// storageLocal is the only backup storage so far: files under the state
-// dir. S3-compatible object storage is not implemented yet.
+// storageLocal keeps archives as files under the state dir; storageS3
+// (backupstore.go) in S3-compatible object storage.
 const storageLocal = "local"
 
 // backupSlack is added to a sandbox's disk size to bound a backup's
@@ -66,7 +66,7 @@ func validBackupPath(field, p string) error {
 
 func backupUser(u string) (string, error) {
 	if u == "" {
-		return "user", nil
+		return "", nil // the sandbox's default user
 	}
 	if !userRE.MatchString(u) {
 		return "", errdefs.Invalid("user %q is not a valid user name", u)
@@ -109,6 +109,17 @@ func (c *Controller) CreateBackup(ctx context.Context, ref string, req api.Creat
 	}
 	ttl, never, err := c.parseBackupTTL(req.TTL)
 	if err != nil {
+		return nil, err
+	}
+	where, err := backupStore(req.Store)
+	if err != nil {
+		return nil, err
+	}
+	if where == storageS3 {
+		if _, err := c.s3Client(); err != nil {
+			return nil, err
+		}
+	} else if err := c.checkStoreRoom(0); err != nil {
 		return nil, err
 	}
 	ag, id, done, err := c.Agent(ctx, ref)
@@ -172,16 +183,36 @@ func (c *Controller) CreateBackup(ctx context.Context, ref string, req api.Creat
 	}
 	bk.SizeBytes = counter.n
 	bk.SHA256 = hex.EncodeToString(h.Sum(nil))
-	if err := os.Rename(tmp.Name(), c.backupFile(bk.ID)); err != nil {
-		return nil, fmt.Errorf("backup store: %w", err)
-	}
-	syncDir(c.backupsDir())
-	if err := c.opts.Store.CreateBackup(context.WithoutCancel(ctx), bk); err != nil {
-		_ = os.Remove(c.backupFile(bk.ID))
-		return nil, err
+	if where == storageS3 {
+		if err := c.uploadBackup(ctx, bk, tmp.Name()); err != nil {
+			return nil, err
+		}
+		if err := c.opts.Store.CreateBackup(context.WithoutCancel(ctx), bk); err != nil {
+			if rerr := c.removeArchive(context.WithoutCancel(ctx), bk); rerr != nil {
+				c.log.Warn("remove unrecorded backup object", "backup", bk.ID, "err", rerr)
+			}
+			return nil, err
+		}
+	} else {
+		// The quota is checked with the store's lock held, so two backups
+		// cannot both pass it on the same free room.
+		c.snaps.mu.Lock()
+		err := c.checkStoreRoom(bk.SizeBytes)
+		if err == nil {
+			err = os.Rename(tmp.Name(), c.backupFile(bk.ID))
+		}
+		c.snaps.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("backup store: %w", err)
+		}
+		syncDir(c.backupsDir())
+		if err := c.opts.Store.CreateBackup(context.WithoutCancel(ctx), bk); err != nil {
+			_ = os.Remove(c.backupFile(bk.ID))
+			return nil, err
+		}
 	}
 	_ = c.Record(ctx, id, api.LedgerEntry{Kind: api.LedgerBackup, Path: req.Path, Data: map[string]string{
-		"backup_id": bk.ID, "sha256": bk.SHA256, "size_bytes": strconv.FormatInt(bk.SizeBytes, 10),
+		"backup_id": bk.ID, "sha256": bk.SHA256, "size_bytes": strconv.FormatInt(bk.SizeBytes, 10), "store": where,
 	}})
 	c.log.Info("backup created", "sandbox", id, "backup", bk.ID, "path", req.Path, "bytes", bk.SizeBytes)
 	return toAPIBackup(bk), nil
@@ -209,9 +240,10 @@ func syncDir(dir string) {
 func toAPIBackup(b *store.Backup) *api.Backup {
 	out := &api.Backup{
 		ID: b.ID, SandboxID: b.SandboxID, SandboxName: b.SandboxName, Path: b.Path,
-		Exclude: b.Excludes, SizeBytes: b.SizeBytes, SHA256: b.SHA256, Storage: b.Storage,
+		Exclude: b.Excludes, SizeBytes: b.SizeBytes, SHA256: b.SHA256,
 		CreatedAt: b.CreatedAt,
 	}
+	out.Storage, out.Location = storageAPI(b.Storage)
 	if !b.ExpiresAt.IsZero() {
 		t := b.ExpiresAt
 		out.ExpiresAt = &t
@@ -276,16 +308,27 @@ func (c *Controller) ListBackups(ctx context.Context, ref string) ([]api.Backup,
 	return out, nil
 }
 
-// DeleteBackup removes a backup's record, then its archive.
+// DeleteBackup removes a backup. A local archive goes after its record
+// (a leftover file is swept by the purge); an S3 object goes first, and
+// if that fails the record stays, so the object is never orphaned.
 func (c *Controller) DeleteBackup(ctx context.Context, id string) error {
 	if !backupIDRE.MatchString(id) {
 		return errdefs.Invalid("%q is not a backup id (bk followed by 20 letters or digits)", id)
 	}
+	b, err := c.opts.Store.GetBackup(ctx, id)
+	if err != nil {
+		return err
+	}
+	if b.Storage != storageLocal {
+		if err := c.removeArchive(ctx, b); err != nil {
+			return err
+		}
+	}
 	if err := c.opts.Store.DeleteBackup(ctx, id); err != nil {
 		return err
 	}
-	if err := os.Remove(c.backupFile(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		c.log.Warn("remove backup archive", "backup", id, "err", err)
+	if b.Storage == storageLocal {
+		return c.removeArchive(ctx, b)
 	}
 	return nil
 }
@@ -312,25 +355,11 @@ func (c *Controller) RestoreBackup(ctx context.Context, backupID string, req api
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(c.backupFile(b.ID))
+	f, closeArchive, err := c.openArchive(ctx, b)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("backup %s: its archive is missing from the backup store: %w", b.ID, errdefs.ErrFailedPrecondition)
-		}
-		return nil, fmt.Errorf("backup %s: %w", b.ID, err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return nil, fmt.Errorf("backup %s: read archive: %w", b.ID, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != b.SHA256 {
-		return nil, fmt.Errorf("backup %s is corrupt: its archive has sha256 %s, recorded %s; nothing was restored: %w",
-			b.ID, got, b.SHA256, errdefs.ErrFailedPrecondition)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
+	defer closeArchive()
 	zr, err := gzip.NewReader(f)
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %v: %w", b.ID, err, errdefs.ErrFailedPrecondition)
@@ -344,7 +373,7 @@ func (c *Controller) RestoreBackup(ctx context.Context, backupID string, req api
 		return nil, fmt.Errorf("restore backup %s into %s of sandbox %s: %w", b.ID, dst, id, err)
 	}
 	_ = c.Record(ctx, id, api.LedgerEntry{Kind: api.LedgerBackupRestore, Path: dst, Data: map[string]string{
-		"backup_id": b.ID, "from_sandbox": b.SandboxID, "sha256": b.SHA256,
+		"backup_id": b.ID, "from_sandbox": b.SandboxID, "sha256": b.SHA256, "store": storageOf(b.Storage),
 	}})
 	c.log.Info("backup restored", "backup", b.ID, "sandbox", id, "path", dst)
 	return toAPIBackup(b), nil
@@ -357,9 +386,23 @@ func (c *Controller) purgeBackups(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s3Down := false
 	for _, b := range expired {
-		if err := c.DeleteBackup(ctx, b.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			return err
+		// One backup whose store is down does not hold up the others; its
+		// record stays and the next purge tries again. Once S3 is found
+		// unreachable, this pass stops asking it (a listing must not wait
+		// on retries for every expired backup).
+		if b.Storage != storageLocal && s3Down {
+			continue
+		}
+		if err := c.DeleteBackup(ctx, b.ID); err != nil {
+			if errors.Is(err, errdefs.ErrUnavailable) {
+				s3Down = true
+			}
+			if !errors.Is(err, errdefs.ErrNotFound) {
+				c.log.Warn("expired backup not deleted yet", "backup", b.ID, "err", err)
+			}
+			continue
 		}
 		c.log.Info("backup expired and deleted", "backup", b.ID, "sandbox", b.SandboxID)
 	}

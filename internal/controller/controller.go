@@ -46,6 +46,8 @@ type Options struct {
 	Snapshots *snapshot.Store
 	// Network plumbs egress sandboxes; nil: only mode none (network.go).
 	Network Network
+	// Secrets keeps secrets for credential injection; nil: none (secrets.go).
+	Secrets Secrets
 }
 
 // Controller is safe for concurrent use.
@@ -59,8 +61,12 @@ type Controller struct {
 
 	terms termTable // terminals of every sandbox (terminal.go)
 	snaps snapState // snapshot bookkeeping (snapshots.go)
+	s3    s3State   // S3 backup storage client (backupstore.go)
 	pools poolState // warm pools (pools.go)
 	adm   admission // policy, quotas and runtime probes (admission.go, info.go)
+	reaps reclaimer // files of destroyed sandboxes removed later (reclaim.go)
+
+	secretsMu sync.Mutex // secret deletion vs injection rules naming it (secrets.go)
 
 	stopIdle chan struct{}
 	idleDone chan struct{}
@@ -123,6 +129,9 @@ func (c *Controller) Close() {
 	if c.stopIdle != nil {
 		close(c.stopIdle)
 		<-c.idleDone
+	}
+	if !c.waitReclaims(teardownTimeout) {
+		c.log.Warn("files of destroyed sandboxes are still being removed; the next start finishes it")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

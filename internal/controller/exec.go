@@ -87,6 +87,10 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		}
 		return send(api.ExecEvent{Type: typ, Data: p})
 	})
+	// The command's grant ends before the caller hears that the command
+	// ended (the deferred call would run after the end event and the
+	// ledger write): a command the caller starts next must not find it.
+	revoke()
 	if emitErr != nil {
 		return nil // nobody is listening for the end any more
 	}

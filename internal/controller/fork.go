@@ -68,6 +68,7 @@ func (c *Controller) Fork(ctx context.Context, ref string, req api.ForkRequest) 
 	if rec.SleepAfter > 0 && !rec.KeepAlive {
 		base.SleepAfter = rec.SleepAfter.String()
 	}
+	ctx = withForkOf(ctx, rec.ID) // named in each copy's restore entry (restoreledger.go)
 	res := &api.ForkResult{Snapshot: *c.snapshotAPI(snap), Sandboxes: make([]api.Sandbox, n)}
 	errs := make([]error, n)
 	sem := make(chan struct{}, forkParallel)
@@ -115,7 +116,13 @@ func (c *Controller) onIdle(ctx context.Context, r *store.Sandbox, reason string
 			_, err := c.stop(ctx, r.ID, reason+"; snapshot chain full, stopped instead (files kept on disk)")
 			return err
 		}
-		return c.snapshotIdle(ctx, r.ID, reason)
+		err := c.snapshotIdle(ctx, r.ID, reason)
+		if errors.Is(err, errdefs.ErrResourceExhausted) {
+			// The snapshot store is at its cap (quota.go): keep the files
+			// on disk rather than retry the snapshot every tick.
+			_, err = c.stop(ctx, r.ID, reason+"; snapshot store full, stopped instead (files kept on disk)")
+		}
+		return err
 	default:
 		_, err := c.stop(ctx, r.ID, reason)
 		return err

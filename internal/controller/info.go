@@ -47,7 +47,9 @@ func (c *Controller) Info() api.Info {
 			Resources:  c.cfg.Defaults,
 			SleepAfter: c.cfg.SleepAfter.String(),
 		},
-		CgroupLayout: layout,
-		PolicyActive: active,
+		CgroupLayout:  layout,
+		PolicyActive:  active,
+		SnapshotStore: c.storeUsage(),
+		BackupS3:      c.S3Info(),
 	}
 }

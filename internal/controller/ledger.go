@@ -117,6 +117,9 @@ func (c *Controller) recordTransition(ctx context.Context, rec *store.Sandbox, f
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	_ = c.record(ctx, rec.ID, rec.Name, e)
+	if kind == api.LedgerCreate {
+		c.recordRestore(ctx, rec) // restoreledger.go
+	}
 }
 
 // ledgerExec wraps an exec's emit to see its end event, and returns the
@@ -137,7 +140,10 @@ func (c *Controller) ledgerExec(ctx context.Context, sandboxID string, req api.E
 			Kind:       api.LedgerExec,
 			Command:    req.Cmd,
 			DurationMS: time.Since(start).Milliseconds(),
-			Data:       map[string]string{"user": req.User},
+			Data:       map[string]string{},
+		}
+		if req.User != "" {
+			e.Data["user"] = req.User
 		}
 		if req.Cwd != "" {
 			e.Data["cwd"] = req.Cwd
@@ -318,4 +324,5 @@ func (c *Controller) purgeOnce(ctx context.Context) {
 	if err := c.purgeBackups(ctx); err != nil {
 		c.log.Warn("backup expiry", "err", err)
 	}
+	c.sweepS3Orphans(ctx) // backupstore.go
 }

@@ -34,6 +34,11 @@ type NetSetup struct {
 	NetNSPath  string
 	ResolvConf string
 	Env        []string
+	// CACert is the egress CA certificate (PEM) the sandbox must trust, and
+	// TrustBundle the host file the controller composes its trust bundle
+	// in: the image's CA certificates plus CACert (trust.go).
+	CACert      []byte
+	TrustBundle string
 }
 
 // admitNetwork validates a create request's network.
@@ -46,11 +51,6 @@ func (c *Controller) admitNetwork(req *api.CreateSandboxRequest, rtName string) 
 	}
 	if req.Network.Mode != api.NetworkEgress {
 		return nil, errdefs.Invalid("network mode %q: want %s or %s", req.Network.Mode, api.NetworkNone, api.NetworkEgress)
-	}
-	if rtName != api.RuntimeRunc {
-		// runsc runs with its own --network=none, and crun is untested
-		// with a prepared namespace: only runc is offered until they are.
-		return nil, errdefs.Invalid("network mode egress is not available for runtime %s yet; use %s", rtName, api.RuntimeRunc)
 	}
 	if c.opts.Network == nil {
 		return nil, fmt.Errorf("network mode egress: this daemon has no networking (needs root, iproute2 and iptables): %w", errdefs.ErrUnavailable)
@@ -149,7 +149,8 @@ func (c *Controller) SetNetworkRules(ctx context.Context, ref string, req api.Up
 	if cur == nil || cur.Mode != api.NetworkEgress {
 		return nil, fmt.Errorf("sandbox %s has no network (mode none); create it with mode egress to give it rules: %w", rec.ID, errdefs.ErrConflict)
 	}
-	p, err := c.opts.Network.Validate(api.NetworkPolicy{Mode: api.NetworkEgress, AllowHosts: req.AllowHosts, DenyHosts: req.DenyHosts, Ports: req.Ports})
+	// Injection rules are changed on their own (inject.go) and kept here.
+	p, err := c.opts.Network.Validate(api.NetworkPolicy{Mode: api.NetworkEgress, AllowHosts: req.AllowHosts, DenyHosts: req.DenyHosts, Ports: req.Ports, Inject: cur.Inject})
 	if err != nil {
 		return nil, err
 	}

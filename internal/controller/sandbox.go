@@ -174,6 +174,10 @@ func (c *Controller) startCompute(ctx context.Context, e *entry, rec *store.Sand
 	if err != nil {
 		return err
 	}
+	trust, err := composeTrustBundle(layers, netSetup) // trust.go
+	if err != nil {
+		return fmt.Errorf("sandbox %s trust bundle: %w", rec.ID, err)
+	}
 	info, err := b.Start(ctx, runtime.Spec{
 		ID:          rec.ID,
 		Layers:      layers,
@@ -181,6 +185,7 @@ func (c *Controller) startCompute(ctx context.Context, e *entry, rec *store.Sand
 		Env:         append(env, netSetup.Env...),
 		NetNSPath:   netSetup.NetNSPath,
 		ResolvConf:  netSetup.ResolvConf,
+		TrustBundle: trust,
 		Resources: runtime.Resources{
 			CPUMillis:   int64(rec.Resources.CPU * 1000),
 			MemoryBytes: rec.Resources.MemoryMB << 20,
@@ -396,17 +401,33 @@ func (c *Controller) destroy(ctx context.Context, ref, reason string) error {
 		e.agent.Close()
 		e.agent = nil
 	}
+	// A backend that can kill first has the files removed after the
+	// record says destroyed (reclaim.go): the caller waits for the
+	// compute to be gone, not for the unmounts and unlinks.
+	var later runtime.Backend
 	if b, berr := c.backend(rec.Runtime); berr == nil {
-		if err := b.Destroy(ctx, rec.ID); err != nil {
+		var err error
+		if k, ok := b.(runtime.Killer); ok {
+			err, later = k.Kill(ctx, rec.ID), b
+		} else {
+			err = b.Destroy(ctx, rec.ID)
+		}
+		if err != nil {
 			_ = c.setState(ctx, rec, api.StateError, "destroy failed: "+err.Error(), false)
 			return err
 		}
 	}
 	c.releaseNetwork(ctx, rec.ID) // network.go
 	if err := c.setState(ctx, rec, api.StateDestroyed, reason, false); err != nil {
+		if later != nil {
+			c.reclaimLater(later, rec.ID)
+		}
 		return err
 	}
 	c.forget(rec.ID)
+	if later != nil {
+		c.reclaimLater(later, rec.ID)
+	}
 	return nil
 }
 

@@ -166,6 +166,9 @@ func (c *Controller) captureLayer(ctx context.Context, rec *store.Sandbox) ([]st
 	if !ok {
 		return nil, snapshot.Layer{}, fmt.Errorf("runtime %s cannot snapshot a sandbox: %w", rec.Runtime, errdefs.ErrFailedPrecondition)
 	}
+	if err := c.checkStoreRoom(0); err != nil { // quota.go
+		return nil, snapshot.Layer{}, err
+	}
 	tmp, err := ss.Temp()
 	if err != nil {
 		return nil, snapshot.Layer{}, snapErr(err)
@@ -178,10 +181,15 @@ func (c *Controller) captureLayer(ctx context.Context, rec *store.Sandbox) ([]st
 		return nil, snapshot.Layer{}, snapErr(err)
 	}
 	c.snaps.mu.Lock()
+	before := c.layerSet()
 	top, err := ss.Commit(ctx, tmp)
 	if err != nil {
 		c.snaps.mu.Unlock()
 		return nil, snapshot.Layer{}, snapErr(err)
+	}
+	if err := c.enforceQuotaAfter(before); err != nil {
+		c.snaps.mu.Unlock()
+		return nil, snapshot.Layer{}, err
 	}
 	chain := c.chainOf(ctx, rec)
 	chain = append(chain, store.SnapshotLayer{Digest: top.Digest, Size: top.Size})
@@ -556,11 +564,18 @@ func (c *Controller) ImportSnapshot(ctx context.Context, r io.Reader, opts Impor
 	if err := c.validSnapshotName(ctx, opts.Name); err != nil {
 		return nil, err
 	}
+	if err := c.checkStoreRoom(0); err != nil { // quota.go
+		return nil, err
+	}
 	c.snaps.mu.Lock()
 	defer c.snaps.mu.Unlock()
+	before := c.layerSet()
 	m, err := ss.Import(ctx, r, snapshot.Limits{MaxBytes: opts.MaxBytes})
 	if err != nil {
 		return nil, snapErr(err)
+	}
+	if err := c.enforceQuotaAfter(before); err != nil {
+		return nil, err
 	}
 	name := opts.Name
 	if name == "" && m.Name != "" {

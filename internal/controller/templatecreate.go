@@ -176,7 +176,7 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 		}
 		c.touch(rec.ID)
 		c.pools.count(c.pools.served, pool.Name)
-		c.pools.kick()
+		c.pools.kickAfterClaim() // claimrefill.go
 		c.log.Info("served from pool", "pool", pool.Name, "sandbox", rec.ID, "name", rec.Name)
 		return c.toAPI(rec), nil
 	}

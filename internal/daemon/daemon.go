@@ -66,6 +66,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		return fmt.Errorf("seal the agent binary: %w", err)
 	}
 	backends, probes := probeRuntimes(ctx, cfg, agentBin, log) // runtimes.go
+	defer closeBackends(backends)                              // runtimes.go
 	if len(backends) == 0 {
 		return errors.New("no container runtime works here: install runc (apt-get install runc) or runsc")
 	}
@@ -79,19 +80,21 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	}
 	previewLn := listenPreview(&cfg, log.With("part", "preview"))
 	netRec := &recorder{}
-	nets, err := openNetworks(ctx, cfg.StateDir, log.With("part", "network"), netRec) // network.go
+	secrets := newSecretBox(cfg.StateDir, st)                                                  // secrets.go
+	nets, err := openNetworks(ctx, cfg.StateDir, log.With("part", "network"), netRec, secrets) // network.go
 	if err != nil {
 		return err
 	}
 	var netOpt controller.Network
+	var secOpt controller.Secrets
 	if nets != nil {
 		defer nets.Close()
-		netOpt = nets
+		netOpt, secOpt = nets, secrets
 	}
 	ctrl, err := controller.New(controller.Options{
 		Store: st, Images: images, Backends: backends, AgentBinary: agentBin,
 		Config: cfg, Logger: log.With("part", "controller"), Snapshots: snaps,
-		Network: netOpt,
+		Network: netOpt, Secrets: secOpt,
 	})
 	if err != nil {
 		return err

@@ -31,11 +31,13 @@ import (
 //	                             (default: the host's first nameserver)
 //	PADDOCK_EGRESS_DNS_STATIC    "name=ip[,ip];name=ip": fixed answers, ahead of upstream
 //	PADDOCK_EGRESS_PERMIT        comma-separated prefixes exempt from the forbidden ranges
+//	PADDOCK_EGRESS_UPSTREAM_CA   PEM file of extra CAs trusted for intercepted upstreams
 type networkConfig struct {
-	Range     netip.Prefix
-	Upstream  string
-	Static    map[string][]netip.Addr
-	Permitted []netip.Prefix
+	Range      netip.Prefix
+	Upstream   string
+	Static     map[string][]netip.Addr
+	Permitted  []netip.Prefix
+	UpstreamCA string
 }
 
 func networkConfigFromEnv() (networkConfig, error) {
@@ -70,6 +72,7 @@ func networkConfigFromEnv() (networkConfig, error) {
 		}
 		nc.Permitted = append(nc.Permitted, p)
 	}
+	nc.UpstreamCA = os.Getenv("PADDOCK_EGRESS_UPSTREAM_CA")
 	return nc, nil
 }
 
@@ -79,6 +82,8 @@ type networks struct {
 	mgr *netns.Manager
 	srv *egress.Server
 	dir string
+	ca  *egress.CA // signs interception certificates (inject.go)
+	sec *secretBox // injection templates' secrets
 }
 
 var _ controller.Network = (*networks)(nil)
@@ -105,7 +110,7 @@ func (r *recorder) refuse(ref egress.Refusal) {
 
 // openNetworks sets up networking, or returns nil (mode none only) when
 // the host cannot: networking is optional, its absence is logged.
-func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *recorder) (*networks, error) {
+func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *recorder, sec *secretBox) (*networks, error) {
 	if err := netns.Available(); err != nil {
 		log.Warn("egress networking unavailable", "err", err)
 		return nil, nil
@@ -127,13 +132,20 @@ func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *r
 	if err != nil {
 		return nil, fmt.Errorf("network plumbing: %w", err)
 	}
+	ca, roots, err := openInterception(dir, nc.UpstreamCA) // inject.go
+	if err != nil {
+		return nil, err
+	}
 	srv := egress.New(egress.Options{
-		Logger:    log,
-		Resolver:  &egress.Resolver{Static: nc.Static, Upstream: nc.Upstream},
-		Permitted: nc.Permitted,
-		OnRefuse:  rec.refuse,
+		Logger:        log,
+		Resolver:      &egress.Resolver{Static: nc.Static, Upstream: nc.Upstream},
+		Permitted:     nc.Permitted,
+		OnRefuse:      rec.refuse,
+		CA:            ca,
+		UpstreamRoots: roots,
+		Secret:        sec.Reveal,
 	})
-	return &networks{mgr: mgr, srv: srv, dir: dir}, nil
+	return &networks{mgr: mgr, srv: srv, dir: dir, ca: ca, sec: sec}, nil
 }
 
 // Close stops the proxies; sandboxes keep their namespaces and rules
@@ -146,11 +158,14 @@ func (n *networks) Close() {
 }
 
 func (n *networks) Validate(p api.NetworkPolicy) (api.NetworkPolicy, error) {
-	np, err := egress.NormalizePolicy(egress.Policy{Allow: p.AllowHosts, Deny: p.DenyHosts, Ports: p.Ports})
+	np, err := egress.NormalizePolicy(toEgress(p))
 	if err != nil {
 		return api.NetworkPolicy{}, err
 	}
-	return api.NetworkPolicy{Mode: api.NetworkEgress, AllowHosts: np.Allow, DenyHosts: np.Deny, Ports: np.Ports}, nil
+	if err := n.checkSecrets(np.Inject); err != nil { // inject.go
+		return api.NetworkPolicy{}, err
+	}
+	return api.NetworkPolicy{Mode: api.NetworkEgress, AllowHosts: np.Allow, DenyHosts: np.Deny, Ports: np.Ports, Inject: fromEgressInject(np.Inject)}, nil
 }
 
 var sandboxIDRE = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
@@ -191,7 +206,7 @@ func (n *networks) writePolicy(id string, p api.NetworkPolicy) error {
 }
 
 func toEgress(p api.NetworkPolicy) egress.Policy {
-	return egress.Policy{Allow: p.AllowHosts, Deny: p.DenyHosts, Ports: p.Ports}
+	return egress.Policy{Allow: p.AllowHosts, Deny: p.DenyHosts, Ports: p.Ports, Inject: toEgressInject(p.Inject)}
 }
 
 func (n *networks) Prepare(ctx context.Context, id string, p *api.NetworkPolicy) (controller.NetSetup, error) {
@@ -223,10 +238,12 @@ func (n *networks) Prepare(ctx context.Context, id string, p *api.NetworkPolicy)
 	return controller.NetSetup{
 		NetNSPath:  link.NetNS,
 		ResolvConf: n.resolvPath(id),
-		Env: []string{
+		Env: append([]string{
 			"HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "http_proxy=" + proxy, "https_proxy=" + proxy,
 			"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
-		},
+		}, trustEnv()...), // inject.go
+		CACert:      n.ca.CertPEM(),
+		TrustBundle: n.trustPath(id),
 	}, nil
 }
 
@@ -248,6 +265,7 @@ func (n *networks) Release(ctx context.Context, id string) error {
 	n.srv.Detach(id)
 	err := n.mgr.Teardown(ctx, id)
 	_ = os.Remove(n.resolvPath(id))
+	_ = os.Remove(n.trustPath(id))
 	if rerr := os.Remove(n.policyPath(id)); rerr != nil && !os.IsNotExist(rerr) {
 		err = errors.Join(err, rerr)
 	}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -21,6 +22,20 @@ var knownRuntimes = []struct{ api, bin string }{
 	{api.RuntimeCrun, oci.KindCrun},
 }
 
+// diskPoolPerSize is how many formatted disk images of each recently used
+// size a runtime keeps ready, so a start does not wait for mkfs.
+const diskPoolPerSize = 2
+
+// closeBackends lets backends finish their background work (a disk image
+// being formatted) before the daemon exits.
+func closeBackends(backends map[string]runtime.Backend) {
+	for _, b := range backends {
+		if c, ok := b.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
+}
+
 // probeRuntimes probes every known runtime at once and builds a backend for
 // each that works. A runtime that does not work is reported with its
 // reason, never fatal: the daemon serves with what works.
@@ -35,7 +50,7 @@ func probeRuntimes(ctx context.Context, cfg config.Config, agentBin string, log 
 			pr := oci.Probe(ctx, rt.bin, filepath.Join(cfg.StateDir, "runtime", "probe"), agentBin)
 			info := api.RuntimeInfo{Name: rt.api, Binary: rt.bin, Path: pr.Path, Version: pr.Version, Available: pr.Available, Reason: pr.Reason}
 			if pr.Available {
-				b, err := oci.New(oci.Options{Runtime: rt.bin, Root: cfg.RuntimeDir(rt.bin), Logger: log.With("part", "runtime", "runtime", rt.api)})
+				b, err := oci.New(oci.Options{Runtime: rt.bin, Root: cfg.RuntimeDir(rt.bin), Logger: log.With("part", "runtime", "runtime", rt.api), DiskPool: diskPoolPerSize})
 				if err != nil {
 					info.Available, info.Reason = false, err.Error()
 				} else {

@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,14 @@ type Options struct {
 	Permitted []netip.Prefix
 	// OnRefuse is called for every refusal (the ledger); it must not block long.
 	OnRefuse func(Refusal)
+	// CA mints certificates for hosts with injection rules; nil: no
+	// interception, every TLS connection is spliced.
+	CA *CA
+	// UpstreamRoots verify upstreams of intercepted connections (nil: the
+	// system roots).
+	UpstreamRoots *x509.CertPool
+	// Secret returns a secret's value for an injection template.
+	Secret func(name string) (string, error)
 }
 
 // Server runs the proxy and DNS services of every networked sandbox.
@@ -443,6 +452,10 @@ func (s *Server) handleConnect(b *box, w http.ResponseWriter, r *http.Request) {
 			up.Close()
 			return
 		}
+		if s.intercepts(b, host) {
+			s.intercept(b, conn, hello, br, up, host, port, "connect")
+			return
+		}
 		if _, err := up.Write(hello); err != nil {
 			conn.Close()
 			up.Close()
@@ -533,6 +546,10 @@ func (s *Server) handleTransparent(b *box, c net.Conn) {
 			return
 		}
 		defer b.untrack(up)
+		if s.intercepts(b, sni) {
+			s.intercept(b, c, hello, br, up, sni, port, "transparent")
+			return
+		}
 		if _, err := up.Write(hello); err != nil {
 			up.Close()
 			return
@@ -543,8 +560,14 @@ func (s *Server) handleTransparent(b *box, c net.Conn) {
 	}
 	// Plain HTTP: each request is checked on its own Host, so a kept-alive
 	// connection cannot switch to a host the rules refuse.
+	hb := &headerBudget{r: br}
+	hbr := bufio.NewReader(hb)
 	for {
-		req, err := http.ReadRequest(br)
+		// The bufio reader may already hold part of the next request, so
+		// the budget leaves room for one buffer beyond the header bound.
+		hb.arm(maxHeaderBytes + int64(hbr.Size()))
+		req, err := http.ReadRequest(hbr)
+		hb.disarm()
 		if err != nil {
 			return
 		}

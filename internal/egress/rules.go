@@ -25,6 +25,9 @@ type Policy struct {
 	Deny  []string
 	// Ports are the destination ports allowed (default 80 and 443).
 	Ports []int
+	// Inject are credential injection rules; a host with one has its
+	// HTTPS intercepted (inject.go, intercept.go).
+	Inject []Injection
 }
 
 // Decision says whether a host may be reached and which rule decided.
@@ -112,6 +115,25 @@ func NormalizePolicy(p Policy) (Policy, error) {
 	}
 	if len(out.Ports) > 64 {
 		return Policy{}, fmt.Errorf("at most 64 ports: %w", errdefs.ErrInvalidArgument)
+	}
+	if len(p.Inject) > MaxInjections {
+		return Policy{}, fmt.Errorf("%d injection rules: at most %d: %w", len(p.Inject), MaxInjections, errdefs.ErrInvalidArgument)
+	}
+	for _, in := range p.Inject {
+		n, err := NormalizeInjection(in)
+		if err != nil {
+			return Policy{}, err
+		}
+		// One rule per host and header: a later one replaces an earlier.
+		replaced := false
+		for i := range out.Inject {
+			if out.Inject[i].Host == n.Host && out.Inject[i].Header == n.Header {
+				out.Inject[i], replaced = n, true
+			}
+		}
+		if !replaced {
+			out.Inject = append(out.Inject, n)
+		}
 	}
 	return out, nil
 }

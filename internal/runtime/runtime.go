@@ -33,6 +33,10 @@ type Resources struct {
 	Pids        int64
 }
 
+// TrustBundlePath is where a sandbox's CA bundle is mounted: the path
+// Debian's ca-certificates writes and OpenSSL, curl and Python read.
+const TrustBundlePath = "/etc/ssl/certs/ca-certificates.crt"
+
 // Spec is everything a backend needs to start a sandbox.
 type Spec struct {
 	// ID is the sandbox id: [a-z0-9]{1,32}. It is also the hostname.
@@ -52,6 +56,9 @@ type Spec struct {
 	// ResolvConf, when set, is a host file bind-mounted read-only as the
 	// sandbox's /etc/resolv.conf.
 	ResolvConf string
+	// TrustBundle, when set, is a host file bind-mounted read-only as the
+	// sandbox's /etc/ssl/certs/ca-certificates.crt (egress interception).
+	TrustBundle string
 }
 
 // Info says where to reach a started sandbox's agent.

@@ -124,6 +124,12 @@ func idemAllowed(r *http.Request) error {
 		return errdefs.Invalid("%s is not accepted on POST /v1/keys: its response carries a secret that is never stored, so it cannot be replayed",
 			api.IdempotencyKeyHeader)
 	}
+	// The stored fingerprint hashes the body: for a secret that would be
+	// an unsalted hash of its value in the database. PUT is idempotent anyway.
+	if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/secrets/") {
+		return errdefs.Invalid("%s is not accepted on PUT /v1/secrets: setting a secret is idempotent already, and its body is never stored",
+			api.IdempotencyKeyHeader)
+	}
 	return nil
 }
 

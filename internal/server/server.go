@@ -99,6 +99,7 @@ func (s *Server) routes() {
 	s.routesInteractive(m)
 	s.routesLedger(m)
 	s.routesNetwork(m)
+	s.routesSecrets(m)
 	s.routesSessions(m)
 	s.routesContexts(m)
 	s.routesAdmission(m)

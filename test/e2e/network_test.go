@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -103,12 +101,6 @@ except Exception as e:
     print("ERR", type(e).__name__, e)
 `
 
-// netTag names the chains, interfaces and namespaces of the test's range.
-var netTag = func() string {
-	sum := sha256.Sum256([]byte("100.127.240.0/24"))
-	return hex.EncodeToString(sum[:2])
-}()
-
 func leftovers(id, tag string) []string {
 	var out []string
 	if b, _ := exec.Command("ip", "-br", "link").CombinedOutput(); strings.Contains(string(b), "pd"+tag) {
@@ -128,12 +120,16 @@ func TestNetworkEgress(t *testing.T) {
 	if _, err := exec.LookPath("iptables"); err != nil {
 		t.Skip("needs iptables")
 	}
-	netUpstream(t, "pe2e-net-up", "pe2enetup0", "198.18.78.1/30", "198.18.78.2")
+	// A range and upstream of its own, also apart from other runs on
+	// this host: daemons of other tests use the default range.
+	plan := newNetPlan(t, 0)
+	up := plan.Upstream
+	netTag := plan.Tag
+	netUpstream(t, plan.NS, plan.HostIf, plan.HostCIDR, up)
 	d := startDaemon(t, daemonOpts{listen: true, env: []string{
-		// A range of its own: daemons of other tests use the default one.
-		"PADDOCK_NETWORK_RANGE=100.127.240.0/24",
-		"PADDOCK_EGRESS_DNS_STATIC=up.test=198.18.78.2;other.test=198.18.78.2;x.evil.test=198.18.78.2",
-		"PADDOCK_EGRESS_PERMIT=198.18.78.0/30",
+		"PADDOCK_NETWORK_RANGE=" + plan.Range,
+		fmt.Sprintf("PADDOCK_EGRESS_DNS_STATIC=up.test=%s;other.test=%s;x.evil.test=%s", up, up, up),
+		"PADDOCK_EGRESS_PERMIT=" + plan.Permit,
 		// Nothing listens there: no lookup may leave this machine.
 		"PADDOCK_EGRESS_DNS_UPSTREAM=127.0.0.1:9",
 	}})
@@ -157,12 +153,12 @@ func TestNetworkEgress(t *testing.T) {
 		{"unlisted host refused", pyGet, []string{"http://other.test/"}, "refused by rule default-deny"},
 		{"port 22 refused", pyGet, []string{"http://up.test:22/"}, "refused by rule port:22"},
 		{"CONNECT to port 22 refused", pyGet, []string{"https://up.test:22/"}, "Tunnel connection failed: 403"},
-		{"direct IP refused", pyRaw, []string{"198.18.78.2", "80", "198.18.78.2"}, "refused by rule direct-ip"},
-		{"direct IP with an allowed Host is governed", pyRaw, []string{"198.18.78.2", "80", "up.test"}, "upstream says hello to up.test"},
+		{"direct IP refused", pyRaw, []string{up, "80", up}, "refused by rule direct-ip"},
+		{"direct IP with an allowed Host is governed", pyRaw, []string{up, "80", "up.test"}, "upstream says hello to up.test"},
 		{"metadata address refused", pyRaw, []string{"169.254.169.254", "80", "169.254.169.254"}, "refused by rule direct-ip"},
 		{"daemon TCP API unreachable", pyRaw, []string{gw, apiPort, "x"}, "ERR"},
-		{"upstream other port unreachable", pyRaw, []string{"198.18.78.2", "22", "x"}, "ERR"},
-		{"allowed name resolves", pyResolve, []string{"up.test"}, "198.18.78.2"},
+		{"upstream other port unreachable", pyRaw, []string{up, "22", "x"}, "ERR"},
+		{"allowed name resolves", pyResolve, []string{"up.test"}, up},
 		{"denied name does not resolve", pyResolve, []string{"x.evil.test"}, "ERR"},
 	}
 	for _, c := range cases {
@@ -256,7 +252,6 @@ func TestNetworkBadInput(t *testing.T) {
 		{[]string{"create", "--network", "wifi"}, "want none or egress"},
 		{[]string{"create", "--allow-host", "10.0.0.1"}, "is an IP address"},
 		{[]string{"create", "--allow-host", "a*b.example"}, "must be a whole label"},
-		{[]string{"create", "--network", "egress", "--runtime", "gvisor"}, "not available for runtime gvisor yet"},
 		{[]string{"net", "allow", "nosuchbox", "example.com"}, "not found"},
 	}
 	for _, c := range cases {

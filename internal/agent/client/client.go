@@ -53,11 +53,14 @@ func (c *Client) init() {
 	c.once.Do(func() {
 		var protos http.Protocols
 		protos.SetUnencryptedHTTP2(true)
+		// Idle connections are kept for the sandbox's life: one that sat
+		// idle (a warm pool's, say) must not pay a new dial on its next
+		// request. The HTTP/2 pings below still find a dead connection.
 		c.tr = &http.Transport{
 			DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return c.dial(ctx) },
 			Protocols:           &protos,
 			MaxIdleConns:        4,
-			IdleConnTimeout:     90 * time.Second,
+			IdleConnTimeout:     0, // see above
 			DisableCompression:  true,
 			TLSHandshakeTimeout: 0,
 		}
@@ -68,8 +71,8 @@ func (c *Client) init() {
 			SendPingTimeout: 30 * time.Second,
 		}
 		c.hc = &http.Client{Transport: c.tr}
-		c.process = processconnect.NewProcessClient(c.hc, baseURL)
-		c.fs = filesystemconnect.NewFilesystemClient(c.hc, baseURL)
+		c.process = processconnect.NewProcessClient(c.hc, baseURL, connect.WithReadMaxBytes(maxAgentMessage))
+		c.fs = filesystemconnect.NewFilesystemClient(c.hc, baseURL, connect.WithReadMaxBytes(maxAgentMessage))
 	})
 }
 

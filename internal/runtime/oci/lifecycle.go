@@ -58,18 +58,29 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.In
 	id := spec.ID
 	log := r.log.With("sandbox", id, "op", "start")
 	l := r.layout(id)
+	steps := newStepTimer()
+	defer steps.log(log, "start steps")
 
-	st, err := r.containerState(ctx, id)
-	switch {
-	case err == nil && (st.Status == "running" || st.Status == "paused"):
-		return runtime.Info{}, fmt.Errorf("sandbox %s is already %s: %w", id, st.Status, errdefs.ErrConflict)
-	case err == nil:
-		// A created or dead container from an earlier run: clear it.
-		if _, err := r.run(ctx, runOpts{}, "delete", "--force", id); err != nil && !isNotExist(err) {
+	// A sandbox without a directory has never had a container: the
+	// directory is made before the container and removed after it (see
+	// Destroy), so a first start needs no runtime state query and nothing
+	// under it can be mounted yet.
+	_, derr := os.Lstat(l.dir)
+	fresh := errors.Is(derr, fs.ErrNotExist)
+	if !fresh {
+		st, err := r.containerState(ctx, id)
+		switch {
+		case err == nil && (st.Status == "running" || st.Status == "paused"):
+			return runtime.Info{}, fmt.Errorf("sandbox %s is already %s: %w", id, st.Status, errdefs.ErrConflict)
+		case err == nil:
+			// A created or dead container from an earlier run: clear it.
+			if _, err := r.run(ctx, runOpts{}, "delete", "--force", id); err != nil && !isNotExist(err) {
+				return runtime.Info{}, err
+			}
+		case !errors.Is(err, errNoContainer):
 			return runtime.Info{}, err
 		}
-	case !errors.Is(err, errNoContainer):
-		return runtime.Info{}, err
+		steps.mark("state")
 	}
 
 	var undo []func() error
@@ -109,22 +120,24 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.In
 	}
 
 	if _, serr := os.Lstat(l.disk); errors.Is(serr, fs.ErrNotExist) {
-		if err := createDisk(ctx, l.disk, spec.Resources.DiskBytes); err != nil {
+		if err := r.newDisk(ctx, l.disk, spec.Resources.DiskBytes); err != nil {
 			return runtime.Info{}, err
 		}
 		undo = append(undo, func() error { return os.Remove(l.disk) })
+		steps.mark("mkfs")
 	} else if serr != nil {
 		return runtime.Info{}, fmt.Errorf("oci: disk image: %w", serr)
 	}
 	// An existing disk keeps its size: the writable layer is not resized
 	// on restart.
-	if ok, err := isMountPoint(l.scratch); err != nil {
+	if ok, err := r.mountedUnlessFresh(fresh, l.scratch); err != nil {
 		return runtime.Info{}, err
 	} else if !ok {
 		if err := mountDisk(l.disk, l.scratch); err != nil {
 			return runtime.Info{}, err
 		}
 		undo = append(undo, func() error { return unmount(l.scratch) })
+		steps.mark("mount_disk")
 	}
 	for _, d := range []string{l.upper, l.work, l.run} {
 		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -136,13 +149,14 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.In
 	if err := os.Chmod(l.run, 0o700); err != nil {
 		return runtime.Info{}, fmt.Errorf("oci: chmod run dir: %w", err)
 	}
-	if ok, err := isMountPoint(l.rootfs); err != nil {
+	if ok, err := r.mountedUnlessFresh(fresh, l.rootfs); err != nil {
 		return runtime.Info{}, err
 	} else if !ok {
 		if err := mountOverlay(spec.Layers, l.upper, l.work, l.rootfs); err != nil {
 			return runtime.Info{}, err
 		}
 		undo = append(undo, func() error { return unmount(l.rootfs) })
+		steps.mark("mount_overlay")
 	}
 	// A socket left by the previous run would look like a live agent.
 	if err := os.Remove(l.socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -158,6 +172,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.In
 		return runtime.Info{}, err
 	}
 
+	steps.mark("spec")
 	logf, err := os.OpenFile(l.agentLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return runtime.Info{}, fmt.Errorf("oci: open agent log: %w", err)
@@ -165,13 +180,8 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.In
 	defer logf.Close()
 	// The container's stdio are files, never pipes held by this process,
 	// so the container outlives the daemon.
-	if _, err := r.run(ctx, runOpts{stdout: logf, stderr: logf}, "create", "--bundle", l.bundle, id); err != nil {
-		return runtime.Info{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
-	}
-	if _, err := r.run(ctx, runOpts{}, "start", id); err != nil {
-		return runtime.Info{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
-	}
-	st, err = r.containerState(ctx, id)
+	st, err := r.launch(ctx, l, id, logf)
+	steps.mark("launch")
 	if err != nil {
 		return runtime.Info{}, err
 	}
@@ -180,6 +190,48 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.In
 	}
 	log.Info("sandbox started", "pid", st.Pid)
 	return r.info(id, st), nil
+}
+
+// launch creates and starts the container. runc and crun do both in one
+// `run --detach`, and whether init survived its start is read from the pid
+// file and /proc rather than from a further `state` invocation: each
+// invocation of the runtime binary costs milliseconds. runsc keeps create
+// and start apart, as its network flag is given to create alone.
+func (r *Runtime) launch(ctx context.Context, l layout, id string, logf *os.File) (containerState, error) {
+	if r.kind == KindRunsc {
+		if _, err := r.run(ctx, runOpts{stdout: logf, stderr: logf}, "create", "--bundle", l.bundle, id); err != nil {
+			return containerState{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
+		}
+		if _, err := r.run(ctx, runOpts{}, "start", id); err != nil {
+			return containerState{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
+		}
+		return r.containerState(ctx, id)
+	}
+	pidFile := filepath.Join(l.bundle, "init.pid")
+	if err := os.Remove(pidFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return containerState{}, fmt.Errorf("oci: clear pid file: %w", err)
+	}
+	if _, err := r.run(ctx, runOpts{stdout: logf, stderr: logf}, "run", "--detach", "--pid-file", pidFile, "--bundle", l.bundle, id); err != nil {
+		return containerState{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
+	}
+	pid, err := readPidFile(pidFile)
+	if err != nil {
+		return containerState{}, err
+	}
+	st := containerState{ID: id, Pid: pid, Status: "running"}
+	if !processAlive(pid) {
+		st.Status = "stopped"
+	}
+	return st, nil
+}
+
+// mountedUnlessFresh is isMountPoint, skipped for a fresh sandbox, whose
+// directory was made just now and so holds no mounts.
+func (r *Runtime) mountedUnlessFresh(fresh bool, p string) (bool, error) {
+	if fresh {
+		return false, nil
+	}
+	return isMountPoint(p)
 }
 
 func (r *Runtime) info(id string, st containerState) runtime.Info {
@@ -333,14 +385,18 @@ func (r *Runtime) Stop(ctx context.Context, id string) error {
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
 	log := r.log.With("sandbox", id, "op", "stop")
+	steps := newStepTimer()
+	defer steps.log(log, "stop steps")
 	if err := r.killAndDelete(tctx, id); err != nil {
 		return err
 	}
+	steps.mark("kill_delete")
 	l := r.layout(id)
 	for _, p := range []string{l.rootfs, l.scratch} {
 		if err := unmount(p); err != nil {
 			return fmt.Errorf("sandbox %s: %w", id, err)
 		}
+		steps.mark("umount_" + filepath.Base(p))
 	}
 	log.Debug("sandbox stopped")
 	return nil
@@ -361,9 +417,24 @@ func (r *Runtime) killAndDelete(ctx context.Context, id string) error {
 		}
 	}
 	if st.Status != "stopped" {
+		// Watching init's pidfd shows its exit as it happens, where each
+		// poll of the runtime's state costs a process. runsc's pid is the
+		// sandbox's, which outlives the container's init: poll there.
+		var pidfd = -1
+		if r.kind != KindRunsc && st.Pid > 0 {
+			if fd, err := unix.PidfdOpen(st.Pid, 0); err == nil {
+				pidfd = fd
+				defer unix.Close(fd)
+			}
+		}
 		if _, err := r.run(ctx, runOpts{}, "kill", id, "KILL"); err != nil && !isNotExist(err) {
 			r.log.Debug("kill", "sandbox", id, "err", err)
 		}
+		if pidfd >= 0 && waitPidfd(pidfd, 2*time.Second) {
+			st.Status = "stopped"
+		}
+	}
+	if st.Status != "stopped" {
 		// SIGKILL lands within milliseconds; poll fast first, then back
 		// off, so a stop costs what the kernel takes and not a poll period.
 		deadline := time.Now().Add(10 * time.Second)
@@ -383,21 +454,40 @@ func (r *Runtime) killAndDelete(ctx context.Context, id string) error {
 	return nil
 }
 
+// Kill ends the sandbox's processes and removes its container, keeping its
+// files and mounts for Destroy. It runs to completion even if ctx is
+// cancelled.
+func (r *Runtime) Kill(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	steps := newStepTimer()
+	defer steps.log(r.log.With("sandbox", id), "kill steps")
+	return r.killAndDelete(tctx, id)
+}
+
 // Destroy stops the sandbox and removes all of it: cgroups and its
 // directory (disk image included). Idempotent.
 func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
+	steps := newStepTimer()
+	defer steps.log(r.log.With("sandbox", id), "destroy steps")
 	if err := r.Stop(ctx, id); err != nil {
 		return err
 	}
+	steps.mark("stop")
 	if err := r.removeCgroup(id); err != nil {
 		return err
 	}
+	steps.mark("cgroup")
 	if err := r.removeSandboxDir(r.sandboxDir(id)); err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
+	steps.mark("rmdir")
 	r.log.Info("sandbox destroyed", "sandbox", id)
 	return nil
 }

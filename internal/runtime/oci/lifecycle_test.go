@@ -117,7 +117,8 @@ func TestStartRollsBack(t *testing.T) {
 	layers, agentBin := fixtures(t, KindRunc)
 	realBin, _ := exec.LookPath(KindRunc)
 	wrapper := filepath.Join(t.TempDir(), "runc")
-	script := fmt.Sprintf("#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = create ] && { echo injected failure >&2; exit 1; }; done\nexec %s \"$@\"\n", realBin)
+	// runc's start is one `run --detach`; runsc's a `create` and a `start`.
+	script := fmt.Sprintf("#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in create|run) echo injected failure >&2; exit 1;; esac; done\nexec %s \"$@\"\n", realBin)
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

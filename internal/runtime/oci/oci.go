@@ -50,6 +50,9 @@ type Options struct {
 	// CgroupParent is the cgroup under which every sandbox's cgroup lives.
 	CgroupParent string
 	Logger       *slog.Logger
+	// DiskPool is how many formatted disk images of each recently used
+	// size are kept ready (diskpool.go); 0 formats each one at start.
+	DiskPool int
 }
 
 // Runtime drives one OCI runtime binary. It implements runtime.Backend,
@@ -61,6 +64,7 @@ type Runtime struct {
 	cgroupParent string
 	log          *slog.Logger
 	host         hostInfo
+	disks        *diskPool // nil: no pool
 }
 
 var (
@@ -129,6 +133,9 @@ func New(opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("oci: chmod state dir: %w", err)
 		}
 	}
+	if err := r.openDiskPool(opts.DiskPool); err != nil {
+		return nil, err
+	}
 	r.log.Debug("runtime ready", "version", firstLine(out), "cgroup_v2", host.cgroupV2, "swap_accounting", host.swapAccounting)
 	return r, nil
 }
@@ -145,15 +152,14 @@ func (r *Runtime) stateDir() string { return filepath.Join(r.root, "state") }
 
 func (r *Runtime) sandboxDir(id string) string { return filepath.Join(r.root, "sandboxes", id) }
 
-// globalArgs are the flags every invocation of the binary carries, so that
-// each command sees the same state root and sandbox configuration.
-func (r *Runtime) globalArgs() []string {
+// globalArgs are the flags an invocation of the binary carries, so that
+// each command sees the same state root and sandbox configuration. cmd is
+// the command that follows: runsc's network flag is the container's own.
+func (r *Runtime) globalArgs(cmd []string) []string {
 	args := []string{"--root", r.stateDir()}
 	if r.kind == KindRunsc {
 		args = append(args,
 			"--platform=ptrace",
-			// gVisor's own netstack with loopback only: no host network.
-			"--network=none",
 			// The agent creates its socket in a bind-mounted host dir; the
 			// daemon must be able to connect to it from outside.
 			"--host-uds=create",
@@ -171,6 +177,7 @@ func (r *Runtime) globalArgs() []string {
 			// has the host kill the sentry (the whole sandbox), and the
 			// pids limit counts host tasks (see runscPidsLimit).
 		)
+		args = append(args, r.runscNetworkArgs(cmd)...)
 	}
 	return args
 }
@@ -190,8 +197,11 @@ func (r *Runtime) run(ctx context.Context, o runOpts, args ...string) ([]byte, e
 		ctx, cancel = context.WithTimeout(ctx, defaultCommandTimeout)
 		defer cancel()
 	}
-	full := append(r.globalArgs(), args...)
-	cmd := exec.CommandContext(ctx, r.bin, full...)
+	bin, full, lerr := r.commandLine(ctx, args)
+	if lerr != nil {
+		return nil, lerr
+	}
+	cmd := exec.CommandContext(ctx, bin, full...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	if o.stdout != nil {
@@ -205,8 +215,9 @@ func (r *Runtime) run(ctx context.Context, o runOpts, args ...string) ([]byte, e
 	// from the daemon's means a terminal's ^C never reaches sandboxes.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 5 * time.Second
-	r.log.Debug("exec", "args", strings.Join(args, " "))
+	began := time.Now()
 	err := cmd.Run()
+	r.log.Debug("exec", "args", strings.Join(args, " "), "took", time.Since(began))
 	if err != nil {
 		if ctx.Err() != nil {
 			return stdout.Bytes(), fmt.Errorf("%s %s: %w", r.kind, args[0], errdefs.ErrDeadlineExceeded)

@@ -103,7 +103,7 @@ func (r *Runtime) buildSpec(spec runtime.Spec, p bundlePaths) *specs.Spec {
 			},
 			MaskedPaths:   append([]string(nil), maskedPaths...),
 			ReadonlyPaths: append([]string(nil), readonlyPaths...),
-			Seccomp:       defaultSeccomp(),
+			Seccomp:       r.seccompProfile(), // runsc_seccomp.go
 			Resources:     r.resources(spec.Resources),
 		},
 	}

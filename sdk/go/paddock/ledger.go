@@ -80,7 +80,9 @@ func (c *Client) AddLedgerEntry(ctx context.Context, id string, req api.AddLedge
 }
 
 // CreateBackup archives a directory of a sandbox into the daemon's backup
-// store and returns the backup's record.
+// store (req.Store "local", the default, or "s3" for the daemon's
+// S3-compatible bucket: ErrUnavailable when it has none or cannot reach
+// it) and returns the backup's record.
 func (c *Client) CreateBackup(ctx context.Context, id string, req api.CreateBackupRequest) (*api.Backup, error) {
 	p, err := sandboxPath(id, "/backups")
 	if err != nil {

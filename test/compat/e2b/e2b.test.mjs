@@ -6,7 +6,8 @@ import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
 import http from 'node:http'
-import { Sandbox, CommandExitError, NotFoundError } from 'e2b'
+import { gunzipSync } from 'node:zlib'
+import { Sandbox, CommandExitError, NotFoundError, InvalidArgumentError } from 'e2b'
 
 const runID = `run${process.pid}${Date.now() % 100000}`
 const sandboxURL = new URL(process.env.E2B_SANDBOX_URL)
@@ -139,6 +140,126 @@ test('watchDir: recursive events', async () => {
   try {
     await sbx.files.write(`${dir}/sub/x.txt`, 'x')
     await eventually('a watch event for sub/x.txt', () => events.some((e) => e.name.endsWith('x.txt')))
+  } finally {
+    await w.stop()
+  }
+})
+
+test('files: metadata on write comes back from the write, getInfo and list', async () => {
+  const dir = `/home/user/md-${runID}`
+  const written = await sbx.files.write(`${dir}/a.txt`, 'a', { metadata: { Author: 'mish', purpose: 'compat test' } })
+  const want = { author: 'mish', purpose: 'compat test' }
+  assert.deepEqual(written.metadata, want)
+  assert.deepEqual((await sbx.files.getInfo(`${dir}/a.txt`)).metadata, want)
+  // Several files in one (multipart) upload all get it.
+  const many = await sbx.files.write([{ path: `${dir}/b.txt`, data: 'b' }, { path: `${dir}/c.txt`, data: 'c' }], { metadata: { batch: '1' } })
+  assert.equal(many.length, 2)
+  const listed = Object.fromEntries((await sbx.files.list(dir)).map((e) => [e.name, e.metadata]))
+  assert.deepEqual(listed, { 'a.txt': want, 'b.txt': { batch: '1' }, 'c.txt': { batch: '1' } })
+  // It is stored as user.e2b.* xattrs, visible (and settable) in the sandbox.
+  await sbx.commands.run(`python3 -c "import os; os.setxattr('${dir}/b.txt', 'user.e2b.inside', b'yes')"`)
+  assert.equal((await sbx.files.getInfo(`${dir}/b.txt`)).metadata.inside, 'yes')
+  // A rewrite without metadata clears it; one with metadata replaces it.
+  await sbx.files.write(`${dir}/a.txt`, 'a2')
+  assert.equal((await sbx.files.getInfo(`${dir}/a.txt`)).metadata, undefined)
+  await sbx.files.write(`${dir}/c.txt`, 'c2', { metadata: { only: 'this' } })
+  assert.deepEqual((await sbx.files.getInfo(`${dir}/c.txt`)).metadata, { only: 'this' })
+  // Over the size budget: the sandbox refuses it with a 400 that says why.
+  const big = Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`k${i}`, 'v'.repeat(1000)]))
+  await assert.rejects(sbx.files.write(`${dir}/big.txt`, 'x', { metadata: big }), (e) => {
+    assert.ok(e instanceof InvalidArgumentError, `got ${e}`)
+    assert.match(e.message, /larger than 4096 bytes/)
+    return true
+  })
+  assert.equal(await sbx.files.exists(`${dir}/big.txt`), false)
+})
+
+test('files: gzip upload and download of a few MB', async () => {
+  // Half random, half repetitive: both gzip paths do real work.
+  const size = 4 << 20
+  const data = Buffer.concat([randomBytes(size / 2), Buffer.alloc(size / 2, 'paddock ')])
+  const path = `/home/user/gz-${runID}.bin`
+  for (const useOctetStream of [true, false]) {
+    await sbx.files.write(path, data.buffer.slice(data.byteOffset, data.byteOffset + size), { gzip: true, useOctetStream })
+    const sum = (await sbx.commands.run(`sha256sum ${path}`)).stdout.split(' ')[0]
+    assert.equal(sum, sha256(data), `gzip upload (octet-stream ${useOctetStream}) lands intact`)
+    await sbx.commands.run(`rm ${path}`)
+  }
+  await sbx.files.write(path, data.buffer.slice(data.byteOffset, data.byteOffset + size), { gzip: true })
+  const back = await sbx.files.read(path, { format: 'bytes', gzip: true })
+  assert.equal(back.length, size)
+  assert.equal(sha256(back), sha256(data), 'gzip download reads back intact')
+  const chunks = []
+  const reader = (await sbx.files.read(path, { format: 'stream', gzip: true })).getReader()
+  for (let r = await reader.read(); !r.done; r = await reader.read()) chunks.push(r.value)
+  const streamed = Buffer.concat(chunks)
+  assert.equal(sha256(streamed), sha256(data), 'streamed gzip download reads back intact')
+  // On the wire: gzip when asked for it in particular (the SDK's exact
+  // header), identity for a generic "gzip, deflate".
+  const raw = async (acceptEncoding) => new Promise((resolve, reject) => {
+    const req = http.get({
+      host: sandboxURL.hostname, port: sandboxURL.port, path: `/files?path=${encodeURIComponent(path)}`,
+      headers: { 'Accept-Encoding': acceptEncoding, 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': sbx.envdAccessToken ?? '' },
+    }, (res) => {
+      const parts = []
+      res.on('data', (d) => parts.push(d))
+      res.on('end', () => resolve({ status: res.statusCode, encoding: res.headers['content-encoding'], body: Buffer.concat(parts) }))
+    })
+    req.on('error', reject)
+  })
+  const gz = await raw('gzip')
+  assert.equal(gz.status, 200)
+  assert.equal(gz.encoding, 'gzip')
+  assert.ok(gz.body.length < size * 0.75, `compressed to ${gz.body.length} bytes`)
+  assert.equal(sha256(gunzipSync(gz.body)), sha256(data))
+  const plain = await raw('gzip, deflate')
+  assert.equal(plain.encoding, undefined)
+  assert.equal(sha256(plain.body), sha256(data))
+  await sbx.files.remove(path)
+})
+
+test('watchDir: includeEntry puts the entry in events', async () => {
+  const dir = `/home/user/we-${runID}`
+  await sbx.files.makeDir(dir)
+  const events = []
+  const w = await sbx.files.watchDir(dir, (e) => events.push(e), { includeEntry: true })
+  try {
+    await sbx.files.write(`${dir}/e.txt`, 'hello', { metadata: { tag: 'watched' } })
+    const ev = await eventually('a write event with the entry', () =>
+      events.find((e) => e.name === 'e.txt' && e.type === 'write' && e.entry?.size === 5))
+    assert.equal(ev.entry.name, 'e.txt')
+    assert.equal(ev.entry.path, `${dir}/e.txt`)
+    assert.equal(ev.entry.type, 'file')
+    assert.equal(ev.entry.owner, 'user')
+    assert.equal(ev.entry.permissions, '-rw-r--r--')
+    assert.ok(ev.entry.modifiedTime instanceof Date)
+    assert.deepEqual(ev.entry.metadata, { tag: 'watched' })
+    await sbx.files.remove(`${dir}/e.txt`)
+    const gone = await eventually('a remove event', () => events.find((e) => e.name === 'e.txt' && e.type === 'remove'))
+    assert.equal(gone.entry, undefined, 'a removed file has no entry')
+  } finally {
+    await w.stop()
+  }
+  // Without the option, events carry no entry, as before.
+  const plain = []
+  const w2 = await sbx.files.watchDir(dir, (e) => plain.push(e))
+  try {
+    await sbx.files.write(`${dir}/p.txt`, 'p')
+    await eventually('an event for p.txt', () => plain.some((e) => e.name === 'p.txt'))
+    assert.ok(plain.every((e) => e.entry === undefined))
+  } finally {
+    await w2.stop()
+  }
+})
+
+test('watchDir: allowNetworkMounts is accepted', async () => {
+  const dir = `/home/user/wn-${runID}`
+  await sbx.files.makeDir(dir)
+  const events = []
+  const w = await sbx.files.watchDir(dir, (e) => events.push(e), { allowNetworkMounts: true, recursive: true, includeEntry: true })
+  try {
+    await sbx.files.write(`${dir}/n.txt`, 'n')
+    await eventually('an event for n.txt', () => events.some((e) => e.name === 'n.txt' && e.entry?.type === 'file'))
   } finally {
     await w.stop()
   }

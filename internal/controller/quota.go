@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// localStoreBytes is what the local store holds: every file of every
+// stored snapshot layer (a layer shared by many snapshots is one
+// directory, so it counts once) plus every local backup archive.
+// Temporary files are left out: they either become one of those or go.
+func (c *Controller) localStoreBytes() int64 {
+	var n int64
+	if c.opts.Snapshots != nil {
+		n += treeBytes(filepath.Join(c.opts.Snapshots.Dir(), "layers"))
+	}
+	if entries, err := os.ReadDir(c.backupsDir()); err == nil {
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".tar.gz") {
+				continue
+			}
+			if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+				n += info.Size()
+			}
+		}
+	}
+	return n
+}
+
+// treeBytes sums the sizes of the regular files under dir, plus a block
+// for each directory, symlink and whiteout so a store of empty files is
+// not free.
+func treeBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return nil
+		}
+		if d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+			return nil
+		}
+		n += 512
+		return nil
+	})
+	return n
+}
+
+// storeUsage reports the local store's use and cap for Info and listings.
+func (c *Controller) storeUsage() *api.StoreUsage {
+	if c.opts.Snapshots == nil && c.cfg.SnapshotStoreMax == 0 {
+		return nil
+	}
+	return &api.StoreUsage{UsedBytes: c.localStoreBytes(), LimitBytes: c.cfg.SnapshotStoreMax}
+}
+
+// StoreUsage is storeUsage for the server.
+func (c *Controller) StoreUsage() *api.StoreUsage { return c.storeUsage() }
+
+// checkStoreRoom refuses adding more bytes to the local store than its cap
+// allows. adding 0 asks whether the store is already full, before work
+// that would be wasted.
+func (c *Controller) checkStoreRoom(adding int64) error {
+	limit := c.cfg.SnapshotStoreMax
+	if limit <= 0 {
+		return nil
+	}
+	used := c.localStoreBytes()
+	if used+adding > limit || (adding == 0 && used >= limit) {
+		return fmt.Errorf("the snapshot store is full: it holds %d bytes, this needs %d more, and its limit is %d (PADDOCK_SNAPSHOT_STORE_MAX); delete snapshots or backups to make room: %w",
+			used, adding, limit, errdefs.ErrResourceExhausted)
+	}
+	return nil
+}
+
+// layerSet is the set of digests stored now, to tell after a commit or an
+// import which layers it added.
+func (c *Controller) layerSet() map[string]bool {
+	out := map[string]bool{}
+	if c.opts.Snapshots == nil {
+		return out
+	}
+	ds, _ := c.opts.Snapshots.Layers()
+	for _, d := range ds {
+		out[d] = true
+	}
+	return out
+}
+
+// enforceQuotaAfter undoes layers added since before when the store is now
+// over its cap. The caller holds c.snaps.mu, so the collector and other
+// snapshots do not interleave.
+func (c *Controller) enforceQuotaAfter(before map[string]bool) error {
+	limit := c.cfg.SnapshotStoreMax
+	if limit <= 0 || c.opts.Snapshots == nil {
+		return nil
+	}
+	used := c.localStoreBytes()
+	if used <= limit {
+		return nil
+	}
+	var added int64
+	for d := range c.layerSet() {
+		if before[d] {
+			continue
+		}
+		if p, err := c.opts.Snapshots.LayerPath(d); err == nil {
+			added += treeBytes(p)
+		}
+		if err := c.opts.Snapshots.RemoveLayer(d); err != nil {
+			c.log.Warn("remove a layer over the store's limit", "layer", d, "err", err)
+		}
+	}
+	if added == 0 {
+		// Nothing new was stored (the layer was a duplicate): no growth.
+		return nil
+	}
+	return fmt.Errorf("the snapshot store is full: this needs %d bytes, it would hold %d and its limit is %d (PADDOCK_SNAPSHOT_STORE_MAX); nothing was kept; delete snapshots or backups to make room: %w",
+		added, used, limit, errdefs.ErrResourceExhausted)
+}

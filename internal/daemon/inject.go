@@ -1,0 +1,98 @@
+package daemon
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/egress"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
+)
+
+// openInterception loads (or creates) the egress CA under dir and the
+// roots intercepted upstreams are verified against: the system's, plus
+// the PEM file extraCA names (an internal mirror's CA; tests).
+func openInterception(dir, extraCA string) (*egress.CA, *x509.CertPool, error) {
+	caDir := filepath.Join(dir, "ca")
+	if err := os.MkdirAll(caDir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	ca, err := egress.LoadOrCreateCA(caDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if extraCA != "" {
+		b, err := os.ReadFile(extraCA)
+		if err != nil {
+			return nil, nil, fmt.Errorf("PADDOCK_EGRESS_UPSTREAM_CA: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(b) {
+			return nil, nil, fmt.Errorf("PADDOCK_EGRESS_UPSTREAM_CA: %s holds no PEM certificate", extraCA)
+		}
+	}
+	return ca, roots, nil
+}
+
+// trustEnv points the usual TLS stacks at the mounted bundle: some
+// (Node, requests, git) ignore the system store or read their own.
+func trustEnv() []string {
+	p := runtime.TrustBundlePath
+	return []string{"SSL_CERT_FILE=" + p, "REQUESTS_CA_BUNDLE=" + p, "CURL_CA_BUNDLE=" + p, "NODE_EXTRA_CA_CERTS=" + p, "GIT_SSL_CAINFO=" + p}
+}
+
+func (n *networks) trustPath(id string) string {
+	return filepath.Join(n.dir, "policies", id+".ca-bundle.pem")
+}
+
+// checkSecrets refuses injection rules naming a secret that is not stored.
+func (n *networks) checkSecrets(rules []egress.Injection) error {
+	if len(rules) == 0 {
+		return nil
+	}
+	if n.sec == nil {
+		return fmt.Errorf("credential injection: this daemon keeps no secrets: %w", errdefs.ErrUnavailable)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, r := range rules {
+		t, err := egress.ParseTemplate(r.Value)
+		if err != nil {
+			return err
+		}
+		for _, name := range t.Secrets() {
+			ok, err := n.sec.Exists(ctx, name)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errdefs.Invalid("injection of %s for %s: secret %q does not exist (paddock secret set %s)", r.Header, r.Host, name, name)
+			}
+		}
+	}
+	return nil
+}
+
+func toEgressInject(in []api.Injection) []egress.Injection {
+	var out []egress.Injection
+	for _, r := range in {
+		out = append(out, egress.Injection{Host: r.Host, Header: r.Header, Value: r.Value})
+	}
+	return out
+}
+
+func fromEgressInject(in []egress.Injection) []api.Injection {
+	var out []api.Injection
+	for _, r := range in {
+		out = append(out, api.Injection{Host: r.Host, Header: r.Header, Value: r.Value})
+	}
+	return out
+}
