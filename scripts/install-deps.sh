@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what Paddock needs on a Debian machine, only when it is missing.
 # Runtime: runc, runsc (gVisor), crun, mmdebstrap (the base image), busybox-static
-# (the busybox image), e2fsprogs (size-capped writable layers), iproute2.
+# (the busybox image), e2fsprogs (size-capped writable layers), iproute2,
+# nftables and iptables (egress networking's firewall; either works, tests use both).
 # The tests also need what they compare against or drive (PADDOCK_TEST_DEPS=1,
-# set by `make test`): podman (the benchmark baseline), iptables (egress
-# networking), node and npm (the E2B and MCP client suites), python3 (code
-# contexts' drivers, unit-tested on the host). Benchmarks add hyperfine
+# set by `make test`): podman (the benchmark baseline), node and npm (the E2B
+# and MCP client suites), python3 (code contexts' drivers, unit-tested on the
+# host). Benchmarks add hyperfine
 # (PADDOCK_BENCH_DEPS=1).
 set -euo pipefail
 
@@ -23,6 +24,7 @@ fi
 have mkfs.ext4 || need+=(e2fsprogs)
 have ip || need+=(iproute2)
 have losetup || need+=(mount)
+have nft || need+=(nftables)
 have iptables || need+=(iptables)
 if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ] || [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
 	have podman || need+=(podman)

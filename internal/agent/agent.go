@@ -152,6 +152,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.Handle(agentv1connect.NewProcessServiceHandler(&bgService{a: a}, rpcOpts...))
 	mux.Handle(agentv1connect.NewCodeContextServiceHandler(&codeContextService{a: a}, rpcOpts...))
 	mux.HandleFunc("GET /health", a.handleHealth)
+	mux.HandleFunc("GET "+TerminalsPath, a.handleTerminals)
 	mux.HandleFunc("POST /init", a.handleInit)
 	mux.HandleFunc("GET /envs", a.handleEnvs)
 	mux.HandleFunc("GET /files", a.handleDownload)

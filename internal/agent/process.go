@@ -49,7 +49,7 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[proce
 	if err != nil {
 		return rpcError(err)
 	}
-	return s.a.follow(ctx, p, p.subscribe(), func(ev *process.ProcessEvent) error {
+	return s.a.follow(ctx, p, p.subscribeReplay(), func(ev *process.ProcessEvent) error {
 		return stream.Send(&process.ConnectResponse{Event: ev})
 	})
 }
@@ -182,7 +182,12 @@ func (a *Agent) follow(ctx context.Context, p *proc, sub *subscriber, send func(
 				}
 				break
 			}
-			return send(&process.ProcessEvent{Event: &process.ProcessEvent_End{End: p.end}})
+			err := send(&process.ProcessEvent{Event: &process.ProcessEvent_End{End: p.end}})
+			if err == nil && p.term != nil {
+				// Someone learned how the terminal ended: no need to keep it.
+				a.procs.forgetEnded(p.tag)
+			}
+			return err
 		case <-tick.C:
 			if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{
 				Keepalive: &process.ProcessEvent_KeepAlive{}}}); err != nil {
@@ -439,6 +444,9 @@ func (a *Agent) startProcess(ctx context.Context, msg *process.StartRequest) (*p
 	p.info = &process.ProcessInfo{Config: cfg, Pid: uint32(pid)}
 	if tag != "" {
 		p.info.Tag = &tag
+	}
+	if p.ptmx != nil && isTerminalTag(tag) {
+		p.term = newTermKeep(int(msg.GetPty().GetSize().GetCols()), int(msg.GetPty().GetSize().GetRows()))
 	}
 	sub := p.subscribe()
 	a.procs.add(p)

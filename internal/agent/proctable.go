@@ -32,7 +32,8 @@ type proc struct {
 	tag  string
 	info *process.ProcessInfo
 
-	ptmx *os.File // terminal master, nil for pipes
+	ptmx *os.File  // terminal master, nil for pipes
+	term *termKeep // kept output of a daemon terminal (terminals.go)
 
 	stdinMu sync.Mutex
 	stdin   *os.File // write end of the stdin pipe; nil when closed or never open
@@ -74,6 +75,9 @@ func (p *proc) unsubscribe(s *subscriber) {
 
 func (p *proc) publish(ev *process.ProcessEvent) {
 	p.subMu.Lock()
+	if p.term != nil {
+		p.term.record(ev)
+	}
 	subs := make([]*subscriber, 0, len(p.subs))
 	for s := range p.subs {
 		subs = append(subs, s)
@@ -202,6 +206,9 @@ func (p *proc) resize(size *process.PTY_Size) error {
 	if err := pty.Setsize(p.ptmx, &pty.Winsize{Cols: uint16(size.GetCols()), Rows: uint16(size.GetRows())}); err != nil {
 		return fmt.Errorf("resize terminal"+": %w", errdefs.ErrFailedPrecondition)
 	}
+	if p.term != nil {
+		p.term.setSize(int(size.GetCols()), int(size.GetRows()))
+	}
 	return nil
 }
 
@@ -222,6 +229,7 @@ type procTable struct {
 	mu    sync.Mutex
 	byPid map[int]*proc
 	byTag map[string]*proc
+	ended endedTerms    // daemon terminals that ended (terminals.go)
 	empty chan struct{} // closed and replaced as the table empties
 }
 
@@ -253,6 +261,9 @@ func (t *procTable) remove(p *proc) {
 	}
 	if p.tag != "" && t.byTag[p.tag] == p {
 		delete(t.byTag, p.tag)
+		if p.term != nil {
+			t.ended.add(p)
+		}
 	}
 	if len(t.byPid) == 0 {
 		close(t.empty)
@@ -271,6 +282,9 @@ func (t *procTable) get(sel *process.ProcessSelector) (*proc, error) {
 		return nil, errdefs.NotFound("process with pid %d", s.Pid)
 	case *process.ProcessSelector_Tag:
 		if p, ok := t.byTag[s.Tag]; ok {
+			return p, nil
+		}
+		if p := t.ended.get(s.Tag); p != nil {
 			return p, nil
 		}
 		return nil, errdefs.NotFound("process with tag %q", s.Tag)

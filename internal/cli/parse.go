@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -15,7 +15,7 @@ import (
 // typo cannot overflow the API's int64 fields.
 const maxSizeMiB = 1 << 30
 
-var sizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)$`)
+var sizeRE = lazyre.New(`^([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)$`)
 
 // parseSizeMiB reads a size such as 512M, 2G, 1GiB or 1.5g and returns it in
 // MiB, rounding up. Units are binary whatever their spelling (M = MiB), as
@@ -55,7 +55,7 @@ func parseSizeMiB(flag, s string) (int64, error) {
 	return int64(mib), nil
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // parseEnv reads repeated K=V flags. A bare K takes its value from this
 // process's environment, as docker's -e does.
@@ -87,7 +87,7 @@ func parseEnv(flag string, items []string) (map[string]string, error) {
 	return out, nil
 }
 
-var labelKeyRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$`)
+var labelKeyRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$`)
 
 // parseLabels reads repeated k=v flags.
 func parseLabels(flag string, items []string) (map[string]string, error) {
@@ -113,7 +113,7 @@ func parseLabels(flag string, items []string) (map[string]string, error) {
 
 // refRE is what a sandbox id or name can look like; a cp argument is
 // remote only when the text before its first ':' has this shape.
-var refRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+var refRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 // cpArg is one side of `paddock cp`: a local path, or a path in a sandbox.
 type cpArg struct {

@@ -7,9 +7,10 @@ import (
 	"math"
 	"net/url"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 // BackupS3 configures S3-compatible object storage for backups. The keys
@@ -40,9 +41,9 @@ type BackupS3 struct {
 // Enabled reports whether S3 backup storage is configured.
 func (b BackupS3) Enabled() bool { return b.Endpoint != "" }
 
-var s3BucketRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+var s3BucketRE = lazyre.New(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 
-var s3PrefixRE = regexp.MustCompile(`^[A-Za-z0-9!_.*'()/-]{0,256}$`)
+var s3PrefixRE = lazyre.New(`^[A-Za-z0-9!_.*'()/-]{0,256}$`)
 
 // applyStorageEnv reads the S3 and snapshot-store settings.
 func (c *Config) applyStorageEnv(getenv func(string) string) error {
@@ -161,7 +162,7 @@ func (c *Config) validateStorage() []error {
 	return errs
 }
 
-var bytesRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)$`)
+var bytesRE = lazyre.New(`^([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)$`)
 
 // ParseBytes reads a byte count such as 1073741824, 512M, 2G or 1.5GiB;
 // units are binary whatever their spelling, and a bare number is bytes.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -29,8 +29,8 @@ const (
 )
 
 var (
-	policyImageRE  = regexp.MustCompile(`^([a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}|sha256:[a-f0-9]{64})$`)
-	policyDigestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+	policyImageRE  = lazyre.New(`^([a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}|sha256:[a-f0-9]{64})$`)
+	policyDigestRE = lazyre.New(`^sha256:[a-f0-9]{64}$`)
 )
 
 // admission holds the admission policy and serialises quota checks with

@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -36,7 +36,7 @@ const backupSlack = 1 << 30
 // backup being written right now.
 const orphanAge = time.Hour
 
-var backupIDRE = regexp.MustCompile(`^bk[a-z0-9]{20}$`)
+var backupIDRE = lazyre.New(`^bk[a-z0-9]{20}$`)
 
 func newBackupID() string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"

@@ -4,18 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 // userRE admits a user name or uid, optionally with a group name or gid
 // (the forms an image's User takes); the agent resolves it.
-var userRE = regexp.MustCompile(`^([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10})(:([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10}))?$`)
+var userRE = lazyre.New(`^([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10})(:([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10}))?$`)
 
 // ExitCommandNotFound is what a shell reports for a missing command; exec
 // reports the same so scripts behave as they would locally.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"regexp"
 	"slices"
 	"time"
 	"unicode/utf8"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -29,8 +29,8 @@ const (
 )
 
 var (
-	ledgerKindRE    = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
-	ledgerDataKeyRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	ledgerKindRE    = lazyre.New(`^[a-z][a-z0-9_.-]{0,63}$`)
+	ledgerDataKeyRE = lazyre.New(`^[A-Za-z0-9_.-]{1,64}$`)
 )
 
 // daemonKinds are recorded by paddock only, so a reader can trust that an

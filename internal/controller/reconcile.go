@@ -103,6 +103,8 @@ func (c *Controller) reconcileOne(ctx context.Context, rec *store.Sandbox) {
 				return
 			}
 			log.Info("re-adopted running sandbox")
+			// Waits for e.mu, held here; adopts the sandbox's terminals.
+			go c.recoverTerminals(context.Background(), rec.ID) // terminal_recover.go
 		case runtime.StatusStopped:
 			_ = c.setState(ctx, rec, api.StateStopped, "container was gone at daemon start; files kept", true)
 		default:

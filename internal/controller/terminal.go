@@ -45,6 +45,8 @@ type TerminalOptions struct {
 type termTable struct {
 	mu sync.Mutex
 	m  map[string]map[string]*terminal // sandbox id -> terminal id
+
+	recovery termRecovery // terminal_recover.go
 }
 
 type terminal struct {
@@ -108,6 +110,7 @@ func (c *Controller) OpenTerminal(ctx context.Context, ref string, o TerminalOpt
 	if err != nil {
 		return nil, err
 	}
+	c.recoverTerminals(ctx, id)
 	if n := c.terms.live(id); n >= api.MaxTerminals {
 		done()
 		return nil, fmt.Errorf("sandbox %s has %d terminals, the most it may have; close some first: %w", id, n, errdefs.ErrResourceExhausted)
@@ -116,15 +119,16 @@ func (c *Controller) OpenTerminal(ctx context.Context, ref string, o TerminalOpt
 	for k, v := range o.Env {
 		env[k] = v
 	}
+	tid := "t" + newID()[:termIDLen]
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	stream, pid, err := ag.StartPTY(sctx, client.PTYOptions{Cmd: o.Cmd, Env: env, Cwd: o.Cwd, User: o.User, Cols: o.Cols, Rows: o.Rows})
+	stream, pid, err := ag.StartPTY(sctx, client.PTYOptions{Cmd: o.Cmd, Env: env, Cwd: o.Cwd, User: o.User, Cols: o.Cols, Rows: o.Rows, Tag: terminalTag(tid)})
 	if err != nil {
 		stop()
 		done()
 		return nil, err
 	}
 	t := &terminal{
-		id: "t" + newID()[:termIDLen], sandbox: id, ag: ag, pid: pid, cmd: o.Cmd,
+		id: tid, sandbox: id, ag: ag, pid: pid, cmd: o.Cmd,
 		created: time.Now().UTC(), stop: stop, cols: o.Cols, rows: o.Rows,
 		clients: make(map[*TermConn]struct{}), done: make(chan struct{}),
 	}
@@ -142,9 +146,10 @@ func (c *Controller) AttachTerminal(ctx context.Context, ref, tid string) (*Term
 	if err != nil {
 		return nil, err
 	}
+	c.recoverTerminals(ctx, rec.ID)
 	t := c.terms.get(rec.ID, tid)
 	if t == nil {
-		return nil, errdefs.NotFound("terminal %q in sandbox %s", tid, rec.ID)
+		return nil, c.noTerminal(ctx, rec.ID, tid)
 	}
 	select {
 	case <-t.done:
@@ -164,6 +169,7 @@ func (c *Controller) Terminals(ctx context.Context, ref string) ([]api.Terminal,
 	if err != nil {
 		return nil, err
 	}
+	c.recoverTerminals(ctx, rec.ID)
 	ts := c.terms.list(rec.ID)
 	out := make([]api.Terminal, 0, len(ts))
 	for _, t := range ts {
@@ -178,9 +184,10 @@ func (c *Controller) KillTerminal(ctx context.Context, ref, tid string) error {
 	if err != nil {
 		return err
 	}
+	c.recoverTerminals(ctx, rec.ID)
 	t := c.terms.get(rec.ID, tid)
 	if t == nil {
-		return errdefs.NotFound("terminal %q in sandbox %s", tid, rec.ID)
+		return c.noTerminal(ctx, rec.ID, tid)
 	}
 	return t.kill(ctx)
 }

@@ -3,13 +3,13 @@ package controller
 import (
 	"crypto/rand"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 // Sandbox ids are 20 characters of [a-z0-9]: valid as a hostname, a path
@@ -17,11 +17,11 @@ import (
 const idLen = 20
 
 var (
-	idRE   = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
-	nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-	envRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,255}$`)
+	idRE   = lazyre.New(`^[a-z0-9]{1,32}$`)
+	nameRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+	envRE  = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,255}$`)
 	// Label keys follow Kubernetes' shape loosely: short, no '=' or ','.
-	labelKeyRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$`)
+	labelKeyRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$`)
 )
 
 const (

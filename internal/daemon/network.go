@@ -32,12 +32,15 @@ import (
 //	PADDOCK_EGRESS_DNS_STATIC    "name=ip[,ip];name=ip": fixed answers, ahead of upstream
 //	PADDOCK_EGRESS_PERMIT        comma-separated prefixes exempt from the forbidden ranges
 //	PADDOCK_EGRESS_UPSTREAM_CA   PEM file of extra CAs trusted for intercepted upstreams
+//	PADDOCK_FIREWALL             auto (default: nftables if `nft list tables` works,
+//	                             else iptables), nftables or iptables
 type networkConfig struct {
 	Range      netip.Prefix
 	Upstream   string
 	Static     map[string][]netip.Addr
 	Permitted  []netip.Prefix
 	UpstreamCA string
+	Firewall   string
 }
 
 func networkConfigFromEnv() (networkConfig, error) {
@@ -73,6 +76,11 @@ func networkConfigFromEnv() (networkConfig, error) {
 		nc.Permitted = append(nc.Permitted, p)
 	}
 	nc.UpstreamCA = os.Getenv("PADDOCK_EGRESS_UPSTREAM_CA")
+	fw, err := netns.ParseFirewall(os.Getenv("PADDOCK_FIREWALL"))
+	if err != nil {
+		return nc, fmt.Errorf("PADDOCK_FIREWALL: %w", err)
+	}
+	nc.Firewall = fw
 	return nc, nil
 }
 
@@ -111,13 +119,15 @@ func (r *recorder) refuse(ref egress.Refusal) {
 // openNetworks sets up networking, or returns nil (mode none only) when
 // the host cannot: networking is optional, its absence is logged.
 func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *recorder, sec *secretBox) (*networks, error) {
-	if err := netns.Available(); err != nil {
-		log.Warn("egress networking unavailable", "err", err)
-		return nil, nil
-	}
+	// A bad setting fails the start; a host that lacks what it needs
+	// only loses networking.
 	nc, err := networkConfigFromEnv()
 	if err != nil {
 		return nil, err
+	}
+	if err := netns.Available(ctx, nc.Firewall); err != nil {
+		log.Warn("egress networking unavailable", "err", err)
+		return nil, nil
 	}
 	dir := filepath.Join(stateDir, "network")
 	for _, d := range []string{dir, filepath.Join(dir, "links"), filepath.Join(dir, "policies")} {
@@ -126,7 +136,7 @@ func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *r
 		}
 	}
 	mgr, err := netns.New(ctx, netns.Options{
-		StateDir: filepath.Join(dir, "links"), Range: nc.Range, Logger: log,
+		StateDir: filepath.Join(dir, "links"), Range: nc.Range, Logger: log, Firewall: nc.Firewall,
 		Ports: netns.Ports{Proxy: egress.ProxyPort, Transparent: egress.TransparentPort, DNS: egress.DNSPort},
 	})
 	if err != nil {

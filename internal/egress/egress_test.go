@@ -47,9 +47,26 @@ func (e *env) lastRefusal() egress.Refusal {
 	return e.refusals[len(e.refusals)-1]
 }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB) *env { t.Helper(); return newEnvFW(t, "") }
+
+// firewalls are the backends the namespace tests run with; the host must
+// have both (CI does).
+var firewalls = []string{netns.FirewallNftables, netns.FirewallIptables}
+
+func requireFirewall(t testing.TB, fw string) {
+	t.Helper()
+	bin := map[string]string{netns.FirewallNftables: "nft", netns.FirewallIptables: "iptables"}[fw]
+	if _, err := exec.LookPath(bin); err != nil {
+		t.Skipf("needs %s for the %s backend", bin, fw)
+	}
+}
+
+func newEnvFW(t testing.TB, firewall string) *env {
 	t.Helper()
 	requireRoot(t)
+	if firewall != "" {
+		requireFirewall(t, firewall)
+	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	up := newUpstreamNS(t, "ptest-egress-up", "ptegup0", "198.18.77.1/30", "198.18.77.2/30")
 	big := make([]byte, 1<<20)
@@ -93,7 +110,7 @@ func newEnv(t testing.TB) *env {
 	t.Cleanup(e.srv.Close)
 	ctx := context.Background()
 	mgr, err := netns.New(ctx, netns.Options{
-		StateDir: t.TempDir(), Range: netip.MustParsePrefix("100.127.252.0/24"), Logger: log,
+		StateDir: t.TempDir(), Range: netip.MustParsePrefix("100.127.252.0/24"), Logger: log, Firewall: firewall,
 		Ports: netns.Ports{Proxy: egress.ProxyPort, Transparent: egress.TransparentPort, DNS: egress.DNSPort},
 	})
 	if err != nil {
@@ -318,7 +335,20 @@ func TestEgressDNS(t *testing.T) {
 }
 
 func TestEgressFirewall(t *testing.T) {
-	e := newEnv(t)
+	for _, fw := range firewalls {
+		t.Run(fw, func(t *testing.T) { testEgressFirewall(t, fw) })
+	}
+}
+
+func testEgressFirewall(t *testing.T, fw string) {
+	e := newEnvFW(t, fw)
+	if got := e.mgr.Firewall(); got != fw {
+		t.Fatalf("backend %s, want %s", got, fw)
+	}
+	// Through the firewall the proxy answers at all.
+	if code, _, _, err := get(t, e.proxyClient(t), "http://up.test/", ""); err != nil || code != 200 {
+		t.Fatalf("via the proxy: %d %v", code, err)
+	}
 	// A host service on every address (like the daemon's TCP API).
 	ln, err := net.Listen("tcp", ":0")
 	if err != nil {
@@ -343,12 +373,19 @@ func TestEgressFirewall(t *testing.T) {
 	}
 	for _, target := range targets {
 		t.Run(target, func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			c, err := dialFrom(t, e.link.NetNS)(ctx, "tcp", target)
 			if err == nil {
 				c.Close()
 				t.Fatalf("connected to %s from the sandbox", target)
+			}
+			// Dropped, not refused: a refusal would mean a host stack
+			// saw the packet.
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				t.Fatalf("dial %s: %v, want a timeout (dropped)", target, err)
 			}
 		})
 	}
@@ -379,10 +416,55 @@ func TestEgressRulesChangeAtOnce(t *testing.T) {
 
 func TestTeardownLeavesNothing(t *testing.T) {
 	requireRoot(t)
+	for _, fw := range firewalls {
+		t.Run(fw, func(t *testing.T) { testTeardownLeavesNothing(t, fw) })
+	}
+}
+
+// breakFirewall removes what another daemon on the range would on its way
+// out, and reports what the firewall shows after a repair.
+var breakFirewall = map[string]struct {
+	remove func(m *netns.Manager, hostIf string)
+	show   func(m *netns.Manager) string
+}{
+	netns.FirewallIptables: {
+		remove: func(m *netns.Manager, hostIf string) {
+			for _, c := range m.Chains() {
+				_ = exec.Command("iptables", "-t", c[0], "-F", c[1]).Run()
+			}
+			_ = exec.Command("iptables", "-D", "INPUT", "-i", "pd"+hostIf[2:6]+"+", "-j", m.Chains()[0][1]).Run()
+			_ = exec.Command("iptables", "-X", m.Chains()[0][1]).Run()
+		},
+		show: func(m *netns.Manager) string {
+			out, _ := exec.Command("iptables", "-S", m.Chains()[0][1]).CombinedOutput()
+			return string(out)
+		},
+	},
+	netns.FirewallNftables: {
+		remove: func(m *netns.Manager, _ string) {
+			_ = exec.Command("nft", append([]string{"delete", "table"}, strings.Fields(m.Table())...)...).Run()
+		},
+		show: func(m *netns.Manager) string {
+			out, _ := exec.Command("nft", append([]string{"list", "table"}, strings.Fields(m.Table())...)...).CombinedOutput()
+			return string(out)
+		},
+	},
+}
+
+// firewallDump is everything both backends could have installed.
+func firewallDump() string {
+	a, _ := exec.Command("iptables-save").CombinedOutput()
+	b, _ := exec.Command("nft", "list", "ruleset").CombinedOutput()
+	return string(a) + string(b)
+}
+
+func testTeardownLeavesNothing(t *testing.T, fw string) {
+	requireFirewall(t, fw)
 	ctx := context.Background()
 	dir := t.TempDir()
 	rng := netip.MustParsePrefix("100.127.253.0/24")
-	mgr, err := netns.New(ctx, netns.Options{StateDir: dir, Range: rng, Ports: netns.Ports{Proxy: 3128, Transparent: 3129, DNS: 53}})
+	opts := netns.Options{StateDir: dir, Range: rng, Firewall: fw, Ports: netns.Ports{Proxy: 3128, Transparent: 3129, DNS: 53}}
+	mgr, err := netns.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,8 +472,9 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A daemon restart: a new manager resets the chains; Setup restores.
-	mgr2, err := netns.New(ctx, netns.Options{StateDir: dir, Range: rng, Ports: netns.Ports{Proxy: 3128, Transparent: 3129, DNS: 53}})
+	t.Cleanup(func() { _ = mgr.Teardown(context.Background(), "tdtest1"); _ = mgr.Close(context.Background()) })
+	// A daemon restart: a new manager resets the rules; Setup restores.
+	mgr2, err := netns.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,42 +484,86 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	if _, err := mgr2.Setup(ctx, "tdtest1"); err != nil {
 		t.Fatal(err)
 	}
-	// Another daemon on the range removed the chains on its way out:
-	// Setup repairs them.
-	for _, c := range mgr2.Chains() {
-		_ = exec.Command("iptables", "-t", c[0], "-F", c[1]).Run()
-	}
-	_ = exec.Command("iptables", "-D", "INPUT", "-i", "pd"+l.HostIf[2:6]+"+", "-j", mgr2.Chains()[0][1]).Run()
-	_ = exec.Command("iptables", "-X", mgr2.Chains()[0][1]).Run()
+	// Setup twice is harmless.
 	if _, err := mgr2.Setup(ctx, "tdtest1"); err != nil {
 		t.Fatal(err)
 	}
-	out, _ := exec.Command("iptables", "-S", mgr2.Chains()[0][1]).CombinedOutput()
-	if !strings.Contains(string(out), "paddock:tdtest1") || !strings.HasSuffix(strings.TrimSpace(string(out)), "-j DROP") {
-		t.Fatalf("chain not repaired:\n%s", out)
+	// Another daemon on the range removed the rules on its way out:
+	// Setup repairs them.
+	bf := breakFirewall[fw]
+	bf.remove(mgr2, l.HostIf)
+	if _, err := mgr2.Setup(ctx, "tdtest1"); err != nil {
+		t.Fatal(err)
 	}
+	out := bf.show(mgr2)
+	if !strings.Contains(out, "paddock:tdtest1") || !strings.Contains(strings.ToLower(out), "drop") {
+		t.Fatalf("firewall not repaired:\n%s", out)
+	}
+	if err := mgr2.Teardown(ctx, "tdtest1"); err != nil {
+		t.Fatal(err)
+	}
+	// Teardown twice is harmless.
 	if err := mgr2.Teardown(ctx, "tdtest1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := mgr2.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	out, _ = exec.Command("iptables-save").CombinedOutput()
-	for _, leak := range []string{"paddock:tdtest1", l.HostIf} {
-		if strings.Contains(string(out), leak) {
-			t.Errorf("iptables still mentions %s", leak)
+	dump := firewallDump()
+	for _, leak := range []string{"paddock:tdtest1", l.HostIf, mgr2.Table(), mgr2.Chains()[0][1]} {
+		if strings.Contains(dump, leak) {
+			t.Errorf("firewall still mentions %s", leak)
 		}
 	}
 	if _, err := net.InterfaceByName(l.HostIf); err == nil {
 		t.Errorf("veth %s left", l.HostIf)
-	}
-	if err := exec.Command("ip", "netns", "pids", "paddock-x").Run(); err != nil && !errors.Is(err, exec.ErrNotFound) {
-		_ = err
 	}
 	if out, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(out), "tdtest1") {
 		t.Errorf("netns left: %s", out)
 	}
 	if len(mgr2.List()) != 0 {
 		t.Errorf("records left: %v", mgr2.List())
+	}
+}
+
+// TestFirewallSwitch: a daemon that starts with the other backend removes
+// the first one's rules of its tag, and its own still hold the sandbox.
+func TestFirewallSwitch(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	for _, tt := range []struct{ from, to string }{
+		{netns.FirewallIptables, netns.FirewallNftables},
+		{netns.FirewallNftables, netns.FirewallIptables},
+	} {
+		t.Run(tt.from+"-to-"+tt.to, func(t *testing.T) {
+			requireFirewall(t, tt.from)
+			requireFirewall(t, tt.to)
+			dir := t.TempDir()
+			opts := netns.Options{StateDir: dir, Range: netip.MustParsePrefix("100.127.254.0/24"), Firewall: tt.from, Ports: netns.Ports{Proxy: 3128, Transparent: 3129, DNS: 53}}
+			a, err := netns.New(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Setup(ctx, "swtest1"); err != nil {
+				t.Fatal(err)
+			}
+			opts.Firewall = tt.to
+			b, err := netns.New(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Teardown(context.Background(), "swtest1"); _ = b.Close(context.Background()) })
+			if _, err := b.Setup(ctx, "swtest1"); err != nil {
+				t.Fatal(err)
+			}
+			dump := firewallDump()
+			old := map[string]string{netns.FirewallIptables: b.Chains()[0][1], netns.FirewallNftables: b.Table()}
+			if strings.Contains(dump, old[tt.from]) {
+				t.Errorf("%s's %s left after switching", tt.from, old[tt.from])
+			}
+			if !strings.Contains(dump, old[tt.to]) || strings.Count(dump, "paddock:swtest1") == 0 {
+				t.Errorf("%s rules missing after switching:\n%s", tt.to, dump)
+			}
+		})
 	}
 }

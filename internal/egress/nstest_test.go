@@ -16,12 +16,15 @@ import (
 func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and iptables rules")
+		t.Skip("needs root: creates network namespaces and firewall rules")
 	}
-	for _, bin := range []string{"ip", "iptables"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("needs %s", bin)
-		}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs ip (iproute2)")
+	}
+	_, nftErr := exec.LookPath("nft")
+	_, iptErr := exec.LookPath("iptables")
+	if nftErr != nil && iptErr != nil {
+		t.Skip("needs nft or iptables")
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package netns gives a networked sandbox its plumbing: a named network
 // namespace, a veth pair on a /30 carved from a range Paddock owns, and
-// host firewall rules (iptables) that let the sandbox reach only the
+// host firewall rules (nftables or iptables) that let the sandbox reach only the
 // egress proxy and DNS resolver on its gateway address. Nothing is
 // forwarded: every byte out goes through the proxy.
 package netns
@@ -24,8 +24,9 @@ import (
 	"sync"
 )
 
-// Chain names. Every Paddock rule lives in these chains, so a restart can
-// flush them without touching anyone else's rules.
+// iptables chain names. Every Paddock rule lives in these chains (or, with
+// nftables, in the table inet paddock_<tag>), so a restart can flush them
+// without touching anyone else's rules.
 // Each is suffixed with the daemon's tag (a hash of its range), so
 // daemons with different ranges on one host never touch each other's.
 const (
@@ -52,6 +53,8 @@ type Options struct {
 	Range    netip.Prefix
 	Ports    Ports
 	Logger   *slog.Logger
+	// Firewall is auto (the default), nftables or iptables.
+	Firewall string
 }
 
 // Link is one sandbox's plumbing.
@@ -71,48 +74,43 @@ type Manager struct {
 	log  *slog.Logger
 	mu   sync.Mutex
 
-	tag                         string
-	chainIn, chainFwd, chainNAT string
-	ifPrefix, nsPrefix          string
+	tag                string
+	ifPrefix, nsPrefix string
+	fw                 firewall
 }
 
-// Chains returns the Paddock chains of this manager ({table, chain}).
-func (m *Manager) Chains() [][2]string {
-	return [][2]string{{"filter", m.chainIn}, {"filter", m.chainFwd}, {"nat", m.chainNAT}}
-}
+// Chains returns the iptables chains of this manager's tag ({table,
+// chain}); they exist only with the iptables backend.
+func (m *Manager) Chains() [][2]string { return newIptables(m.tag, m.opts.Ports).chains() }
 
-// Close removes this manager's chains and hooks when no sandbox uses them.
+// Table is the nftables table of this manager's tag ("inet paddock_<tag>");
+// it exists only with the nftables backend.
+func (m *Manager) Table() string { return "inet " + newNft(m.tag, m.opts.Ports).table }
+
+// Firewall names the backend in use: nftables or iptables.
+func (m *Manager) Firewall() string { return m.fw.Name() }
+
+// Close removes this manager's firewall rules when no sandbox uses them.
 func (m *Manager) Close(ctx context.Context) error {
 	if len(m.List()) > 0 {
 		return nil
 	}
-	_ = ipt(ctx, "-t", "filter", "-D", "INPUT", "-i", m.ifPrefix+"+", "-j", m.chainIn)
-	_ = ipt(ctx, "-t", "filter", "-D", "FORWARD", "-i", m.ifPrefix+"+", "-j", m.chainFwd)
-	_ = ipt(ctx, "-t", "filter", "-D", "FORWARD", "-o", m.ifPrefix+"+", "-j", m.chainFwd)
-	_ = ipt(ctx, "-t", "nat", "-D", "PREROUTING", "-i", m.ifPrefix+"+", "-j", m.chainNAT)
-	var errs []error
-	for _, c := range m.Chains() {
-		_ = ipt(ctx, "-t", c[0], "-F", c[1])
-		if err := ipt(ctx, "-t", c[0], "-X", c[1]); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return m.fw.close(ctx)
 }
 
 var idRE = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
 
-// Available reports whether the host has what the plumbing needs.
-func Available() error {
-	for _, bin := range []string{"ip", "iptables"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			return fmt.Errorf("%s not found: networking needs iproute2 and iptables", bin)
-		}
+// Available reports whether the host has what the plumbing needs with
+// the given firewall backend (auto, nftables or iptables).
+func Available(ctx context.Context, firewall string) error {
+	if _, err := exec.LookPath("ip"); err != nil {
+		return errors.New("ip not found: networking needs iproute2")
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("networking needs root")
 	}
-	return nil
+	_, err := selectFirewall(ctx, firewall, hostProbe)
+	return err
 }
 
 // New builds a Manager and resets Paddock's firewall chains; call
@@ -132,16 +130,58 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	}
 	sum := sha256.Sum256([]byte(opts.Range.Masked().String()))
 	tag := hex.EncodeToString(sum[:2])
+	backend, err := selectFirewall(ctx, opts.Firewall, hostProbe)
+	if err != nil {
+		return nil, err
+	}
 	m := &Manager{
 		opts: opts, log: opts.Logger, tag: tag,
-		chainIn: chainInput + tag, chainFwd: chainForward + tag, chainNAT: chainNAT + tag,
 		// Interface names have 15 bytes: "pd", 4 of tag, up to 5 of index.
 		ifPrefix: "pd" + tag, nsPrefix: "paddock-" + tag + "-",
 	}
-	if err := m.initChains(ctx, true); err != nil {
+	ipf, nf := newIptables(tag, opts.Ports), newNft(tag, opts.Ports)
+	m.fw = ipf
+	if backend == FirewallNftables {
+		m.fw = nf
+	}
+	if err := m.fw.reset(ctx); err != nil {
 		return nil, err
 	}
+	// The other backend's rules of this tag are left over from before the
+	// host (or PADDOCK_FIREWALL) switched. Removed only now that the new
+	// backend's drops are in place, so no sandbox packet passes unfiltered
+	// in between.
+	if backend == FirewallNftables {
+		if hostProbe.iptFound() && ipf.present(ctx) {
+			if err := ipf.close(ctx); err != nil {
+				m.log.Warn("remove leftover iptables chains", "err", err)
+			}
+		}
+	} else if _, err := exec.LookPath("nft"); err == nil {
+		if err := nf.close(ctx); err != nil {
+			m.log.Warn("remove leftover nftables table", "err", err)
+		}
+	}
+	where := m.Table()
+	if backend == FirewallIptables {
+		where = ipf.chainIn + "," + ipf.chainFwd + "," + ipf.chainNAT
+	}
+	m.log.Info("network firewall", "backend", backend, "rules", where)
 	return m, nil
+}
+
+// links returns every recorded link; the caller holds m.mu.
+func (m *Manager) links() []Link {
+	var out []Link
+	ents, _ := os.ReadDir(m.opts.StateDir)
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			if l, ok := m.Get(id); ok {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
 }
 
 func run(ctx context.Context, name string, args ...string) error {
@@ -150,53 +190,6 @@ func run(ctx context.Context, name string, args ...string) error {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
-	}
-	return nil
-}
-
-func ipt(ctx context.Context, args ...string) error {
-	return run(ctx, "iptables", append([]string{"-w", "5"}, args...)...)
-}
-
-// initChains creates the chains and hooks them first in the built-in
-// chains. With flush it empties them (a new daemon starts from no sandbox
-// rules); without, it only repairs what is missing (another daemon on the
-// same range may have removed them on its way out).
-func (m *Manager) initChains(ctx context.Context, flush bool) error {
-	for _, c := range []struct{ table, chain string }{{"filter", m.chainIn}, {"filter", m.chainFwd}, {"nat", m.chainNAT}} {
-		_ = ipt(ctx, "-t", c.table, "-N", c.chain)
-		if !flush {
-			continue
-		}
-		if err := ipt(ctx, "-t", c.table, "-F", c.chain); err != nil {
-			return err
-		}
-	}
-	hooks := [][]string{
-		{"-t", "filter", "INPUT", "-i", m.ifPrefix + "+", "-j", m.chainIn},
-		{"-t", "filter", "FORWARD", "-i", m.ifPrefix + "+", "-j", m.chainFwd},
-		{"-t", "filter", "FORWARD", "-o", m.ifPrefix + "+", "-j", m.chainFwd},
-		{"-t", "nat", "PREROUTING", "-i", m.ifPrefix + "+", "-j", m.chainNAT},
-	}
-	for _, h := range hooks {
-		spec := append([]string{h[0], h[1], "-C"}, h[2:]...)
-		if ipt(ctx, spec...) == nil {
-			continue
-		}
-		ins := append([]string{h[0], h[1], "-I", h[2], "1"}, h[3:]...)
-		if err := ipt(ctx, ins...); err != nil {
-			return err
-		}
-	}
-	// Whatever a sandbox's own rules do not accept ends here; sandbox
-	// rules are inserted above.
-	for _, c := range []string{m.chainIn, m.chainFwd} {
-		if !flush && ipt(ctx, "-C", c, "-j", "DROP") == nil {
-			continue
-		}
-		if err := ipt(ctx, "-A", c, "-j", "DROP"); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -309,36 +302,7 @@ func (m *Manager) plumb(ctx context.Context, l Link) error {
 			m.log.Warn("disable IPv6 in sandbox namespace", "sandbox", l.ID, "err", err)
 		}
 	}
-	if err := m.initChains(ctx, false); err != nil {
-		return err
-	}
-	for _, r := range m.rules(l) {
-		_ = ipt(ctx, append([]string{"-t", r[0], "-D"}, r[1:]...)...)
-		if err := ipt(ctx, append([]string{"-t", r[0], "-I"}, r[1:]...)...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// rules are the sandbox's own rules: {table, chain, spec...}. Inserted at
-// the top of their chain, ahead of the chain's final DROP.
-func (m *Manager) rules(l Link) [][]string {
-	src, gw := l.Addr.String()+"/32", l.Gateway.String()
-	p := m.opts.Ports
-	tag := []string{"-m", "comment", "--comment", "paddock:" + l.ID}
-	tcpPorts := fmt.Sprintf("%d,%d,%d", p.Proxy, p.Transparent, p.DNS)
-	r := [][]string{
-		append([]string{"filter", m.chainIn, "-i", l.HostIf, "-s", src, "-d", gw, "-p", "tcp", "-m", "multiport", "--dports", tcpPorts, "-j", "ACCEPT"}, tag...),
-		append([]string{"filter", m.chainIn, "-i", l.HostIf, "-s", src, "-d", gw, "-p", "udp", "--dport", strconv.Itoa(p.DNS), "-j", "ACCEPT"}, tag...),
-		// Programs that ignore HTTP_PROXY and connect straight out on
-		// 80/443 land on the transparent proxy; any DNS server they name
-		// is answered by Paddock's.
-		append([]string{"nat", m.chainNAT, "-i", l.HostIf, "-p", "tcp", "-m", "multiport", "--dports", "80,443", "-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", gw, p.Transparent)}, tag...),
-		append([]string{"nat", m.chainNAT, "-i", l.HostIf, "-p", "udp", "--dport", "53", "-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", gw, p.DNS)}, tag...),
-		append([]string{"nat", m.chainNAT, "-i", l.HostIf, "-p", "tcp", "--dport", "53", "-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", gw, p.DNS)}, tag...),
-	}
-	return r
+	return m.fw.add(ctx, l, m.links)
 }
 
 // Teardown removes a sandbox's rules, veth, namespace and record.
@@ -355,9 +319,8 @@ func (m *Manager) Teardown(ctx context.Context, id string) error {
 func (m *Manager) teardownLocked(ctx context.Context, id string) error {
 	var errs []error
 	if l, ok := m.Get(id); ok {
-		for _, r := range m.rules(l) {
-			for ipt(ctx, append([]string{"-t", r[0], "-D"}, r[1:]...)...) == nil {
-			}
+		if err := m.fw.remove(ctx, l); err != nil {
+			errs = append(errs, err)
 		}
 		if _, err := os.Stat(filepath.Join("/sys/class/net", l.HostIf)); err == nil {
 			if err := run(ctx, "ip", "link", "del", l.HostIf); err != nil {

@@ -52,8 +52,11 @@ func TestNetworkEgressRuntimes(t *testing.T) {
 	t.Parallel()
 	requireHost(t)
 	requireGVisor(t)
-	if _, err := exec.LookPath("iptables"); err != nil {
-		t.Skip("needs iptables")
+	// The default backend: nftables where nft works, else iptables.
+	_, nftErr := exec.LookPath("nft")
+	_, iptErr := exec.LookPath("iptables")
+	if nftErr != nil && iptErr != nil {
+		t.Skip("needs nft or iptables")
 	}
 	plan := newNetPlan(t, 1)
 	up := plan.Upstream

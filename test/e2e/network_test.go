@@ -109,6 +109,9 @@ func leftovers(id, tag string) []string {
 	if b, _ := exec.Command("iptables-save").CombinedOutput(); strings.Contains(string(b), "paddock:"+id) {
 		out = append(out, "iptables rules")
 	}
+	if b, _ := exec.Command("nft", "list", "ruleset").CombinedOutput(); strings.Contains(string(b), "paddock:"+id) {
+		out = append(out, "nftables elements")
+	}
 	if b, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(b), id) {
 		out = append(out, "netns")
 	}
@@ -126,7 +129,9 @@ func TestNetworkEgress(t *testing.T) {
 	up := plan.Upstream
 	netTag := plan.Tag
 	netUpstream(t, plan.NS, plan.HostIf, plan.HostCIDR, up)
+	// The iptables backend; TestNetworkNftables covers nftables.
 	d := startDaemon(t, daemonOpts{listen: true, env: []string{
+		"PADDOCK_FIREWALL=iptables",
 		"PADDOCK_NETWORK_RANGE=" + plan.Range,
 		fmt.Sprintf("PADDOCK_EGRESS_DNS_STATIC=up.test=%s;other.test=%s;x.evil.test=%s", up, up, up),
 		"PADDOCK_EGRESS_PERMIT=" + plan.Permit,

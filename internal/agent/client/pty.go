@@ -17,6 +17,7 @@ type PTYOptions struct {
 	Cwd        string
 	User       string
 	Cols, Rows int
+	Tag        string // names the process for ConnectPTY (terminals.go)
 }
 
 // PTYEvent is one event of a terminal process: its pid once, output
@@ -33,9 +34,23 @@ type PTYEvent struct {
 // it returns an error when the stream breaks (the sandbox stopped) or ctx
 // ends. Close ends following; the process keeps running.
 type PTYStream struct {
-	stream *connect.ServerStreamForClient[process.StartResponse]
+	stream ptyEvents
 	ctx    context.Context
 }
+
+// ptyEvents is the part of a Start or Connect stream PTYStream reads.
+type ptyEvents interface {
+	Receive() bool
+	Err() error
+	Close() error
+	event() *process.ProcessEvent
+}
+
+type startEvents struct {
+	*connect.ServerStreamForClient[process.StartResponse]
+}
+
+func (s startEvents) event() *process.ProcessEvent { return s.Msg().GetEvent() }
 
 // StartPTY starts o.Cmd on a new terminal of the given size and follows it.
 // The stream lives as long as ctx.
@@ -49,12 +64,15 @@ func (c *Client) StartPTY(ctx context.Context, o PTYOptions) (*PTYStream, uint32
 	}
 	req := connect.NewRequest(&process.StartRequest{Process: cfg,
 		Pty: &process.PTY{Size: &process.PTY_Size{Cols: uint32(o.Cols), Rows: uint32(o.Rows)}}})
+	if o.Tag != "" {
+		req.Msg.Tag = &o.Tag
+	}
 	SetUser(req.Header(), o.User)
 	stream, err := c.Process().Start(ctx, req)
 	if err != nil {
 		return nil, 0, rpcErr(ctx, "start terminal", err)
 	}
-	s := &PTYStream{stream: stream, ctx: ctx}
+	s := &PTYStream{stream: startEvents{stream}, ctx: ctx}
 	// The agent sends the start event first, or fails the stream with the
 	// reason the process could not start.
 	ev, err := s.Next()
@@ -72,7 +90,7 @@ func (c *Client) StartPTY(ctx context.Context, o PTYOptions) (*PTYStream, uint32
 // Next returns the next start, data or end event, skipping keepalives.
 func (s *PTYStream) Next() (PTYEvent, error) {
 	for s.stream.Receive() {
-		switch e := s.stream.Msg().GetEvent().GetEvent().(type) {
+		switch e := s.stream.event().GetEvent().(type) {
 		case *process.ProcessEvent_Start:
 			return PTYEvent{Pid: e.Start.GetPid()}, nil
 		case *process.ProcessEvent_Data:

@@ -403,6 +403,9 @@ func (r *Runtime) Stop(ctx context.Context, id string) error {
 }
 
 func (r *Runtime) killAndDelete(ctx context.Context, id string) error {
+	if _, err := r.fastKill(ctx, id, true); !errors.Is(err, errSlowPath) {
+		return err
+	}
 	st, err := r.containerState(ctx, id)
 	if errors.Is(err, errNoContainer) {
 		return nil
@@ -455,8 +458,10 @@ func (r *Runtime) killAndDelete(ctx context.Context, id string) error {
 }
 
 // Kill ends the sandbox's processes and removes its container, keeping its
-// files and mounts for Destroy. It runs to completion even if ctx is
-// cancelled.
+// files and mounts for Destroy. `runc delete` stays here rather than in the
+// background reclaim: run there, it competed with a pool claim's first
+// exec (pool claim to first exec went from 4.7 to 8.9 ms p50). It runs to
+// completion even if ctx is cancelled.
 func (r *Runtime) Kill(ctx context.Context, id string) error {
 	if err := checkID(id); err != nil {
 		return err
@@ -465,6 +470,10 @@ func (r *Runtime) Kill(ctx context.Context, id string) error {
 	defer cancel()
 	steps := newStepTimer()
 	defer steps.log(r.log.With("sandbox", id), "kill steps")
+	if _, err := r.fastKill(tctx, id, true); !errors.Is(err, errSlowPath) {
+		steps.mark("pidfd_kill")
+		return err
+	}
 	return r.killAndDelete(tctx, id)
 }
 

@@ -22,8 +22,7 @@ func (st *Store) AppendStateChange(ctx context.Context, c store.StateChange) err
 		if err := sandboxExists(ctx, tx, c.SandboxID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx,
-			`INSERT INTO sandbox_state_changes (sandbox_id, from_state, to_state, reason, at) VALUES (?, ?, ?, ?, ?)`,
+		_, err := st.txExec(ctx, tx, qInsertStateChange,
 			c.SandboxID, c.From, c.To, c.Reason, nanos(c.At))
 		if err != nil {
 			return fmt.Errorf("store: record state change of sandbox %q: %w", c.SandboxID, ctxErr(ctx, err))

@@ -87,9 +87,7 @@ func (st *Store) AppendLedger(ctx context.Context, e *store.LedgerEntry) error {
 		code = sql.NullInt64{Int64: int64(*e.ExitCode), Valid: true}
 	}
 	return st.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
-			`INSERT INTO ledger (sandbox_id, sandbox_name, kind, source, at, command, exit_code, duration_ns, path, note, data)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		res, err := st.txExec(ctx, tx, qInsertLedgerEntry,
 			e.SandboxID, e.SandboxName, e.Kind, e.Source, e.At.UnixNano(), string(cmd), code,
 			int64(e.Duration), e.Path, e.Note, string(data))
 		if err != nil {

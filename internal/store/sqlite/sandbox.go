@@ -160,8 +160,11 @@ func (st *Store) GetSandbox(ctx context.Context, id string) (*store.Sandbox, err
 	if err := checkID("sandbox id", id); err != nil {
 		return nil, err
 	}
-	s, err := scanSandbox(st.r.QueryRowContext(ctx,
-		`SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id))
+	row, err := st.readRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id)
+	if err != nil {
+		return nil, fmt.Errorf("store: get sandbox %q: %w", id, ctxErr(ctx, err))
+	}
+	s, err := scanSandbox(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errdefs.NotFound("sandbox %q", id)
 	}
@@ -255,7 +258,7 @@ func (st *Store) UpdateSandbox(ctx context.Context, s *store.Sandbox) error {
 	}
 	var created sql.NullInt64
 	err = st.writeTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `SELECT created_at FROM sandboxes WHERE id = ?`, rec.ID).Scan(&created)
+		err := st.txRow(ctx, tx, qSandboxCreatedAt, rec.ID).Scan(&created)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errdefs.NotFound("sandbox %q", rec.ID)
 		}
@@ -265,11 +268,7 @@ func (st *Store) UpdateSandbox(ctx context.Context, s *store.Sandbox) error {
 		if err := checkNameFree(ctx, tx, &rec); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET
-			name = ?, state = ?, error_reason = ?, image = ?, image_digest = ?, runtime = ?,
-			resources = ?, env = ?, labels = ?, sleep_after_ns = ?, keep_alive = ?, timeout_ns = ?,
-			updated_at = ?, last_activity_at = ?, snapshot_id = ?, snapshot_layers = ?, on_idle = ?
-			WHERE id = ?`,
+		_, err = st.txExec(ctx, tx, qUpdateSandbox,
 			rec.Name, rec.State, rec.ErrorReason, rec.Image, rec.ImageDigest, rec.Runtime,
 			row.resources, row.env, row.labels, int64(rec.SleepAfter), rec.KeepAlive, int64(rec.Timeout),
 			row.updated, row.last, rec.SnapshotID, row.snapshotLayers, rec.OnIdle, rec.ID)

@@ -42,6 +42,8 @@ type Store struct {
 	w   *sql.DB
 	r   *sql.DB
 	log *slog.Logger
+	// Prepared statements of each pool (stmts.go).
+	ws, rs *stmtCache
 }
 
 var _ store.Store = (*Store)(nil)
@@ -96,8 +98,13 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		r.Close()
 		return nil, fmt.Errorf("store: open database for reading: %w", err)
 	}
+	st := &Store{w: w, r: r, log: logger, ws: newStmtCache(w), rs: newStmtCache(r)}
+	if err := st.ws.prepareWrites(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("store: prepare statements: %w", err)
+	}
 	logger.Debug("store opened", "path", abs)
-	return &Store{w: w, r: r, log: logger}, nil
+	return st, nil
 }
 
 // openDB builds the DSN for one pool. Every connection gets its settings from
@@ -133,7 +140,7 @@ func openDB(abs string, writer bool) (*sql.DB, error) {
 
 // Close closes both pools.
 func (s *Store) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(s.rs.close(), s.ws.close(), s.r.Close(), s.w.Close())
 }
 
 // sqliteCode returns the extended SQLite result code of err, or 0.

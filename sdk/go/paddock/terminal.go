@@ -145,7 +145,9 @@ func (c *Client) dialTerminal(ctx context.Context, id string, q url.Values) (*Te
 }
 
 func (t *Terminal) readLoop(ctx context.Context, pw *io.PipeWriter) {
-	defer close(t.done)
+	var ended sync.Once
+	end := func() { ended.Do(func() { close(t.done) }) }
+	defer end()
 	var lastErr error
 	for {
 		typ, b, err := t.conn.Read(ctx)
@@ -162,6 +164,8 @@ func (t *Terminal) readLoop(ctx context.Context, pw *io.PipeWriter) {
 				}
 			}
 			t.mu.Unlock()
+			// Ended before readers see EOF, so Exit right after EOF has it.
+			end()
 			pw.CloseWithError(io.EOF)
 			return
 		}
