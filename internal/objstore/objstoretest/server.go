@@ -45,14 +45,20 @@ func Binary(t testing.TB) string {
 	return bin
 }
 
-func freePort(t testing.TB) int {
+// freePorts returns n distinct free ports: every listener stays open until
+// all are chosen, so no two parts of the server are given the same port.
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // Start runs a server and waits until its S3 port answers.
@@ -71,32 +77,58 @@ func Start(t testing.TB) *Server {
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Another process can take a chosen port before the server binds it;
+	// the server then exits at once, and a new set of ports is tried.
+	for attempt := 1; ; attempt++ {
+		if launch(t, bin, s, dir, cfgPath) {
+			return s
+		}
+		if attempt == 3 {
+			t.Fatalf("S3 server exited while starting, %d times; see its log", attempt)
+		}
+	}
+}
+
+// launch starts the server on fresh ports and waits until its S3 port
+// answers; false when it exited while starting.
+func launch(t testing.TB, bin string, s *Server, parent, cfgPath string) bool {
+	t.Helper()
+	// Each attempt gets its own data and sockets: a failed one may leave
+	// both behind.
+	dir, err := os.MkdirTemp(parent, "run-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	data := filepath.Join(dir, "data")
 	if err := os.Mkdir(data, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s3Port := freePort(t)
+	ports := freePorts(t, 8)
+	s3Port := ports[0]
+	next := 1
+	port := func() string { p := ports[next]; next++; return strconv.Itoa(p) }
 	// Each part puts a gRPC socket named by its port in /tmp, whatever it
 	// is told; they are removed when it stops.
 	var grpcPorts []int
 	grpc := func() string {
-		p := freePort(t)
+		p := ports[next]
+		next++
 		grpcPorts = append(grpcPorts, p)
 		return strconv.Itoa(p)
 	}
 	s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", s3Port)
 	args := []string{"server",
 		"-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-dir=" + data,
-		"-master.port=" + strconv.Itoa(freePort(t)), "-master.port.grpc=" + grpc(),
+		"-master.port=" + port(), "-master.port.grpc=" + grpc(),
 		"-master.telemetry=false", "-master.volumeSizeLimitMB=512", "-volume.max=0",
-		"-volume.port=" + strconv.Itoa(freePort(t)), "-volume.port.grpc=" + grpc(),
-		"-filer", "-filer.port=" + strconv.Itoa(freePort(t)), "-filer.port.grpc=" + grpc(),
+		"-volume.port=" + port(), "-volume.port.grpc=" + grpc(),
+		"-filer", "-filer.port=" + port(), "-filer.port.grpc=" + grpc(),
 		"-filer.localSocket=" + filepath.Join(dir, "filer.sock"),
 		"-s3", "-s3.port=" + strconv.Itoa(s3Port), "-s3.port.grpc=" + grpc(),
 		"-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.config=" + cfgPath,
 		"-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
 	}
-	log, err := os.Create(filepath.Join(dir, "server.log"))
+	log, err := os.CreateTemp(dir, "server-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,12 +176,13 @@ func Start(t testing.TB) *Server {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode < 500 {
-				return s
+				return true
 			}
 		}
 		select {
 		case <-exited:
-			t.Fatalf("S3 server exited while starting; see its log")
+			t.Logf("S3 server exited while starting (ports %v)", ports)
+			return false
 		case <-ctx.Done():
 			t.Fatalf("S3 server did not answer within 90s")
 		case <-time.After(200 * time.Millisecond):
