@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/creack/pty"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/proto/gen/process"
@@ -361,7 +360,7 @@ func (a *Agent) startProcess(ctx context.Context, msg *process.StartRequest) (*p
 	}
 	var outs []output
 	if msg.Pty != nil {
-		ptmx, tty, err := pty.Open()
+		ptmx, tty, err := openPTY()
 		if err != nil {
 			return nil, nil, fmt.Errorf("open a terminal: %v: %w", err, errdefs.ErrResourceExhausted)
 		}
@@ -371,7 +370,7 @@ func (a *Agent) startProcess(ctx context.Context, msg *process.StartRequest) (*p
 		if size.GetCols() > 0 && size.GetRows() > 0 && size.GetCols() <= 10000 && size.GetRows() <= 10000 {
 			cols, rows = uint16(size.GetCols()), uint16(size.GetRows())
 		}
-		_ = pty.Setsize(ptmx, &pty.Winsize{Cols: cols, Rows: rows})
+		_ = setWinsize(ptmx, cols, rows)
 		p.ptmx = ptmx
 		files = []*os.File{tty, tty, tty}
 		sys.Setsid, sys.Setctty, sys.Ctty = true, true, 0

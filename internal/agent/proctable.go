@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
-
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/proto/gen/process"
 )
@@ -121,9 +119,10 @@ func (p *proc) finish(ws syscall.WaitStatus, t *procTable) {
 	p.exitedAt.Store(time.Now().UnixNano())
 	p.exited.Store(true)
 	for _, f := range p.outputs {
-		// Wakes a pump blocked on an empty pipe so it re-arms with the
-		// drain deadline; unsupported on some terminals, where EIO on the
-		// last close of the slave ends the pump instead.
+		// Wakes a pump blocked on an empty pipe or terminal so it re-arms
+		// with the drain deadline: gVisor's terminal master never reports
+		// EIO once the slave is gone, so the deadline is what ends it
+		// there (see openPTY).
 		_ = f.SetReadDeadline(time.Now().Add(drainIdle))
 	}
 	p.pumps.Wait()
@@ -203,7 +202,7 @@ func (p *proc) resize(size *process.PTY_Size) error {
 	if size == nil || size.GetCols() == 0 || size.GetRows() == 0 || size.GetCols() > 10000 || size.GetRows() > 10000 {
 		return errdefs.Invalid("terminal size must be between 1 and 10000 columns and rows")
 	}
-	if err := pty.Setsize(p.ptmx, &pty.Winsize{Cols: uint16(size.GetCols()), Rows: uint16(size.GetRows())}); err != nil {
+	if err := setWinsize(p.ptmx, uint16(size.GetCols()), uint16(size.GetRows())); err != nil {
 		return fmt.Errorf("resize terminal"+": %w", errdefs.ErrFailedPrecondition)
 	}
 	if p.term != nil {

@@ -288,7 +288,5 @@ func TestTerminalSurvivesRestartGVisor(t *testing.T) {
 	requireGVisor(t)
 	d := startDaemon(t, daemonOpts{})
 	sb := create(t, d, api.CreateSandboxRequest{Runtime: api.RuntimeGVisor})
-	// Not waiting for the end: under gVisor a terminal's end never reaches
-	// the agent's follower (also without any restart; see docs/status.md).
-	shellSurvives(t, d, sb.ID, d.kill9, false)
+	shellSurvives(t, d, sb.ID, d.kill9, true)
 }
