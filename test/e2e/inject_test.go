@@ -18,13 +18,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
@@ -94,33 +91,7 @@ func newInjUpstream(t *testing.T, name, hostIf, hostCIDR, nsAddr string) *injUps
 	}
 	u := &injUpstream{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
 
-	lnc := make(chan net.Listener, 1)
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		f, err := os.Open("/run/netns/" + name)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		ln, err := net.Listen("tcp", nsAddr+":443")
-		if err != nil {
-			errc <- err
-			return
-		}
-		lnc <- ln
-	}()
-	var ln net.Listener
-	select {
-	case ln = <-lnc:
-	case err := <-errc:
-		t.Fatal(err)
-	}
+	ln := listenInNetns(t, name, nsAddr+":443")
 	srv := &http.Server{
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}},
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -4,13 +4,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // netUpstream is a network namespace standing for the internet: reachable
@@ -34,33 +30,7 @@ func netUpstream(t *testing.T, name, hostIf, hostCIDR, nsAddr string) {
 	run("ip", "-n", name, "addr", "add", nsAddr+"/30", "dev", "eth0")
 	run("ip", "-n", name, "link", "set", "eth0", "up")
 	// The listener is created inside the namespace; it stays there.
-	lnc := make(chan net.Listener, 1)
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		f, err := os.Open("/run/netns/" + name)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		ln, err := net.Listen("tcp", nsAddr+":80")
-		if err != nil {
-			errc <- err
-			return
-		}
-		lnc <- ln
-	}()
-	var ln net.Listener
-	select {
-	case ln = <-lnc:
-	case err := <-errc:
-		t.Fatal(err)
-	}
+	ln := listenInNetns(t, name, nsAddr+":80")
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "upstream says hello to %s", r.Host)
 	})}
