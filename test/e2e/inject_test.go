@@ -51,22 +51,7 @@ func (u *injUpstream) saw(pred func(string) bool) []string {
 
 func newInjUpstream(t *testing.T, name, hostIf, hostCIDR, nsAddr string) *injUpstream {
 	t.Helper()
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	_ = exec.Command("ip", "netns", "del", name).Run()
-	_ = exec.Command("ip", "link", "del", hostIf).Run()
-	run("ip", "netns", "add", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-	run("ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostIf).Run() })
-	run("ip", "addr", "add", hostCIDR, "dev", hostIf)
-	run("ip", "link", "set", hostIf, "up")
-	run("ip", "-n", name, "addr", "add", nsAddr+"/30", "dev", "eth0")
-	run("ip", "-n", name, "link", "set", "eth0", "up")
+	newTestHost(t, name, hostIf, hostCIDR, nsAddr)
 
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{

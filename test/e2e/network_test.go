@@ -13,22 +13,7 @@ import (
 // from the host over a veth whose addresses exist only between the two.
 func netUpstream(t *testing.T, name, hostIf, hostCIDR, nsAddr string) {
 	t.Helper()
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	_ = exec.Command("ip", "netns", "del", name).Run()
-	_ = exec.Command("ip", "link", "del", hostIf).Run()
-	run("ip", "netns", "add", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-	run("ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostIf).Run() })
-	run("ip", "addr", "add", hostCIDR, "dev", hostIf)
-	run("ip", "link", "set", hostIf, "up")
-	run("ip", "-n", name, "addr", "add", nsAddr+"/30", "dev", "eth0")
-	run("ip", "-n", name, "link", "set", "eth0", "up")
+	newTestHost(t, name, hostIf, hostCIDR, nsAddr)
 	// The listener is created inside the namespace; it stays there.
 	ln := listenInNetns(t, name, nsAddr+":80")
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -72,17 +72,22 @@ func (c *Client) StartPTY(ctx context.Context, o PTYOptions) (*PTYStream, uint32
 	if err != nil {
 		return nil, 0, rpcErr(ctx, "start terminal", err)
 	}
-	s := &PTYStream{stream: startEvents{stream}, ctx: ctx}
 	// The agent sends the start event first, or fails the stream with the
 	// reason the process could not start.
+	return firstPTYEvent(&PTYStream{stream: startEvents{stream}, ctx: ctx}, stream.Close, "start terminal")
+}
+
+// firstPTYEvent reads a new stream's start event and returns the stream
+// with the terminal's pid, closing it when the start does not come.
+func firstPTYEvent(s *PTYStream, closeStream func() error, what string) (*PTYStream, uint32, error) {
 	ev, err := s.Next()
 	if err != nil {
-		_ = stream.Close()
+		_ = closeStream()
 		return nil, 0, err
 	}
 	if ev.Pid == 0 {
-		_ = stream.Close()
-		return nil, 0, fmt.Errorf("start terminal: agent sent no start event: %w", errdefs.ErrUnavailable)
+		_ = closeStream()
+		return nil, 0, fmt.Errorf("%s: agent sent no start event: %w", what, errdefs.ErrUnavailable)
 	}
 	return s, ev.Pid, nil
 }

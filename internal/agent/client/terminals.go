@@ -55,17 +55,7 @@ func (c *Client) ConnectPTY(ctx context.Context, tag string) (*PTYStream, uint32
 	if err != nil {
 		return nil, 0, rpcErr(ctx, "connect terminal", err)
 	}
-	s := &PTYStream{stream: connectEvents{stream}, ctx: ctx}
-	ev, err := s.Next()
-	if err != nil {
-		_ = stream.Close()
-		return nil, 0, err
-	}
-	if ev.Pid == 0 {
-		_ = stream.Close()
-		return nil, 0, fmt.Errorf("connect terminal: agent sent no start event: %w", errdefs.ErrUnavailable)
-	}
-	return s, ev.Pid, nil
+	return firstPTYEvent(&PTYStream{stream: connectEvents{stream}, ctx: ctx}, stream.Close, "connect terminal")
 }
 
 // Terminals lists the terminals the agent keeps: running ones and those
