@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
@@ -15,8 +16,6 @@ import (
 // typo cannot overflow the API's int64 fields.
 const maxSizeMiB = 1 << 30
 
-var sizeRE = lazyre.New(`^([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)$`)
-
 // parseSizeMiB reads a size such as 512M, 2G, 1GiB or 1.5g and returns it in
 // MiB, rounding up. Units are binary whatever their spelling (M = MiB), as
 // memory and disk limits are; a bare number is MiB.
@@ -24,28 +23,11 @@ func parseSizeMiB(flag, s string) (int64, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("--%s %q: %s; want a size like 512M, 2G or 1GiB (a bare number is MiB)", flag, s, why)
 	}
-	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		return 0, bad("not a size")
-	}
-	n, err := strconv.ParseFloat(m[1], 64)
+	b, err := config.ParseSize(s, 1<<20)
 	if err != nil {
-		return 0, bad("not a number")
+		return 0, bad(err.Error())
 	}
-	var perMiB float64
-	switch strings.ToLower(m[2]) {
-	case "k", "kb", "kib":
-		perMiB = 1.0 / 1024
-	case "", "m", "mb", "mib":
-		perMiB = 1
-	case "g", "gb", "gib":
-		perMiB = 1024
-	case "t", "tb", "tib":
-		perMiB = 1024 * 1024
-	default:
-		return 0, bad("unknown unit " + strconv.Quote(m[2]))
-	}
-	mib := math.Ceil(n * perMiB)
+	mib := math.Ceil(b / (1 << 20))
 	switch {
 	case mib < 1:
 		return 0, bad("must be at least 1MiB")

@@ -162,25 +162,26 @@ func (c *Config) validateStorage() []error {
 	return errs
 }
 
-var bytesRE = lazyre.New(`^([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)$`)
+var sizeRE = lazyre.New(`^([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)$`)
 
-// ParseBytes reads a byte count such as 1073741824, 512M, 2G or 1.5GiB;
-// units are binary whatever their spelling, and a bare number is bytes.
-func ParseBytes(s string) (int64, error) {
-	bad := func(why string) error {
-		return fmt.Errorf("%q: %s; want a size like 500M, 2G or 1073741824", s, why)
-	}
-	m := bytesRE.FindStringSubmatch(strings.TrimSpace(s))
+// ParseSize reads a size such as 512M, 2G, 1.5GiB or 4096 and returns it
+// in bytes, unrounded. Units are binary whatever their spelling (M = MiB),
+// as memory and disk limits are; a bare number counts in bareUnit bytes.
+// The error is a short reason for the caller to put in its own message.
+func ParseSize(s string, bareUnit float64) (float64, error) {
+	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
-		return 0, bad("not a size")
+		return 0, errors.New("not a size")
 	}
 	n, err := strconv.ParseFloat(m[1], 64)
 	if err != nil {
-		return 0, bad("not a number")
+		return 0, errors.New("not a number")
 	}
 	var mult float64
 	switch strings.ToLower(m[2]) {
-	case "", "b":
+	case "":
+		mult = bareUnit
+	case "b":
 		mult = 1
 	case "k", "kb", "kib":
 		mult = 1 << 10
@@ -191,9 +192,22 @@ func ParseBytes(s string) (int64, error) {
 	case "t", "tb", "tib":
 		mult = 1 << 40
 	default:
-		return 0, bad("unknown unit " + strconv.Quote(m[2]))
+		return 0, errors.New("unknown unit " + strconv.Quote(m[2]))
 	}
-	v := math.Ceil(n * mult)
+	return n * mult, nil
+}
+
+// ParseBytes reads a byte count such as 1073741824, 512M, 2G or 1.5GiB;
+// a bare number is bytes.
+func ParseBytes(s string) (int64, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("%q: %s; want a size like 500M, 2G or 1073741824", s, why)
+	}
+	b, err := ParseSize(s, 1)
+	if err != nil {
+		return 0, bad(err.Error())
+	}
+	v := math.Ceil(b)
 	if v < 1 || v > 1<<62 {
 		return 0, bad("out of range")
 	}
