@@ -472,10 +472,42 @@ func TestWatch(t *testing.T) {
 	}
 }
 
-// readUntil reads terminal output until it contains want.
+// unread holds, per terminal, what readUntil read past the text it
+// waited for. A terminal's output arrives in chunks of whatever the agent
+// read at once, so two lines printed back to back often come in one chunk;
+// the next readUntil must still see the second.
+var unread sync.Map // io.Reader -> string
+
+// takeUnread returns and forgets what was read from r past the last match.
+func takeUnread(r io.Reader) string {
+	v, ok := unread.LoadAndDelete(r)
+	if !ok {
+		return ""
+	}
+	return v.(string)
+}
+
+// readUntil reads terminal output until it contains want, and returns the
+// output up to and including it; the rest is kept for the next read.
 func readUntil(t *testing.T, r io.Reader, want string) string {
 	t.Helper()
 	var buf bytes.Buffer
+	buf.WriteString(takeUnread(r))
+	split := func() string {
+		s := buf.String()
+		i := strings.Index(s, want)
+		if i < 0 {
+			return ""
+		}
+		end := i + len(want)
+		if end < len(s) {
+			unread.Store(r, s[end:])
+		}
+		return s[:end]
+	}
+	if got := split(); got != "" {
+		return got
+	}
 	done := make(chan error, 1)
 	go func() {
 		b := make([]byte, 4096)
@@ -500,7 +532,7 @@ func readUntil(t *testing.T, r io.Reader, want string) string {
 	case <-time.After(time.Minute):
 		t.Fatalf("no %q in terminal output within a minute", want)
 	}
-	return buf.String()
+	return split()
 }
 
 func TestTerminal(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 func readToEnd(t *testing.T, term *paddock.Terminal) string {
 	t.Helper()
 	var buf bytes.Buffer
+	buf.WriteString(takeUnread(term))
 	done := make(chan error, 1)
 	go func() {
 		b := make([]byte, 4096)
