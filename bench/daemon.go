@@ -67,7 +67,12 @@ func StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error) {
 	// Other daemons on the host may hold the default preview port and
 	// network range; the run's own picks stay out of their way unless the
 	// caller chose.
-	for k, v := range map[string]string{"PADDOCK_PREVIEW_LISTEN": "127.0.0.1:0", "PADDOCK_NETWORK_RANGE": benchNetworkRange} {
+	env := map[string]string{"PADDOCK_PREVIEW_LISTEN": "127.0.0.1:0", "PADDOCK_NETWORK_RANGE": benchNetworkRange}
+	// The proxy item's upstream lives in a namespace of the harness's own.
+	for k, v := range proxyDaemonEnv() {
+		env[k] = v
+	}
+	for k, v := range env {
 		if os.Getenv(k) == "" {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}

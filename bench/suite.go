@@ -179,6 +179,9 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
 		case ItemNetwork:
 			r.Comparisons = append(r.Comparisons, s.measureNetwork(ctx), s.measureNetworkGVisor(ctx))
+		case ItemProxy:
+			cs, fs := s.measureProxy(ctx)
+			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
 		case ItemImages:
 			cs, fs := s.measureImages(ctx)
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
