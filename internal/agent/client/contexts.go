@@ -2,11 +2,9 @@ package client
 
 import (
 	"context"
-	"fmt"
 
 	"connectrpc.com/connect"
 
-	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 	"github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1/agentv1connect"
 )
@@ -47,21 +45,6 @@ func (c *Client) RunCode(ctx context.Context, req *agentv1.RunCodeRequest, onEve
 	if err != nil {
 		return nil, rpcErr(ctx, "run code", err)
 	}
-	defer stream.Close()
-	for stream.Receive() {
-		ev := stream.Msg()
-		if ev.GetKeepalive() != nil {
-			continue
-		}
-		if err := onEvent(ev); err != nil {
-			return nil, err
-		}
-		if end := ev.GetEnd(); end != nil {
-			return end, nil
-		}
-	}
-	if err := stream.Err(); err != nil {
-		return nil, rpcErr(ctx, "run code", err)
-	}
-	return nil, fmt.Errorf("run code: the agent ended the stream without an end event: %w", errdefs.ErrUnavailable)
+	return untilEnd(ctx, "run code", stream, func(ev *agentv1.RunCodeEvent) bool { return ev.GetKeepalive() != nil },
+		(*agentv1.RunCodeEvent).GetEnd, onEvent)
 }

@@ -58,23 +58,33 @@ func (c *Client) ExecInSession(ctx context.Context, req *agentv1.SessionExecRequ
 	if err != nil {
 		return nil, rpcErr(ctx, "session exec", err)
 	}
+	return untilEnd(ctx, "session exec", stream, func(ev *agentv1.SessionExecEvent) bool { return ev.GetKeepalive() != nil },
+		(*agentv1.SessionExecEvent).GetEnd, onEvent)
+}
+
+// untilEnd reads a stream of the agent's events up to its end event,
+// passing every event but keepalives to onEvent. A stream that stops
+// before its end event is an error: the end was never learned.
+func untilEnd[M any, E comparable](ctx context.Context, op string, stream *connect.ServerStreamForClient[M],
+	keepalive func(*M) bool, end func(*M) E, onEvent func(*M) error) (E, error) {
+	var zero E
 	defer stream.Close()
 	for stream.Receive() {
 		ev := stream.Msg()
-		if ev.GetKeepalive() != nil {
+		if keepalive(ev) {
 			continue
 		}
 		if err := onEvent(ev); err != nil {
-			return nil, err
+			return zero, err
 		}
-		if end := ev.GetEnd(); end != nil {
-			return end, nil
+		if e := end(ev); e != zero {
+			return e, nil
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return nil, rpcErr(ctx, "session exec", err)
+		return zero, rpcErr(ctx, op, err)
 	}
-	return nil, fmt.Errorf("session exec: the agent ended the stream without an end event: %w", errdefs.ErrUnavailable)
+	return zero, fmt.Errorf("%s: the agent ended the stream without an end event: %w", op, errdefs.ErrUnavailable)
 }
 
 // StartBackground starts a background process.
