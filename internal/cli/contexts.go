@@ -184,21 +184,7 @@ func newContextCmd(g *globals) *cobra.Command {
 			return t.flush()
 		},
 	}
-	rm := &cobra.Command{
-		Use:     "rm ID CONTEXT...",
-		Aliases: []string{"delete"},
-		Short:   "End code contexts and what their interpreters started",
-		Args:    cobra.MinimumNArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, n := range args[1:] {
-				if err := g.client().DeleteContext(cmd.Context(), args[0], n); err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), n)
-			}
-			return nil
-		},
-	}
+	rm := removeEachCmd(g, "rm ID CONTEXT...", "End code contexts and what their interpreters started", (*paddock.Client).DeleteContext)
 	cmd.AddCommand(create, ls, rm)
 	return cmd
 }

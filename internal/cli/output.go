@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+
+	"github.com/spf13/cobra"
 
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
@@ -93,4 +96,25 @@ func shortDigest(d string) string {
 		return d
 	}
 	return algo + ":" + hex[:12]
+}
+
+// removeEachCmd is `<noun> rm ID NAME...`: it removes each named thing of
+// one sandbox in turn, printing each name once it is gone, and stops at
+// the first failure.
+func removeEachCmd(g *globals, use, short string, del func(c *paddock.Client, ctx context.Context, id, name string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:     use,
+		Aliases: []string{"delete"},
+		Short:   short,
+		Args:    cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, n := range args[1:] {
+				if err := del(g.client(), cmd.Context(), args[0], n); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), n)
+			}
+			return nil
+		},
+	}
 }

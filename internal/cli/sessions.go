@@ -73,21 +73,7 @@ func newSessionCmd(g *globals) *cobra.Command {
 			return t.flush()
 		},
 	}
-	rm := &cobra.Command{
-		Use:     "rm ID NAME...",
-		Aliases: []string{"delete"},
-		Short:   "End sessions: their shells and jobs; background processes are not touched",
-		Args:    cobra.MinimumNArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, n := range args[1:] {
-				if err := g.client().DeleteSession(cmd.Context(), args[0], n); err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), n)
-			}
-			return nil
-		},
-	}
+	rm := removeEachCmd(g, "rm ID NAME...", "End sessions: their shells and jobs; background processes are not touched", (*paddock.Client).DeleteSession)
 	cmd.AddCommand(create, ls, rm)
 	return cmd
 }
