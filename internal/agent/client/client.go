@@ -355,19 +355,25 @@ func (c *Client) Remove(ctx context.Context, path, user string) error {
 
 // ReadFile streams the file at path into w.
 func (c *Client) ReadFile(ctx context.Context, path, user string, w io.Writer) error {
-	resp, err := c.do(ctx, http.MethodGet, "/files", user, url.Values{"path": {path}}, nil, "")
+	return c.download(ctx, "/files", "read "+path, "read "+path, path, user, w)
+}
+
+// download GETs route with ?path= and streams the body into w. A broken
+// stream is an error, never a short copy.
+func (c *Client) download(ctx context.Context, route, op, brokenOp, path, user string, w io.Writer) error {
+	resp, err := c.do(ctx, http.MethodGet, route, user, url.Values{"path": {path}}, nil, "")
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return httpErr("read "+path, resp)
+		return httpErr(op, resp)
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		if ctx.Err() != nil {
 			return ctxError(ctx, nil)
 		}
-		return fmt.Errorf("read %s: %v: %w", path, err, errdefs.ErrUnavailable)
+		return fmt.Errorf("%s: %v: %w", brokenOp, err, errdefs.ErrUnavailable)
 	}
 	return nil
 }
@@ -399,21 +405,7 @@ func (c *Client) WriteFileMode(ctx context.Context, path, user string, mode os.F
 // TarOut streams the directory dir as a tar archive into w. A broken
 // stream is an error, never a short archive.
 func (c *Client) TarOut(ctx context.Context, dir, user string, w io.Writer) error {
-	resp, err := c.do(ctx, http.MethodGet, "/paddock/v1/tar", user, url.Values{"path": {dir}}, nil, "")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return httpErr("tar "+dir, resp)
-	}
-	if _, err := io.Copy(w, resp.Body); err != nil {
-		if ctx.Err() != nil {
-			return ctxError(ctx, nil)
-		}
-		return fmt.Errorf("tar %s: stream broken: %v: %w", dir, err, errdefs.ErrUnavailable)
-	}
-	return nil
+	return c.download(ctx, "/paddock/v1/tar", "tar "+dir, "tar "+dir+": stream broken", dir, user, w)
 }
 
 // TarIn extracts the tar stream r under dir.
