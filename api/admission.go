@@ -67,6 +67,10 @@ type Info struct {
 	SnapshotStore *StoreUsage `json:"snapshot_store,omitempty"`
 	// BackupS3 is set when S3-compatible backup storage is configured.
 	BackupS3 *S3Info `json:"backup_s3,omitempty"`
+	// Firewall is the backend confining egress sandboxes ("nftables" or
+	// "iptables"); empty when this daemon has no networking (mode none
+	// only).
+	Firewall string `json:"firewall,omitempty"`
 }
 
 // Policy is the admission policy (GET/PUT /v1/policy, or the daemon's

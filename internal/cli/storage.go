@@ -27,4 +27,9 @@ func printStorageInfo(w io.Writer, in *api.Info) {
 	} else {
 		fmt.Fprintln(w, "Backup S3:      not configured (backups use the local store)")
 	}
+	if in.Firewall != "" {
+		fmt.Fprintf(w, "Network:        egress available, firewall %s\n", in.Firewall)
+	} else {
+		fmt.Fprintln(w, "Network:        no networking on this daemon (mode none only; see its start log)")
+	}
 }

@@ -36,7 +36,12 @@ func (c *Controller) Info() api.Info {
 	c.adm.mu.RLock()
 	active := c.adm.policy.active
 	c.adm.mu.RUnlock()
+	var firewall string
+	if fn, ok := c.opts.Network.(FirewallNamer); ok {
+		firewall = fn.Firewall()
+	}
 	return api.Info{
+		Firewall: firewall,
 		Version:  version,
 		Runtimes: rts,
 		Sizes:    c.sizeInfos(),

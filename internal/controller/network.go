@@ -29,6 +29,12 @@ type Network interface {
 	Grant(ctx context.Context, id string, hosts []string) (revoke func(), err error)
 }
 
+// FirewallNamer is a Network that can say which firewall backend it uses,
+// for Info.
+type FirewallNamer interface {
+	Firewall() string
+}
+
 // NetSetup is what the runtime needs to join a prepared network.
 type NetSetup struct {
 	NetNSPath  string

@@ -94,7 +94,13 @@ type networks struct {
 	sec *secretBox // injection templates' secrets
 }
 
-var _ controller.Network = (*networks)(nil)
+var (
+	_ controller.Network       = (*networks)(nil)
+	_ controller.FirewallNamer = (*networks)(nil)
+)
+
+// Firewall names the firewall backend in use, for `paddock info`.
+func (n *networks) Firewall() string { return n.mgr.Firewall() }
 
 // recorder is set once the controller exists; refusals before that (none
 // in practice: no sandbox is attached yet) only reach the log.

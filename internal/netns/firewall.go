@@ -57,7 +57,17 @@ var hostProbe = probe{
 		defer cancel()
 		return run(ctx, "nft", "list", "tables") == nil
 	},
-	iptFound: func() bool { _, err := exec.LookPath("iptables"); return err == nil },
+	// The iptables backend changes its chains with the restore commands
+	// (one commit each) and keeps IPv6 chains too; Debian's iptables
+	// package ships all four.
+	iptFound: func() bool {
+		for _, bin := range []string{"iptables", "iptables-restore", "ip6tables", "ip6tables-restore"} {
+			if _, err := exec.LookPath(bin); err != nil {
+				return false
+			}
+		}
+		return true
+	},
 }
 
 // selectFirewall resolves want (auto, nftables or iptables) against the
@@ -75,7 +85,7 @@ func selectFirewall(ctx context.Context, want string, p probe) (string, error) {
 		return want, nil
 	case FirewallIptables:
 		if !p.iptFound() {
-			return "", fmt.Errorf("firewall iptables: iptables not found")
+			return "", fmt.Errorf("firewall iptables: iptables not found (needs iptables, iptables-restore, ip6tables and ip6tables-restore: Debian package iptables)")
 		}
 		return want, nil
 	}

@@ -81,11 +81,13 @@ type Manager struct {
 
 // Chains returns the iptables chains of this manager's tag ({table,
 // chain}); they exist only with the iptables backend.
-func (m *Manager) Chains() [][2]string { return newIptables(m.tag, m.opts.Ports).chains() }
+func (m *Manager) Chains() [][2]string {
+	return newIptables(m.tag, m.opts.Range, m.opts.Ports).chains()
+}
 
 // Table is the nftables table of this manager's tag ("inet paddock_<tag>");
 // it exists only with the nftables backend.
-func (m *Manager) Table() string { return "inet " + newNft(m.tag, m.opts.Ports).table }
+func (m *Manager) Table() string { return "inet " + newNft(m.tag, m.opts.Range, m.opts.Ports).table }
 
 // Firewall names the backend in use: nftables or iptables.
 func (m *Manager) Firewall() string { return m.fw.Name() }
@@ -139,7 +141,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		// Interface names have 15 bytes: "pd", 4 of tag, up to 5 of index.
 		ifPrefix: "pd" + tag, nsPrefix: "paddock-" + tag + "-",
 	}
-	ipf, nf := newIptables(tag, opts.Ports), newNft(tag, opts.Ports)
+	ipf, nf := newIptables(tag, opts.Range, opts.Ports), newNft(tag, opts.Range, opts.Ports)
 	m.fw = ipf
 	if backend == FirewallNftables {
 		m.fw = nf
@@ -279,9 +281,21 @@ func (m *Manager) plumb(ctx context.Context, l Link) error {
 			return err
 		}
 	}
-	if _, err := os.Stat(filepath.Join("/sys/class/net", l.HostIf)); err != nil {
+	_, err := os.Stat(filepath.Join("/sys/class/net", l.HostIf))
+	created := err != nil
+	if created {
+		if err := run(ctx, "ip", "link", "add", l.HostIf, "type", "veth", "peer", "name", "eth0", "netns", ns); err != nil {
+			return err
+		}
+	}
+	// Before either end is up, so neither ever has an IPv6 address; again
+	// at every setup, so a restart finds out if something turned it back
+	// on.
+	if err := ipv6Off(l.NetNS, l.HostIf); err != nil {
+		return err
+	}
+	if created {
 		steps := [][]string{
-			{"link", "add", l.HostIf, "type", "veth", "peer", "name", "eth0", "netns", ns},
 			{"addr", "add", l.Gateway.String() + "/30", "dev", l.HostIf},
 			{"link", "set", l.HostIf, "up"},
 			{"-n", ns, "link", "set", "lo", "up"},
@@ -293,13 +307,6 @@ func (m *Manager) plumb(ctx context.Context, l Link) error {
 			if err := run(ctx, "ip", s...); err != nil {
 				return err
 			}
-		}
-		// IPv6 is off on both ends: the rules below are IPv4 rules, and a
-		// link-local v6 path would go around them.
-		_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+l.HostIf+"/disable_ipv6", []byte("1"), 0o644)
-		if err := run(ctx, "ip", "netns", "exec", ns, "sysctl", "-q", "-w",
-			"net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"); err != nil {
-			m.log.Warn("disable IPv6 in sandbox namespace", "sandbox", l.ID, "err", err)
 		}
 	}
 	return m.fw.add(ctx, l, m.links)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"strings"
 )
@@ -23,11 +24,12 @@ const (
 type nftFirewall struct {
 	table    string // "paddock_<tag>", in family inet
 	ifPrefix string
+	rng      netip.Prefix
 	ports    Ports
 }
 
-func newNft(tag string, ports Ports) *nftFirewall {
-	return &nftFirewall{table: "paddock_" + tag, ifPrefix: "pd" + tag, ports: ports}
+func newNft(tag string, rng netip.Prefix, ports Ports) *nftFirewall {
+	return &nftFirewall{table: "paddock_" + tag, ifPrefix: "pd" + tag, rng: rng.Masked(), ports: ports}
 }
 
 func (f *nftFirewall) Name() string { return FirewallNftables }
@@ -59,11 +61,15 @@ func (f *nftFirewall) script(links []Link) string {
 	fmt.Fprintf(&b, "table inet %s {\n", f.table)
 	b.WriteString("\tset allow {\n\t\ttype ifname . ipv4_addr . ipv4_addr . inet_proto . inet_service\n\t}\n")
 	b.WriteString("\tmap gateways {\n\t\ttype ifname : ipv4_addr\n\t}\n")
-	fmt.Fprintf(&b, "\tchain input {\n\t\ttype filter hook input priority %d; policy accept;\n\t\tiifname \"%s*\" jump sandbox_in\n\t}\n", nftFilterPriority, f.ifPrefix)
+	// Packets from our interfaces, and packets to our range from any
+	// other (the host itself over lo, a LAN neighbour routing the range
+	// here), go to sandbox_in.
+	fmt.Fprintf(&b, "\tchain input {\n\t\ttype filter hook input priority %d; policy accept;\n\t\tiifname \"%s*\" jump sandbox_in\n\t\tip daddr %s jump sandbox_in\n\t}\n", nftFilterPriority, f.ifPrefix, f.rng)
 	// Only traffic a sandbox's veth, source and gateway agree on is
-	// accepted; anything else from our interfaces, IPv6 included, drops.
+	// accepted; anything else, IPv6 included (ip saddr matches IPv4
+	// only), drops.
 	b.WriteString("\tchain sandbox_in {\n\t\tiifname . ip saddr . ip daddr . meta l4proto . th dport @allow accept\n\t\tdrop\n\t}\n")
-	fmt.Fprintf(&b, "\tchain forward {\n\t\ttype filter hook forward priority %d; policy accept;\n\t\tiifname \"%s*\" drop\n\t\toifname \"%s*\" drop\n\t}\n", nftFilterPriority, f.ifPrefix, f.ifPrefix)
+	fmt.Fprintf(&b, "\tchain forward {\n\t\ttype filter hook forward priority %d; policy accept;\n\t\tiifname \"%s*\" drop\n\t\toifname \"%s*\" drop\n\t\tip daddr %s drop\n\t}\n", nftFilterPriority, f.ifPrefix, f.ifPrefix, f.rng)
 	fmt.Fprintf(&b, "\tchain prerouting {\n\t\ttype nat hook prerouting priority %d; policy accept;\n\t\tiifname \"%s*\" jump sandbox_nat\n\t}\n", nftNATPriority, f.ifPrefix)
 	// Programs that ignore HTTP_PROXY and connect straight out on 80/443
 	// land on the transparent proxy; any DNS server they name is

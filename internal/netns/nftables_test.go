@@ -17,7 +17,7 @@ func testLinks() []Link {
 }
 
 func TestNftScript(t *testing.T) {
-	f := newNft("b845", testPorts)
+	f := newNft("b845", DefaultRange, testPorts)
 	s := f.script(testLinks())
 	// Each line must appear, in this order: the table is replaced whole,
 	// base chains hook ahead of the host's own, only Paddock's interfaces
@@ -30,10 +30,12 @@ func TestNftScript(t *testing.T) {
 		"type ifname : ipv4_addr",
 		"type filter hook input priority -10; policy accept;",
 		`iifname "pdb845*" jump sandbox_in`,
+		"ip daddr 100.96.0.0/11 jump sandbox_in",
 		"iifname . ip saddr . ip daddr . meta l4proto . th dport @allow accept\n\t\tdrop\n",
 		"type filter hook forward priority -10; policy accept;",
 		`iifname "pdb845*" drop`,
 		`oifname "pdb845*" drop`,
+		"ip daddr 100.96.0.0/11 drop",
 		"type nat hook prerouting priority -110; policy accept;",
 		`iifname "pdb845*" jump sandbox_nat`,
 		"tcp dport { 80, 443 } dnat ip to iifname map @gateways : 3129",
@@ -72,7 +74,7 @@ func TestNftScript(t *testing.T) {
 }
 
 func TestNftElements(t *testing.T) {
-	f := newNft("b845", testPorts)
+	f := newNft("b845", DefaultRange, testPorts)
 	l := testLinks()[1]
 	tests := []struct {
 		op      string
@@ -118,7 +120,7 @@ func TestNftScriptAccepted(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("needs nft (Debian package nftables)")
 	}
-	f := newNft("fffe", testPorts)
+	f := newNft("fffe", DefaultRange, testPorts)
 	l := testLinks()
 	for name, s := range map[string]string{
 		"table":   f.script(l),

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os/exec"
@@ -59,7 +60,7 @@ func TestNetworkNftables(t *testing.T) {
 	up := plan.Upstream
 	table := "paddock_" + plan.Tag
 	netUpstream(t, plan.NS, plan.HostIf, plan.HostCIDR, up)
-	d := startDaemon(t, daemonOpts{env: []string{
+	d := startDaemon(t, daemonOpts{listen: true, env: []string{
 		"PADDOCK_FIREWALL=nftables",
 		"PADDOCK_NETWORK_RANGE=" + plan.Range,
 		fmt.Sprintf("PADDOCK_EGRESS_DNS_STATIC=up.test=%s;x.evil.test=%s", up, up),
@@ -120,6 +121,21 @@ func TestNetworkNftables(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("info names the firewall", func(t *testing.T) {
+		var in struct{ Firewall string }
+		if err := json.Unmarshal([]byte(d.must("info", "--json")), &in); err != nil || in.Firewall != "nftables" {
+			t.Fatalf("info firewall %q, %v", in.Firewall, err)
+		}
+	})
+	t.Run("IPv6 off on both ends", func(t *testing.T) { checkIPv6Off(t, readNetLink(t, d, id)) })
+	t.Run("packets the firewall drops", func(t *testing.T) {
+		checkFirewallPackets(t, d, plan, 2, id, create)
+	})
+	t.Run("no fall-through during a restart", func(t *testing.T) {
+		_, apiPort, _ := net.SplitHostPort(d.listen)
+		checkRestartWindow(t, d, id, apiPort, func() { d.kill9(); d.start() })
+	})
 
 	t.Run("delete leaves no element", func(t *testing.T) {
 		d.must("rm", other)

@@ -129,6 +129,18 @@ func TestNetworkEgress(t *testing.T) {
 		})
 	}
 
+	t.Run("info names the firewall", func(t *testing.T) {
+		if out := d.must("info"); !strings.Contains(out, "firewall iptables") {
+			t.Fatalf("paddock info:\n%s", out)
+		}
+	})
+	t.Run("IPv6 off on both ends", func(t *testing.T) { checkIPv6Off(t, readNetLink(t, d, id)) })
+	t.Run("packets the firewall drops", func(t *testing.T) {
+		checkFirewallPackets(t, d, plan, 0, id, func() string {
+			return strings.TrimSpace(d.must("create", "--allow-host", "up.test"))
+		})
+	})
+
 	t.Run("exec grant ends with the command", func(t *testing.T) {
 		out, _, _ := d.run("exec", "--allow-host", "other.test", id, "--", "python3", "-c", pyGet, "http://other.test/")
 		if !strings.Contains(out, "200 upstream says hello") {
@@ -171,6 +183,12 @@ func TestNetworkEgress(t *testing.T) {
 		if out := d.must("ledger", id); !strings.Contains(out, "egress_refused") {
 			t.Fatalf("ledger has no egress refusal:\n%s", out)
 		}
+	})
+
+	// Before this daemon's chains are rebuilt at its start, nothing from
+	// a live sandbox may fall through to the host's own rules.
+	t.Run("no fall-through during a restart", func(t *testing.T) {
+		checkRestartWindow(t, d, id, apiPort, func() { d.stop(); d.start() })
 	})
 
 	t.Run("restart keeps rules, destroy leaves nothing", func(t *testing.T) {
