@@ -67,6 +67,10 @@ type RunCodeRequest struct {
 	Timeout string `json:"timeout,omitempty"`
 	// QueueTimeout bounds the wait behind the context's earlier runs.
 	QueueTimeout string `json:"queue_timeout,omitempty"`
+	// Env holds variables for this run only: set in the interpreter's
+	// environment when the run starts (so processes it starts inherit
+	// them) and given their earlier values back when it ends.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // CodeError is an exception raised by a run.

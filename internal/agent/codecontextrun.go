@@ -46,6 +46,9 @@ func (a *Agent) runCode(ctx context.Context, m *agentv1.RunCodeRequest, send fun
 	case m.GetTimeoutMs() < 0 || m.GetQueueTimeoutMs() < 0:
 		return errdefs.Invalid("timeouts must not be negative")
 	}
+	if err := checkContextEnv(m.GetEnv()); err != nil {
+		return err
+	}
 	c, err := a.getContext(m.GetContext())
 	if err != nil {
 		return err
@@ -112,7 +115,11 @@ func (c *codeContext) run(ctx context.Context, m *agentv1.RunCodeRequest, send f
 	}
 	emit(&agentv1.RunCodeEvent{Event: &agentv1.RunCodeEvent_Start_{Start: &agentv1.RunCodeEvent_Start{ExecutionCount: n}}})
 
-	line, _ := json.Marshal(map[string]any{"code": m.GetCode(), "n": n})
+	req := map[string]any{"code": m.GetCode(), "n": n}
+	if len(m.GetEnv()) > 0 {
+		req["env"] = m.GetEnv()
+	}
+	line, _ := json.Marshal(req)
 	writeErr := make(chan error, 1)
 	go func() {
 		_, err := c.reqW.Write(append(line, '\n'))

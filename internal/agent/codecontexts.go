@@ -120,10 +120,8 @@ func (a *Agent) createContext(ctx context.Context, req *agentv1.CreateContextReq
 	if err != nil {
 		return nil, err
 	}
-	for k, v := range req.GetEnv() {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
-			return nil, errdefs.Invalid("environment variable name %q is not valid", k)
-		}
+	if err := checkContextEnv(req.GetEnv()); err != nil {
+		return nil, err
 	}
 	t := a.contexts
 	t.mu.Lock()
@@ -154,6 +152,17 @@ func (a *Agent) createContext(ctx context.Context, req *agentv1.CreateContextReq
 	}
 	a.log.Info("code context created", "context", c.id, "language", lang, "user", c.user, "pid", c.pid)
 	return c, nil
+}
+
+// checkContextEnv refuses variables the interpreter's environment cannot
+// hold.
+func checkContextEnv(env map[string]string) error {
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+			return errdefs.Invalid("environment variable name %q is not valid", k)
+		}
+	}
+	return nil
 }
 
 func (a *Agent) getContext(id string) (*codeContext, error) {

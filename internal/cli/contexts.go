@@ -21,9 +21,10 @@ const maxCLICode = 1 << 20
 
 func newRunCodeCmd(g *globals) *cobra.Command {
 	var contextID, lang, file string
+	var env []string
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "run-code ID [--context C] [--lang python|javascript] [--timeout D] (CODE... | -f FILE)",
+		Use:   "run-code ID [--context C] [--lang python|javascript] [--timeout D] [-e K=V]... (CODE... | -f FILE)",
 		Short: "Run code in a persistent interpreter context (created on first use); prints output and the last expression's value",
 		Long: `Runs Python or JavaScript code in a code context of the sandbox. Variables,
 imports and definitions persist from one run to the next. The context is
@@ -46,8 +47,12 @@ Code comes from the arguments, from -f FILE, or from stdin with -f -.`,
 			case code == "":
 				return fmt.Errorf("no code given: pass it as an argument or with -f FILE (-f - reads stdin)")
 			}
+			envMap, err := parseEnv("env", env)
+			if err != nil {
+				return err
+			}
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			opts := paddock.RunCodeOptions{Create: true, Language: lang, Timeout: timeout}
+			opts := paddock.RunCodeOptions{Create: true, Language: lang, Timeout: timeout, Env: envMap}
 			if !g.json {
 				opts.Stdout, opts.Stderr = stdout, stderr
 				opts.OnResult = func(r paddock.CodeResult) {
@@ -92,6 +97,7 @@ Code comes from the arguments, from -f FILE, or from stdin with -f -.`,
 	cmd.Flags().StringVarP(&lang, "lang", "l", api.LanguagePython, "language of a context created by this run: python or javascript")
 	cmd.Flags().StringVarP(&file, "file", "f", "", "read the code from FILE (- for stdin)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "interrupt the code after this long (default the daemon's exec timeout)")
+	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "variable K=V for this run only (repeatable)")
 	return cmd
 }
 

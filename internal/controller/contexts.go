@@ -88,6 +88,9 @@ func (c *Controller) RunCode(ctx context.Context, ref, id string, req api.RunCod
 	case strings.ContainsRune(req.Code, 0):
 		return errdefs.Invalid("code must not contain NUL bytes")
 	}
+	if err := validateEnv(req.Env); err != nil {
+		return err
+	}
 	timeout := c.cfg.ExecTimeout
 	if req.Timeout != "" {
 		var err error
@@ -120,7 +123,7 @@ func (c *Controller) RunCode(ctx context.Context, ref, id string, req api.RunCod
 		return emitErr
 	}
 	end, err := ag.RunCode(ctx, &agentv1.RunCodeRequest{
-		Context: id, Code: req.Code, TimeoutMs: timeout.Milliseconds(), QueueTimeoutMs: queue.Milliseconds(),
+		Context: id, Code: req.Code, TimeoutMs: timeout.Milliseconds(), QueueTimeoutMs: queue.Milliseconds(), Env: req.Env,
 	}, func(ev *agentv1.RunCodeEvent) error {
 		switch {
 		case ev.GetStart() != nil:

@@ -119,6 +119,12 @@ func (h *Handler) serveDataPlane(w http.ResponseWriter, r *http.Request, t targe
 		writeError(w, err)
 		return
 	}
+	if t.port == CodeInterpreterPort {
+		// Served by the daemon from Paddock's code contexts, with its own
+		// token rules (codeinterpreter.go).
+		h.serveCodeInterpreter(w, r, sb)
+		return
+	}
 	if t.port == EnvdPort {
 		if !tokenOK(sb.Labels[labelEnvdToken], r.Header.Get(headerAccessToken)) {
 			writeError(w, errdefs.ErrUnauthenticatedf("sandbox %s is secure: send its envdAccessToken as %s", sb.ID, headerAccessToken))

@@ -32,6 +32,15 @@ const (
 	defaultImage   = "base"
 )
 
+// templateImages maps E2B's template names to the Paddock images that
+// stand in for them. E2B's code-interpreter template is a Debian with
+// Python and a Jupyter server on port 49999; Paddock's base image has
+// python3, and the daemon serves that port from its code contexts.
+var templateImages = map[string]string{
+	"code-interpreter-v1": defaultImage,
+	"code-interpreter":    defaultImage,
+}
+
 // E2B's two sandbox states.
 const (
 	stateRunning = "running"
@@ -93,6 +102,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	if template == "" {
 		template = defaultImage
 	}
+	image := template
+	if img, ok := templateImages[template]; ok {
+		image = img
+	}
 	labels := make(map[string]string, len(body.Metadata)+4)
 	for k, v := range body.Metadata {
 		if strings.HasPrefix(k, reservedPrefix) {
@@ -113,7 +126,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		trafficToken = newToken()
 		labels[labelTrafficToken] = trafficToken
 	}
-	req := api.CreateSandboxRequest{Image: template, Env: body.EnvVars, Labels: labels}
+	req := api.CreateSandboxRequest{Image: image, Env: body.EnvVars, Labels: labels}
 	if body.AutoPause != nil && *body.AutoPause {
 		// E2B pauses at the timeout; Paddock's idle policy stops the
 		// sandbox after that much inactivity, keeping its files, and the

@@ -75,6 +75,14 @@ func TestCodeContexts(t *testing.T) {
 				t.Fatalf("after the timeout x * 2 is %q", out)
 			}
 
+			// A run's own variables reach it and are gone after it.
+			if out := d.must("run-code", name, "--context", "c1", "-e", "RUN_VAR=v1", "import os\nos.environ['RUN_VAR']"); out != "'v1'\n" {
+				t.Fatalf("run variable: %q", out)
+			}
+			if out := d.must("run-code", name, "--context", "c1", "'RUN_VAR' in os.environ"); out != "False\n" {
+				t.Fatalf("run variable after its run: %q", out)
+			}
+
 			// Output reaches the caller while the run is still going: the
 			// code waits for a file the test creates only after seeing it.
 			w := &signalWriter{want: "first", seen: make(chan struct{})}

@@ -30,12 +30,12 @@ func (o runOut) main() string {
 	return ""
 }
 
-func runCode(t *testing.T, e *env, id, code string, timeout time.Duration) runOut {
+func runCode(t *testing.T, e *env, id, code string, timeout time.Duration, vars map[string]string) runOut {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var o runOut
-	end, err := e.c.RunCode(ctx, &agentv1.RunCodeRequest{Context: id, Code: code, TimeoutMs: timeout.Milliseconds()}, func(ev *agentv1.RunCodeEvent) error {
+	end, err := e.c.RunCode(ctx, &agentv1.RunCodeRequest{Context: id, Code: code, TimeoutMs: timeout.Milliseconds(), Env: vars}, func(ev *agentv1.RunCodeEvent) error {
 		switch {
 		case ev.GetStdout() != nil:
 			o.stdout += string(ev.GetStdout())
@@ -61,6 +61,7 @@ func TestCodeContexts(t *testing.T) {
 	type step struct {
 		code    string
 		timeout time.Duration
+		env     map[string]string // for this run only
 		check   func(t *testing.T, o runOut)
 	}
 	mainIs := func(want string) func(*testing.T, runOut) {
@@ -116,6 +117,16 @@ func TestCodeContexts(t *testing.T) {
 				}
 			}},
 			{code: "x * 2", check: mainIs("82")},
+			// A run's variables reach the code and its children, and are
+			// gone (or back to their old values) after it.
+			{code: "import os\nhome = os.environ['HOME']\nNone", check: mainIs("")},
+			{code: "subprocess.run(['sh', '-c', 'echo $RUN_VAR'])\n(os.environ['RUN_VAR'], os.environ['HOME'])",
+				env: map[string]string{"RUN_VAR": "v1", "HOME": "/tmp"}, check: func(t *testing.T, o runOut) {
+					if o.stdout != "v1\n" || o.main() != "('v1', '/tmp')" {
+						t.Fatalf("stdout %q main %q errors %v", o.stdout, o.main(), o.errs)
+					}
+				}},
+			{code: "'RUN_VAR' not in os.environ and os.environ['HOME'] == home", check: mainIs("True")},
 			{code: "class P:\n    def _repr_svg_(self): return '<svg/>'\nP()", check: func(t *testing.T, o runOut) {
 				if len(o.results) != 1 || o.results[0].GetData()["image/svg+xml"] != "<svg/>" {
 					t.Fatalf("results %v", o.results)
@@ -163,6 +174,9 @@ func TestCodeContexts(t *testing.T) {
 				}
 			}},
 			{code: "x", check: mainIs("41")},
+			{code: "var home = process.env.HOME", check: mainIs("")},
+			{code: "[process.env.RUN_VAR, process.env.HOME]", env: map[string]string{"RUN_VAR": "v1", "HOME": "/tmp"}, check: mainIs("[ 'v1', '/tmp' ]")},
+			{code: "process.env.RUN_VAR === undefined && process.env.HOME === home", check: mainIs("true")},
 		}},
 	}
 	for _, tc := range tests {
@@ -180,7 +194,7 @@ func TestCodeContexts(t *testing.T) {
 				t.Fatalf("created %v", info)
 			}
 			for i, s := range tc.steps {
-				o := runCode(t, e, "c1", s.code, s.timeout)
+				o := runCode(t, e, "c1", s.code, s.timeout, s.env)
 				t.Logf("step %d %q: %v", i, s.code, o.end)
 				s.check(t, o)
 			}
@@ -227,6 +241,10 @@ func TestCodeContextErrors(t *testing.T) {
 		}, errdefs.ErrNotFound},
 		{"code too large", func() error {
 			_, err := e.c.RunCode(ctx, &agentv1.RunCodeRequest{Context: "c1", Code: strings.Repeat("#", 2<<20)}, func(*agentv1.RunCodeEvent) error { return nil })
+			return err
+		}, errdefs.ErrInvalidArgument},
+		{"bad run variable", func() error {
+			_, err := e.c.RunCode(ctx, &agentv1.RunCodeRequest{Context: "c1", Code: "1", Env: map[string]string{"A=B": "x"}}, func(*agentv1.RunCodeEvent) error { return nil })
 			return err
 		}, errdefs.ErrInvalidArgument},
 		{"delete missing", func() error { return e.c.DeleteContext(ctx, "nope") }, errdefs.ErrNotFound},

@@ -85,6 +85,24 @@ function readLine(state) {
   }
 }
 
+// A run's own variables: set for the run, given their earlier values back
+// after it, so the context's environment stays its own.
+function setEnv(env) {
+  const saved = new Map();
+  for (const [k, v] of Object.entries(env || {})) {
+    saved.set(k, Object.prototype.hasOwnProperty.call(process.env, k) ? process.env[k] : undefined);
+    process.env[k] = v;
+  }
+  return saved;
+}
+
+function restoreEnv(saved) {
+  for (const [k, v] of saved) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+}
+
 // SIGINT outside a run must not end the interpreter.
 process.on('SIGINT', () => {});
 
@@ -96,11 +114,14 @@ async function main() {
     if (line === null) process.exit(0);
     const req = JSON.parse(line);
     let status = 'ok';
+    const saved = setEnv(req.env);
     try {
       await run(req.code, req.n || 0);
     } catch (e) {
       status = 'error';
       send(Object.assign({ type: 'error' }, errorOf(e)));
+    } finally {
+      restoreEnv(saved);
     }
     send({ type: 'done', status });
   }

@@ -108,6 +108,22 @@ def _run(code, n):
             _send({"type": "result", "data": _bundle(value), "main": True})
 
 
+def _set_env(env):
+    # A run's own variables: set now, given their earlier values back
+    # after the run, so the context's environment stays its own.
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    return saved
+
+
+def _restore_env(saved):
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 def _main():
     _send({"type": "ready", "version": sys.version.split()[0]})
     while True:
@@ -120,18 +136,22 @@ def _main():
         try:
             req = json.loads(line)
             status = "ok"
+            saved = _set_env(req.get("env") or {})
             try:
-                _run(req["code"], req.get("n", 0))
-            except SystemExit as e:
-                _error(e)
-                status = "error"
-            except BaseException as e:
-                _error(e)
-                status = "error"
-            try:
-                _figures()
-            except Exception:
-                pass
+                try:
+                    _run(req["code"], req.get("n", 0))
+                except SystemExit as e:
+                    _error(e)
+                    status = "error"
+                except BaseException as e:
+                    _error(e)
+                    status = "error"
+                try:
+                    _figures()
+                except Exception:
+                    pass
+            finally:
+                _restore_env(saved)
             sys.stdout.flush()
             sys.stderr.flush()
             _send({"type": "done", "status": status})

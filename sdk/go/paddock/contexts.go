@@ -67,6 +67,9 @@ type RunCodeOptions struct {
 	// the daemon's exec timeout.
 	Timeout      time.Duration
 	QueueTimeout time.Duration
+	// Env holds variables for this run only; the context's own
+	// environment is as before once the run ends.
+	Env map[string]string
 	// Stdout and Stderr receive output as it is written.
 	Stdout, Stderr io.Writer
 	// OnResult sees each result as it arrives, the main one included.
@@ -137,7 +140,7 @@ func (c *Client) runCode(ctx context.Context, id, contextID, code string, opts R
 	if err != nil {
 		return nil, err
 	}
-	req := api.RunCodeRequest{Code: code}
+	req := api.RunCodeRequest{Code: code, Env: opts.Env}
 	if opts.Timeout > 0 {
 		req.Timeout = opts.Timeout.String()
 	}

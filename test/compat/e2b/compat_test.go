@@ -1,7 +1,7 @@
-// Package e2bcompat runs the unmodified `e2b` npm package (pinned in
-// package-lock.json) against a real Paddock daemon: a Node test suite that
-// covers what E2B users call, and E2B's quick start configured by nothing
-// but E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY.
+// Package e2bcompat runs the unmodified `e2b` and `@e2b/code-interpreter`
+// npm packages (pinned in package-lock.json) against a real Paddock daemon:
+// Node test suites that cover what E2B users call, and E2B's quick start
+// configured by nothing but E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY.
 package e2bcompat
 
 import (
@@ -184,6 +184,18 @@ func TestE2BSDK(t *testing.T) {
 		t.Logf("node --test:\n%s", out)
 		if err != nil {
 			t.Fatalf("the E2B SDK suite failed: %v", err)
+		}
+	})
+
+	t.Run("code interpreter", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "codeinterp.test.mjs")
+		cmd.Env = append(os.Environ(), d.e2bEnv(key)...)
+		out, err := cmd.CombinedOutput()
+		t.Logf("node --test:\n%s", out)
+		if err != nil {
+			t.Fatalf("the code-interpreter SDK suite failed: %v", err)
 		}
 	})
 

@@ -434,8 +434,12 @@ type RunCodeRequest struct {
 	TimeoutMs int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// How long the run may wait behind earlier ones; 0 = no limit.
 	QueueTimeoutMs int64 `protobuf:"varint,4,opt,name=queue_timeout_ms,json=queueTimeoutMs,proto3" json:"queue_timeout_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Environment variables set for this run only: the interpreter's
+	// environment gets them when the run starts and its earlier values back
+	// when it ends, so processes the run starts inherit them.
+	Env           map[string]string `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunCodeRequest) Reset() {
@@ -494,6 +498,13 @@ func (x *RunCodeRequest) GetQueueTimeoutMs() int64 {
 		return x.QueueTimeoutMs
 	}
 	return 0
+}
+
+func (x *RunCodeRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
 }
 
 type RunCodeEvent struct {
@@ -667,7 +678,7 @@ type RunCodeEvent_Start struct {
 
 func (x *RunCodeEvent_Start) Reset() {
 	*x = RunCodeEvent_Start{}
-	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[10]
+	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +690,7 @@ func (x *RunCodeEvent_Start) String() string {
 func (*RunCodeEvent_Start) ProtoMessage() {}
 
 func (x *RunCodeEvent_Start) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[10]
+	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +726,7 @@ type RunCodeEvent_Result struct {
 
 func (x *RunCodeEvent_Result) Reset() {
 	*x = RunCodeEvent_Result{}
-	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[11]
+	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +738,7 @@ func (x *RunCodeEvent_Result) String() string {
 func (*RunCodeEvent_Result) ProtoMessage() {}
 
 func (x *RunCodeEvent_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[11]
+	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +779,7 @@ type RunCodeEvent_Error struct {
 
 func (x *RunCodeEvent_Error) Reset() {
 	*x = RunCodeEvent_Error{}
-	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[12]
+	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +791,7 @@ func (x *RunCodeEvent_Error) String() string {
 func (*RunCodeEvent_Error) ProtoMessage() {}
 
 func (x *RunCodeEvent_Error) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[12]
+	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +844,7 @@ type RunCodeEvent_End struct {
 
 func (x *RunCodeEvent_End) Reset() {
 	*x = RunCodeEvent_End{}
-	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[13]
+	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +856,7 @@ func (x *RunCodeEvent_End) String() string {
 func (*RunCodeEvent_End) ProtoMessage() {}
 
 func (x *RunCodeEvent_End) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[13]
+	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +915,7 @@ type RunCodeEvent_Keepalive struct {
 
 func (x *RunCodeEvent_Keepalive) Reset() {
 	*x = RunCodeEvent_Keepalive{}
-	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[14]
+	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +927,7 @@ func (x *RunCodeEvent_Keepalive) String() string {
 func (*RunCodeEvent_Keepalive) ProtoMessage() {}
 
 func (x *RunCodeEvent_Keepalive) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[14]
+	mi := &file_paddock_agent_v1_contexts_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,13 +976,17 @@ const file_paddock_agent_v1_contexts_proto_rawDesc = "" +
 	"\bcontexts\x18\x01 \x03(\v2!.paddock.agent.v1.CodeContextInfoR\bcontexts\"&\n" +
 	"\x14DeleteContextRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteContextResponse\"\x87\x01\n" +
+	"\x15DeleteContextResponse\"\xfc\x01\n" +
 	"\x0eRunCodeRequest\x12\x18\n" +
 	"\acontext\x18\x01 \x01(\tR\acontext\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12(\n" +
-	"\x10queue_timeout_ms\x18\x04 \x01(\x03R\x0equeueTimeoutMs\"\xd1\x06\n" +
+	"\x10queue_timeout_ms\x18\x04 \x01(\x03R\x0equeueTimeoutMs\x12;\n" +
+	"\x03env\x18\x05 \x03(\v2).paddock.agent.v1.RunCodeRequest.EnvEntryR\x03env\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd1\x06\n" +
 	"\fRunCodeEvent\x12<\n" +
 	"\x05start\x18\x01 \x01(\v2$.paddock.agent.v1.RunCodeEvent.StartH\x00R\x05start\x12\x18\n" +
 	"\x06stdout\x18\x02 \x01(\fH\x00R\x06stdout\x12\x18\n" +
@@ -1019,7 +1034,7 @@ func file_paddock_agent_v1_contexts_proto_rawDescGZIP() []byte {
 	return file_paddock_agent_v1_contexts_proto_rawDescData
 }
 
-var file_paddock_agent_v1_contexts_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_paddock_agent_v1_contexts_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_paddock_agent_v1_contexts_proto_goTypes = []any{
 	(*CodeContextInfo)(nil),        // 0: paddock.agent.v1.CodeContextInfo
 	(*CreateContextRequest)(nil),   // 1: paddock.agent.v1.CreateContextRequest
@@ -1031,36 +1046,38 @@ var file_paddock_agent_v1_contexts_proto_goTypes = []any{
 	(*RunCodeRequest)(nil),         // 7: paddock.agent.v1.RunCodeRequest
 	(*RunCodeEvent)(nil),           // 8: paddock.agent.v1.RunCodeEvent
 	nil,                            // 9: paddock.agent.v1.CreateContextRequest.EnvEntry
-	(*RunCodeEvent_Start)(nil),     // 10: paddock.agent.v1.RunCodeEvent.Start
-	(*RunCodeEvent_Result)(nil),    // 11: paddock.agent.v1.RunCodeEvent.Result
-	(*RunCodeEvent_Error)(nil),     // 12: paddock.agent.v1.RunCodeEvent.Error
-	(*RunCodeEvent_End)(nil),       // 13: paddock.agent.v1.RunCodeEvent.End
-	(*RunCodeEvent_Keepalive)(nil), // 14: paddock.agent.v1.RunCodeEvent.Keepalive
-	nil,                            // 15: paddock.agent.v1.RunCodeEvent.Result.DataEntry
+	nil,                            // 10: paddock.agent.v1.RunCodeRequest.EnvEntry
+	(*RunCodeEvent_Start)(nil),     // 11: paddock.agent.v1.RunCodeEvent.Start
+	(*RunCodeEvent_Result)(nil),    // 12: paddock.agent.v1.RunCodeEvent.Result
+	(*RunCodeEvent_Error)(nil),     // 13: paddock.agent.v1.RunCodeEvent.Error
+	(*RunCodeEvent_End)(nil),       // 14: paddock.agent.v1.RunCodeEvent.End
+	(*RunCodeEvent_Keepalive)(nil), // 15: paddock.agent.v1.RunCodeEvent.Keepalive
+	nil,                            // 16: paddock.agent.v1.RunCodeEvent.Result.DataEntry
 }
 var file_paddock_agent_v1_contexts_proto_depIdxs = []int32{
 	9,  // 0: paddock.agent.v1.CreateContextRequest.env:type_name -> paddock.agent.v1.CreateContextRequest.EnvEntry
 	0,  // 1: paddock.agent.v1.CreateContextResponse.context:type_name -> paddock.agent.v1.CodeContextInfo
 	0,  // 2: paddock.agent.v1.ListContextsResponse.contexts:type_name -> paddock.agent.v1.CodeContextInfo
-	10, // 3: paddock.agent.v1.RunCodeEvent.start:type_name -> paddock.agent.v1.RunCodeEvent.Start
-	11, // 4: paddock.agent.v1.RunCodeEvent.result:type_name -> paddock.agent.v1.RunCodeEvent.Result
-	12, // 5: paddock.agent.v1.RunCodeEvent.error:type_name -> paddock.agent.v1.RunCodeEvent.Error
-	13, // 6: paddock.agent.v1.RunCodeEvent.end:type_name -> paddock.agent.v1.RunCodeEvent.End
-	14, // 7: paddock.agent.v1.RunCodeEvent.keepalive:type_name -> paddock.agent.v1.RunCodeEvent.Keepalive
-	15, // 8: paddock.agent.v1.RunCodeEvent.Result.data:type_name -> paddock.agent.v1.RunCodeEvent.Result.DataEntry
-	1,  // 9: paddock.agent.v1.CodeContextService.CreateContext:input_type -> paddock.agent.v1.CreateContextRequest
-	3,  // 10: paddock.agent.v1.CodeContextService.ListContexts:input_type -> paddock.agent.v1.ListContextsRequest
-	5,  // 11: paddock.agent.v1.CodeContextService.DeleteContext:input_type -> paddock.agent.v1.DeleteContextRequest
-	7,  // 12: paddock.agent.v1.CodeContextService.RunCode:input_type -> paddock.agent.v1.RunCodeRequest
-	2,  // 13: paddock.agent.v1.CodeContextService.CreateContext:output_type -> paddock.agent.v1.CreateContextResponse
-	4,  // 14: paddock.agent.v1.CodeContextService.ListContexts:output_type -> paddock.agent.v1.ListContextsResponse
-	6,  // 15: paddock.agent.v1.CodeContextService.DeleteContext:output_type -> paddock.agent.v1.DeleteContextResponse
-	8,  // 16: paddock.agent.v1.CodeContextService.RunCode:output_type -> paddock.agent.v1.RunCodeEvent
-	13, // [13:17] is the sub-list for method output_type
-	9,  // [9:13] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	10, // 3: paddock.agent.v1.RunCodeRequest.env:type_name -> paddock.agent.v1.RunCodeRequest.EnvEntry
+	11, // 4: paddock.agent.v1.RunCodeEvent.start:type_name -> paddock.agent.v1.RunCodeEvent.Start
+	12, // 5: paddock.agent.v1.RunCodeEvent.result:type_name -> paddock.agent.v1.RunCodeEvent.Result
+	13, // 6: paddock.agent.v1.RunCodeEvent.error:type_name -> paddock.agent.v1.RunCodeEvent.Error
+	14, // 7: paddock.agent.v1.RunCodeEvent.end:type_name -> paddock.agent.v1.RunCodeEvent.End
+	15, // 8: paddock.agent.v1.RunCodeEvent.keepalive:type_name -> paddock.agent.v1.RunCodeEvent.Keepalive
+	16, // 9: paddock.agent.v1.RunCodeEvent.Result.data:type_name -> paddock.agent.v1.RunCodeEvent.Result.DataEntry
+	1,  // 10: paddock.agent.v1.CodeContextService.CreateContext:input_type -> paddock.agent.v1.CreateContextRequest
+	3,  // 11: paddock.agent.v1.CodeContextService.ListContexts:input_type -> paddock.agent.v1.ListContextsRequest
+	5,  // 12: paddock.agent.v1.CodeContextService.DeleteContext:input_type -> paddock.agent.v1.DeleteContextRequest
+	7,  // 13: paddock.agent.v1.CodeContextService.RunCode:input_type -> paddock.agent.v1.RunCodeRequest
+	2,  // 14: paddock.agent.v1.CodeContextService.CreateContext:output_type -> paddock.agent.v1.CreateContextResponse
+	4,  // 15: paddock.agent.v1.CodeContextService.ListContexts:output_type -> paddock.agent.v1.ListContextsResponse
+	6,  // 16: paddock.agent.v1.CodeContextService.DeleteContext:output_type -> paddock.agent.v1.DeleteContextResponse
+	8,  // 17: paddock.agent.v1.CodeContextService.RunCode:output_type -> paddock.agent.v1.RunCodeEvent
+	14, // [14:18] is the sub-list for method output_type
+	10, // [10:14] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_paddock_agent_v1_contexts_proto_init() }
@@ -1083,7 +1100,7 @@ func file_paddock_agent_v1_contexts_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_paddock_agent_v1_contexts_proto_rawDesc), len(file_paddock_agent_v1_contexts_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
