@@ -203,8 +203,11 @@ func TestCommitDeduplicates(t *testing.T) {
 	os.Remove(filepath.Join(src, "fifo"))
 	a := commitTree(t, s, src)
 	b := commitTree(t, s, src)
-	if a != b {
+	if a.Digest != b.Digest || a.Size != b.Size {
 		t.Fatalf("same tree, different layers: %v %v", a, b)
+	}
+	if a.Added <= 0 || b.Added != 0 {
+		t.Errorf("added bytes: first commit %d (want > 0), second %d (want 0)", a.Added, b.Added)
 	}
 	ls, _ := s.Layers()
 	if len(ls) != 1 {
