@@ -208,6 +208,21 @@ func TestNoSharedInodeInsideOneSandbox(t *testing.T) {
 	if sameInode(t, filepath.Join(p, "one"), filepath.Join(p, "two")) {
 		t.Error("two files of one layer share an inode")
 	}
+	// The next layer with the same twins shares both of them, one each.
+	writeFile(t, filepath.Join(twins, "three"), randomBytes(t, bigFile), 0o644, mtime)
+	again := commitTree(t, s, twins)
+	q := layerDir(t, s, again)
+	if sameInode(t, filepath.Join(q, "one"), filepath.Join(q, "two")) {
+		t.Error("two files of the next layer share an inode")
+	}
+	for _, n := range []string{"one", "two"} {
+		if !sameInode(t, filepath.Join(q, n), filepath.Join(p, "one")) && !sameInode(t, filepath.Join(q, n), filepath.Join(p, "two")) {
+			t.Errorf("%s of the next layer is not shared with the layer before", n)
+		}
+	}
+	if again.Added > bigFile+64<<10 {
+		t.Errorf("the next layer added %d bytes, want about one new file (%d)", again.Added, bigFile)
+	}
 
 	// Stacked on base, a copy of base's x under another name stays apart.
 	above := t.TempDir()

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,10 @@ import (
 // and a sandbox's writes to such a file are copied up into its own
 // writable layer.
 //
+// A key may name up to maxVariants inodes (<key>, <key>.1, ...): a layer
+// holding several equal files keeps them apart (see deduper.taken), and
+// the next layer with the same files can still share each of them.
+//
 // An object appears in the pool only after its content is on disk: Commit
 // flushes the layer's filesystem, then links each new file into the pool
 // by one linkat, so a crash leaves a pool object whole or absent. An
@@ -49,14 +54,22 @@ const DefaultMinLinkSize = 16 << 10
 // whose object has this many is copied instead.
 const maxLinks = 60000
 
+// maxVariants bounds the inodes one key names in the pool.
+const maxVariants = 8
+
 // objectKeyVersion is hashed into every key, so a change to what a key
 // covers names new objects rather than reusing old ones.
 const objectKeyVersion = "paddock-object/v1"
 
 func (s *Store) objectsDir() string { return filepath.Join(s.dir, "objects") }
 
-func (s *Store) objectPath(key string) string {
-	return filepath.Join(s.objectsDir(), key[:2], key[2:])
+// objectPath is where variant v of key's object lives.
+func (s *Store) objectPath(key string, v int) string {
+	name := key[2:]
+	if v > 0 {
+		name += "." + strconv.Itoa(v)
+	}
+	return filepath.Join(s.objectsDir(), key[:2], name)
 }
 
 // objectKey names a file's object: its content digest and the metadata
@@ -151,21 +164,27 @@ func (d *deduper) file(dirfd int, n string, hdr *tar.Header, st *unix.Stat_t, su
 	return false, nil
 }
 
-// link replaces dirfd/n with a hard link to the pool's object for key, if
-// there is one the layer may use. The object's inode metadata is checked
-// against the file's, so a pool damaged on disk costs deduplication, not
-// correctness of what the layer describes.
+// link replaces dirfd/n with a hard link to a pool object for key the
+// layer may use: the first variant it does not link already. An object's
+// inode metadata is checked against the file's, so a pool damaged on disk
+// costs deduplication, not correctness of what the layer describes.
 func (d *deduper) link(dirfd int, n, key string, st *unix.Stat_t) (bool, error) {
-	p := d.s.objectPath(key)
-	var ost unix.Stat_t
-	if err := unix.Lstat(p, &ost); err != nil {
-		return false, nil
+	for v := 0; v < maxVariants; v++ {
+		var ost unix.Stat_t
+		if err := unix.Lstat(d.s.objectPath(key, v), &ost); err != nil {
+			return false, nil
+		}
+		id := inode{ost.Dev, ost.Ino}
+		if ost.Mode != st.Mode || ost.Uid != st.Uid || ost.Gid != st.Gid || ost.Size != st.Size ||
+			ost.Mtim != st.Mtim || ost.Nlink >= maxLinks || d.taken[id] {
+			continue
+		}
+		return d.linkTo(dirfd, n, d.s.objectPath(key, v), id)
 	}
-	id := inode{ost.Dev, ost.Ino}
-	if ost.Mode != st.Mode || ost.Uid != st.Uid || ost.Gid != st.Gid || ost.Size != st.Size ||
-		ost.Mtim != st.Mtim || ost.Nlink >= maxLinks || d.taken[id] {
-		return false, nil
-	}
+	return false, nil
+}
+
+func (d *deduper) linkTo(dirfd int, n, p string, id inode) (bool, error) {
 	tmp, err := randomName(".paddock-link-")
 	if err != nil {
 		return false, err
@@ -190,11 +209,10 @@ func randomName(prefix string) (string, error) {
 	return prefix + hex.EncodeToString(b), nil
 }
 
-// publish links the layer's new files into the pool. The layer at root
-// must be on disk already (Commit flushed it), so no object is ever named
-// before its content is durable. A file whose key the pool holds already
-// (two equal files in one layer, or a concurrent commit) stays unshared.
-// Failures cost deduplication only and are logged.
+// publish links the layer's new files into the pool, each under the first
+// free variant of its key. The layer at root must be on disk already
+// (Commit flushed it), so no object is ever named before its content is
+// durable. Failures cost deduplication only and are logged.
 func (d *deduper) publish(root string) {
 	if len(d.news) == 0 {
 		return
@@ -225,13 +243,19 @@ func (d *deduper) publish(root string) {
 		if parent < 0 {
 			continue
 		}
-		dst := d.s.objectPath(p.key)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Dir(d.s.objectPath(p.key, 0)), 0o700); err != nil {
 			d.s.log.Warn("object pool: create directory", "err", err)
 			return
 		}
-		if err := unix.Linkat(parent, base, unix.AT_FDCWD, dst, 0); err != nil && !errors.Is(err, unix.EEXIST) {
-			d.s.log.Warn("object pool: add object", "file", truncate(p.name, 200), "err", err)
+		for v := 0; v < maxVariants; v++ {
+			err := unix.Linkat(parent, base, unix.AT_FDCWD, d.s.objectPath(p.key, v), 0)
+			if errors.Is(err, unix.EEXIST) {
+				continue
+			}
+			if err != nil {
+				d.s.log.Warn("object pool: add object", "file", truncate(p.name, 200), "err", err)
+			}
+			break
 		}
 	}
 }
@@ -384,9 +408,10 @@ func (s *Store) CheckPool(ctx context.Context) ([]string, error) {
 			if err := ctx.Err(); err != nil {
 				return bad, err
 			}
-			key := d.Name() + e.Name()
-			if got, err := objectKeyOf(s.objectPath(key)); err != nil || got != key {
-				bad = append(bad, key)
+			name := d.Name() + e.Name()
+			key, _, _ := strings.Cut(name, ".")
+			if got, err := objectKeyOf(filepath.Join(s.objectsDir(), d.Name(), e.Name())); err != nil || got != key {
+				bad = append(bad, name)
 			}
 		}
 	}
