@@ -192,7 +192,7 @@ func (c *Controller) captureLayer(ctx context.Context, rec *store.Sandbox) ([]st
 		return nil, snapshot.Layer{}, err
 	}
 	chain := c.chainOf(ctx, rec)
-	chain = append(chain, store.SnapshotLayer{Digest: top.Digest, Size: top.Size})
+	chain = append(chain, store.SnapshotLayer{Digest: top.Digest, Size: top.Size, Added: top.Added})
 	return chain, top, nil
 }
 
@@ -253,6 +253,7 @@ func (c *Controller) snapshotAPI(s *store.Snapshot) *api.Snapshot {
 	for _, l := range s.Layers {
 		out.Layers = append(out.Layers, l.Digest)
 		out.SizeTotal += l.Size
+		out.SizeAdded += l.Added
 	}
 	if !s.ExpiresAt.IsZero() {
 		t := s.ExpiresAt
@@ -588,7 +589,7 @@ func (c *Controller) ImportSnapshot(ctx context.Context, r io.Reader, opts Impor
 		CreatedAt: now, ExpiresAt: expiry(now, ttl),
 	}
 	for _, l := range m.Layers {
-		s.Layers = append(s.Layers, store.SnapshotLayer{Digest: l.Digest, Size: l.Size})
+		s.Layers = append(s.Layers, store.SnapshotLayer{Digest: l.Digest, Size: l.Size, Added: l.Added})
 	}
 	s.Size = m.Layers[len(m.Layers)-1].Size
 	if err := c.opts.Store.CreateSnapshot(context.WithoutCancel(ctx), s); err != nil {
