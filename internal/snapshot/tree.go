@@ -17,7 +17,9 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -248,6 +250,9 @@ func (t *treeWriter) entry(dirfd int, parent, n string, depth int) (bool, error)
 }
 
 func (t *treeWriter) regular(dirfd int, n string, hdr *tar.Header, pre *unix.Stat_t) (bool, error) {
+	if t.metaOnly && procFDs() {
+		return false, t.regularMeta(dirfd, n, hdr, pre)
+	}
 	// O_NONBLOCK: a FIFO swapped in after the stat must not block the open.
 	fd, err := unix.Openat(dirfd, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
@@ -294,6 +299,25 @@ func (t *treeWriter) regular(dirfd int, n string, hdr *tar.Header, pre *unix.Sta
 	return t.dd.file(dirfd, n, hdr, &st, sum)
 }
 
+// procFDs reports whether /proc/self/fd can name files by descriptor.
+var procFDs = sync.OnceValue(func() bool {
+	_, err := os.Stat("/proc/self/fd")
+	return err == nil
+})
+
+// regularMeta is regular for a walk of a store's own layer that reads no
+// content: the stat the walk took, and the extended attributes read by
+// path through the directory's descriptor, without opening the file.
+func (t *treeWriter) regularMeta(dirfd int, n string, hdr *tar.Header, st *unix.Stat_t) error {
+	var err error
+	if hdr.PAXRecords, err = xattrsAt(dirfd, n); err != nil {
+		return err
+	}
+	hdr.Typeflag = tar.TypeReg
+	hdr.Size = st.Size
+	return t.header(hdr)
+}
+
 // keepTimes sets the access and modification times of dirfd/n back to
 // those in st.
 func keepTimes(dirfd int, n string, st *unix.Stat_t) error {
@@ -307,12 +331,28 @@ func keepTimes(dirfd int, n string, st *unix.Stat_t) error {
 // xattrs returns the kept extended attributes of the open file fd as PAX
 // records, or nil.
 func xattrs(fd int) (map[string]string, error) {
+	return keptXattrs(
+		func(buf []byte) (int, error) { return unix.Flistxattr(fd, buf) },
+		func(name string, buf []byte) (int, error) { return unix.Fgetxattr(fd, name, buf) })
+}
+
+// xattrsAt is xattrs for dirfd/n, which must not be a symlink the caller
+// lets a sandbox choose: the path goes through /proc/self/fd, and the
+// l-variants read the entry itself.
+func xattrsAt(dirfd int, n string) (map[string]string, error) {
+	p := "/proc/self/fd/" + strconv.Itoa(dirfd) + "/" + n
+	return keptXattrs(
+		func(buf []byte) (int, error) { return unix.Llistxattr(p, buf) },
+		func(name string, buf []byte) (int, error) { return unix.Lgetxattr(p, name, buf) })
+}
+
+func keptXattrs(list func([]byte) (int, error), get func(string, []byte) (int, error)) (map[string]string, error) {
 	buf := make([]byte, 4096)
-	sz, err := unix.Flistxattr(fd, buf)
+	sz, err := list(buf)
 	if errors.Is(err, unix.ERANGE) {
-		if sz, err = unix.Flistxattr(fd, nil); err == nil {
+		if sz, err = list(nil); err == nil {
 			buf = make([]byte, sz)
-			sz, err = unix.Flistxattr(fd, buf)
+			sz, err = list(buf)
 		}
 	}
 	if errors.Is(err, unix.ENOTSUP) {
@@ -327,7 +367,7 @@ func xattrs(fd int) (map[string]string, error) {
 			continue
 		}
 		val := make([]byte, 64<<10)
-		k, err := unix.Fgetxattr(fd, name, val)
+		k, err := get(name, val)
 		if errors.Is(err, unix.ENODATA) {
 			continue
 		}
