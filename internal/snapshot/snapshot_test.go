@@ -17,7 +17,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: whiteouts are device nodes and owners are kept")
