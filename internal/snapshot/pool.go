@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -145,12 +144,12 @@ func (d *deduper) wants(st *unix.Stat_t) bool {
 // file handles a regular file the walk just read; sum is its content
 // digest when wants said yes. It reports whether the file was replaced
 // by a link to a pool object.
-func (d *deduper) file(dirfd int, n string, hdr *tar.Header, st *unix.Stat_t, sum hash.Hash) (bool, error) {
+func (d *deduper) file(dirfd int, n string, hdr *tar.Header, st *unix.Stat_t, sum []byte) (bool, error) {
 	if sum == nil {
 		d.added += inodeBytes(st)
 		return false, nil
 	}
-	key := objectKey(sum.Sum(nil), hdr)
+	key := objectKey(sum, hdr)
 	ok, err := d.link(dirfd, n, key, st)
 	if err != nil {
 		return false, err

@@ -278,13 +278,28 @@ func (t *treeWriter) regular(dirfd int, n string, hdr *tar.Header, pre *unix.Sta
 	if t.metaOnly {
 		return false, nil
 	}
-	var w io.Writer = t.tw
-	var sum hash.Hash
+	// A file the pool may take is hashed on its own as well, by a second
+	// reader of the same descriptor, so the two digests use two cores.
+	var sum chan contentSum
 	if t.dd.wants(&st) {
-		sum = sha256.New()
-		w = io.MultiWriter(t.tw, sum)
+		sum = make(chan contentSum, 1)
+		go func() {
+			h := sha256.New()
+			n, err := io.Copy(h, io.NewSectionReader(f, 0, st.Size))
+			sum <- contentSum{h.Sum(nil), n, err}
+		}()
 	}
-	n64, err := io.Copy(w, io.LimitReader(f, st.Size))
+	n64, err := io.Copy(t.tw, io.LimitReader(f, st.Size))
+	var cs contentSum
+	if sum != nil {
+		cs = <-sum // before f is closed
+		if err == nil && cs.err != nil {
+			err = cs.err
+		}
+		if cs.n != st.Size {
+			n64 = cs.n
+		}
+	}
 	if err != nil {
 		return false, fmt.Errorf("snapshot: copy %s: %w", hdr.Name, err)
 	}
@@ -296,7 +311,13 @@ func (t *treeWriter) regular(dirfd int, n string, hdr *tar.Header, pre *unix.Sta
 	if t.dd == nil {
 		return false, nil
 	}
-	return t.dd.file(dirfd, n, hdr, &st, sum)
+	return t.dd.file(dirfd, n, hdr, &st, cs.sum)
+}
+
+type contentSum struct {
+	sum []byte
+	n   int64
+	err error
 }
 
 // procFDs reports whether /proc/self/fd can name files by descriptor.
