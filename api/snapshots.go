@@ -45,6 +45,11 @@ type Snapshot struct {
 	// its parent, or the image); SizeTotal counts every layer it stacks.
 	Size      int64 `json:"size"`
 	SizeTotal int64 `json:"size_total"`
+	// SizeAdded is the disk space taking (or importing) the snapshot
+	// added to the local store: the blocks of the files and directories
+	// it did not find stored already. Files equal to stored ones are
+	// shared, so it can be far below Size; 0 when everything was stored.
+	SizeAdded int64 `json:"size_added"`
 	// Image and ImageDigest are what a restore runs on.
 	Image       string `json:"image,omitempty"`
 	ImageDigest string `json:"image_digest"`

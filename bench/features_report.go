@@ -12,6 +12,7 @@ const PoolClaimGoalMs = 5.0
 var featureComparisonIDs = []string{
 	"session-exec", "proc-port", "preview-small", "preview-64mib", "context-run",
 	"pool-claim", "pool-first-exec", "snapshot-10-mib", "snapshot-100-mib", "snapshot-1-gib",
+	"snapshot-second-1-of-100-mib",
 	"restore-first-exec", "fork-10", "pause", "resume", "network-create",
 	"network-create-gvisor",
 }

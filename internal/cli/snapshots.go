@@ -173,6 +173,7 @@ func newSnapshotInspectCmd(g *globals) *cobra.Command {
 			t := newTable(cmd.OutOrStdout(), "ID:", s.ID)
 			t.row("Name:", s.Name)
 			t.row("Size:", fmt.Sprintf("%s (all layers %s)", humanBytes(s.Size), humanBytes(s.SizeTotal)))
+			t.row("Stored:", humanBytes(s.SizeAdded)+" new on disk (files already stored are shared)")
 			t.row("Image:", s.Image+" "+s.ImageDigest)
 			t.row("Sandbox:", s.Sandbox)
 			t.row("Parent:", s.Parent)

@@ -4,21 +4,22 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
-// localStoreBytes is what the local store holds: every file of every
-// stored snapshot layer (a layer shared by many snapshots is one
-// directory, so it counts once) plus every local backup archive.
-// Temporary files are left out: they either become one of those or go.
+// localStoreBytes is what the local store holds on disk: the blocks of
+// every distinct inode of the stored snapshot layers and their object pool
+// (a file many layers share is one inode, so it counts once), plus every
+// local backup archive. Temporary files are left out: they either become
+// one of those or go.
 func (c *Controller) localStoreBytes() int64 {
 	var n int64
 	if c.opts.Snapshots != nil {
-		n += treeBytes(filepath.Join(c.opts.Snapshots.Dir(), "layers"))
+		n += c.opts.Snapshots.DiskUsage()
 	}
 	if entries, err := os.ReadDir(c.backupsDir()); err == nil {
 		for _, e := range entries {
@@ -26,32 +27,20 @@ func (c *Controller) localStoreBytes() int64 {
 				continue
 			}
 			if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
-				n += info.Size()
+				n += fileBlocks(info)
 			}
 		}
 	}
 	return n
 }
 
-// treeBytes sums the sizes of the regular files under dir, plus a block
-// for each directory, symlink and whiteout so a store of empty files is
-// not free.
-func treeBytes(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return nil
-		}
-		if d.Type().IsRegular() {
-			if info, err := d.Info(); err == nil {
-				n += info.Size()
-			}
-			return nil
-		}
-		n += 512
-		return nil
-	})
-	return n
+// fileBlocks is the disk space a file takes, or its size where the
+// filesystem does not say.
+func fileBlocks(info fs.FileInfo) int64 {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return info.Size()
 }
 
 // storeUsage reports the local store's use and cap for Info and listings.
@@ -107,22 +96,24 @@ func (c *Controller) enforceQuotaAfter(before map[string]bool) error {
 	if used <= limit {
 		return nil
 	}
-	var added int64
+	var added []string
 	for d := range c.layerSet() {
-		if before[d] {
-			continue
+		if !before[d] {
+			added = append(added, d)
 		}
-		if p, err := c.opts.Snapshots.LayerPath(d); err == nil {
-			added += treeBytes(p)
-		}
+	}
+	if len(added) == 0 {
+		// Nothing new was stored (the layers were duplicates): no growth.
+		return nil
+	}
+	for _, d := range added {
 		if err := c.opts.Snapshots.RemoveLayer(d); err != nil {
 			c.log.Warn("remove a layer over the store's limit", "layer", d, "err", err)
 		}
 	}
-	if added == 0 {
-		// Nothing new was stored (the layer was a duplicate): no growth.
-		return nil
-	}
+	// What removing them gave back (their new files and directories) is
+	// what they needed.
+	need := max(used-c.localStoreBytes(), 0)
 	return fmt.Errorf("the snapshot store is full: this needs %d bytes, it would hold %d and its limit is %d (PADDOCK_SNAPSHOT_STORE_MAX); nothing was kept; delete snapshots or backups to make room: %w",
-		added, used, limit, errdefs.ErrResourceExhausted)
+		need, used, limit, errdefs.ErrResourceExhausted)
 }

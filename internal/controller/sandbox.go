@@ -45,6 +45,11 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	if err != nil {
 		return nil, err
 	}
+	release, err := c.leaseLayers(ctx, plan, tp) // until the record names them (lease.go)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	res, err := c.sizeResources(req.Size, req.Resources) // presets (sizes.go)
 	if err != nil {
 		return nil, err

@@ -182,7 +182,7 @@ func (c *Controller) captureLayer(ctx context.Context, rec *store.Sandbox) ([]st
 	}
 	c.snaps.mu.Lock()
 	before := c.layerSet()
-	top, err := ss.Commit(ctx, tmp)
+	top, err := ss.CommitOn(ctx, tmp, rec.SnapshotLayers)
 	if err != nil {
 		c.snaps.mu.Unlock()
 		return nil, snapshot.Layer{}, snapErr(err)
@@ -192,7 +192,7 @@ func (c *Controller) captureLayer(ctx context.Context, rec *store.Sandbox) ([]st
 		return nil, snapshot.Layer{}, err
 	}
 	chain := c.chainOf(ctx, rec)
-	chain = append(chain, store.SnapshotLayer{Digest: top.Digest, Size: top.Size})
+	chain = append(chain, store.SnapshotLayer{Digest: top.Digest, Size: top.Size, Added: top.Added})
 	return chain, top, nil
 }
 
@@ -253,6 +253,7 @@ func (c *Controller) snapshotAPI(s *store.Snapshot) *api.Snapshot {
 	for _, l := range s.Layers {
 		out.Layers = append(out.Layers, l.Digest)
 		out.SizeTotal += l.Size
+		out.SizeAdded += l.Added
 	}
 	if !s.ExpiresAt.IsZero() {
 		t := s.ExpiresAt
@@ -345,6 +346,10 @@ func (c *Controller) collectLayers(ctx context.Context) {
 	}
 	c.snaps.mu.Lock()
 	defer c.snaps.mu.Unlock()
+	// Begun before the records are read: a layer a restore holds at any
+	// moment of the pass is kept, even if its record was written after.
+	gc := ss.BeginCollection()
+	defer gc.End()
 	used := map[string]bool{}
 	snaps, err := c.opts.Store.ListSnapshots(ctx)
 	if err != nil {
@@ -369,20 +374,15 @@ func (c *Controller) collectLayers(ctx context.Context) {
 	if !c.templateLayersInUse(ctx, used) { // templates.go
 		return
 	}
-	stored, err := ss.Layers()
+	got, err := gc.RemoveUnused(used)
+	for _, d := range got.Layers {
+		c.log.Info("removed unused snapshot layer", "layer", d)
+	}
+	if len(got.Held) > 0 || got.Objects > 0 {
+		c.log.Info("layer collection", "kept_held_by_restores", len(got.Held), "removed_pool_objects", got.Objects)
+	}
 	if err != nil {
 		c.log.Error("layer collection", "err", err)
-		return
-	}
-	for _, d := range stored {
-		if used[d] {
-			continue
-		}
-		if err := ss.RemoveLayer(d); err != nil {
-			c.log.Error("remove unused layer", "layer", d, "err", err)
-			continue
-		}
-		c.log.Info("removed unused snapshot layer", "layer", d)
 	}
 }
 
@@ -589,7 +589,7 @@ func (c *Controller) ImportSnapshot(ctx context.Context, r io.Reader, opts Impor
 		CreatedAt: now, ExpiresAt: expiry(now, ttl),
 	}
 	for _, l := range m.Layers {
-		s.Layers = append(s.Layers, store.SnapshotLayer{Digest: l.Digest, Size: l.Size})
+		s.Layers = append(s.Layers, store.SnapshotLayer{Digest: l.Digest, Size: l.Size, Added: l.Added})
 	}
 	s.Size = m.Layers[len(m.Layers)-1].Size
 	if err := c.opts.Store.CreateSnapshot(context.WithoutCancel(ctx), s); err != nil {

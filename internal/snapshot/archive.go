@@ -115,7 +115,8 @@ var ErrChecksum = fmt.Errorf("checksum mismatch: %w", errdefs.ErrInvalidArgument
 
 // Import reads an exported snapshot file, verifies every layer against the
 // manifest's sha256 and size, extracts each with Extract's rules into the
-// store, and returns the manifest. Nothing is kept of a file that fails.
+// store, and returns the manifest, each layer's Added set. Nothing is kept
+// of a file that fails: the layers it added are removed again.
 func (s *Store) Import(ctx context.Context, r io.Reader, lim Limits) (*Manifest, error) {
 	tr := tar.NewReader(r)
 	hdr, err := tr.Next()
@@ -138,10 +139,35 @@ func (s *Store) Import(ctx context.Context, r io.Reader, lim Limits) (*Manifest,
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	// Layers committed before a later one fails stay in the store until
-	// the collector finds nothing uses them: they may be shared.
-	fail := func(err error) (*Manifest, error) { return nil, err }
-	for _, l := range m.Layers {
+	// A failed import removes the layers it added (not those stored
+	// before it began, which something else may name), and holds each
+	// layer it has until it returns, so a concurrent collection keeps them.
+	var added []string
+	var releases []func()
+	defer func() {
+		for _, r := range releases {
+			r()
+		}
+	}()
+	fail := func(err error) (*Manifest, error) {
+		for _, r := range releases {
+			r()
+		}
+		releases = nil
+		for i := len(added) - 1; i >= 0; i-- {
+			if rerr := s.removeLayer(added[i], nil); rerr != nil {
+				s.log.Warn("remove a layer of a failed import", "layer", added[i], "err", rerr)
+			}
+		}
+		if len(added) > 0 {
+			if _, rerr := s.sweep(); rerr != nil {
+				s.log.Warn("sweep the object pool after a failed import", "err", rerr)
+			}
+		}
+		return nil, err
+	}
+	var below []string
+	for i, l := range m.Layers {
 		hdr, err := tr.Next()
 		if err != nil {
 			return fail(fmt.Errorf("snapshot file is truncated before layer %s: %w", l.Digest, ErrChecksum))
@@ -152,9 +178,20 @@ func (s *Store) Import(ctx context.Context, r io.Reader, lim Limits) (*Manifest,
 		if hdr.Size != l.Size {
 			return fail(fmt.Errorf("layer %s is %d bytes, the manifest says %d: %w", l.Digest, hdr.Size, l.Size, ErrChecksum))
 		}
-		if err := s.importLayer(ctx, tr, l, lim); err != nil {
+		got, err := s.importLayer(ctx, tr, l, below, lim)
+		if got.Added > 0 {
+			added = append(added, got.Digest)
+		}
+		if err != nil {
 			return fail(err)
 		}
+		release, err := s.Hold(got.Digest)
+		if err != nil {
+			return fail(err)
+		}
+		releases = append(releases, release)
+		m.Layers[i].Added = got.Added
+		below = append(below, l.Digest)
 	}
 	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
 		return fail(errdefs.Invalid("snapshot file has data after its last layer"))
@@ -162,10 +199,13 @@ func (s *Store) Import(ctx context.Context, r io.Reader, lim Limits) (*Manifest,
 	return &m, nil
 }
 
-func (s *Store) importLayer(ctx context.Context, r io.Reader, l Layer, lim Limits) error {
+// importLayer extracts, checks and commits one layer. It returns what was
+// committed, even when that is not the layer claimed (so the caller can
+// remove it).
+func (s *Store) importLayer(ctx context.Context, r io.Reader, l Layer, below []string, lim Limits) (Layer, error) {
 	tmp, err := s.Temp()
 	if err != nil {
-		return err
+		return Layer{}, err
 	}
 	h := sha256.New()
 	cr := &countReader{r: io.TeeReader(r, h)}
@@ -176,23 +216,22 @@ func (s *Store) importLayer(ctx context.Context, r io.Reader, l Layer, lim Limit
 	}
 	if got := digestOf(h); got != l.Digest || cr.n != l.Size {
 		s.Discard(tmp)
-		return fmt.Errorf("layer %s does not match its checksum (corrupted, truncated or tampered file): %w", l.Digest, ErrChecksum)
+		return Layer{}, fmt.Errorf("layer %s does not match its checksum (corrupted, truncated or tampered file): %w", l.Digest, ErrChecksum)
 	}
 	if xerr != nil {
 		s.Discard(tmp)
-		return xerr
+		return Layer{}, xerr
 	}
-	got, err := s.Commit(ctx, tmp)
+	got, err := s.CommitOn(ctx, tmp, below)
 	if err != nil {
-		return err
+		return Layer{}, err
 	}
 	if got.Digest != l.Digest {
 		// Same bytes in, different tree out: the layer tar was not in
 		// canonical form, so its name would not describe its content.
-		// What was stored is left to the collector: it may be shared.
-		return errdefs.Invalid("layer %s is not in canonical form", l.Digest)
+		return got, errdefs.Invalid("layer %s is not in canonical form", l.Digest)
 	}
-	return nil
+	return got, nil
 }
 
 type countReader struct {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -26,15 +25,23 @@ type Options struct {
 	// Dir is the store's directory (created 0700).
 	Dir    string
 	Logger *slog.Logger
+	// MinLinkSize is the smallest file shared through the object pool;
+	// smaller ones are copied into each layer. 0 means
+	// DefaultMinLinkSize; negative turns the pool off.
+	MinLinkSize int64
 }
 
 // Store keeps layer directories under <Dir>/layers/<hex>, named by the
-// sha256 of their canonical tar encoding, so equal layers are stored once.
-// A layer appears by one rename of a complete directory from <Dir>/tmp, so
-// a crash leaves a layer either whole or absent; tmp is emptied on Open.
+// sha256 of their canonical tar encoding, so equal layers are stored once,
+// and their larger files once more in the object pool (pool.go), so equal
+// files are stored once across layers. A layer appears by one rename of a
+// complete directory from <Dir>/tmp, so a crash leaves a layer either
+// whole or absent; tmp is emptied on Open.
 type Store struct {
-	dir string
-	log *slog.Logger
+	dir     string
+	log     *slog.Logger
+	minLink int64
+	lease   leases
 }
 
 var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
@@ -52,8 +59,17 @@ func Open(opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{dir: filepath.Clean(opts.Dir), log: log}
-	for _, d := range []string{s.dir, s.layersDir(), s.tmpDir()} {
+	s := &Store{dir: filepath.Clean(opts.Dir), log: log, minLink: opts.MinLinkSize}
+	switch {
+	case s.minLink == 0:
+		s.minLink = DefaultMinLinkSize
+	case s.minLink < 0:
+		s.minLink = 1 << 62
+	}
+	// The first collection sweeps the pool: a crash may have left objects
+	// whose layers are gone.
+	s.lease = leases{holds: map[string]int{}, passes: map[*Collection]struct{}{}, dirty: true}
+	for _, d := range []string{s.dir, s.layersDir(), s.tmpDir(), s.objectsDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("snapshot: create store: %w", err)
 		}
@@ -132,16 +148,29 @@ func (s *Store) inTmp(p string) bool {
 type Layer struct {
 	Digest string `json:"digest"`
 	Size   int64  `json:"size"` // bytes of its canonical tar encoding
+	// Added is the disk space committing or importing it added to the
+	// store: its inodes that were not stored already (0 when the whole
+	// layer was). It is not part of the export format.
+	Added int64 `json:"-"`
 }
 
 // Commit digests the temporary layer and moves it into place. If the same
 // layer is stored already, the temporary one is removed and the stored one
-// is used: layers are deduplicated by content.
+// is used: layers are deduplicated by content, and so are their files
+// (pool.go).
 func (s *Store) Commit(ctx context.Context, tmp string) (Layer, error) {
+	return s.CommitOn(ctx, tmp, nil)
+}
+
+// CommitOn is Commit for a layer that will be stacked on the stored
+// layers below: none of its files shares an inode with theirs, so no two
+// paths a sandbox sees are one file.
+func (s *Store) CommitOn(ctx context.Context, tmp string, below []string) (Layer, error) {
 	if !s.inTmp(tmp) {
 		return Layer{}, errdefs.Invalid("snapshot: %s is not a temporary layer", filepath.Base(tmp))
 	}
-	l, err := digestTree(ctx, tmp)
+	dd := &deduper{s: s, min: s.minLink, taken: s.chainInodes(below)}
+	l, seal, err := commitWalk(ctx, tmp, dd)
 	if err != nil {
 		s.Discard(tmp)
 		return Layer{}, err
@@ -151,14 +180,23 @@ func (s *Store) Commit(ctx context.Context, tmp string) (Layer, error) {
 		s.Discard(tmp)
 		return l, nil
 	}
-	// The directory's fsync makes the rename durable before a record
-	// names the layer.
+	if _, err := writeSeal(tmp, seal); err != nil {
+		s.Discard(tmp)
+		return Layer{}, err
+	}
+	// One flush makes the layer's files durable before the pool names
+	// them, and the directory's fsync makes the rename durable before a
+	// record names the layer.
 	if err := syncTree(tmp); err != nil {
 		s.Discard(tmp)
 		return Layer{}, err
 	}
+	dd.publish(tmp)
 	if err := os.Rename(tmp, dst); err != nil {
 		s.Discard(tmp)
+		s.lease.mu.Lock()
+		s.lease.dirty = true // objects published for it may be garbage now
+		s.lease.mu.Unlock()
 		if s.HasLayer(l.Digest) {
 			return l, nil
 		}
@@ -167,6 +205,8 @@ func (s *Store) Commit(ctx context.Context, tmp string) (Layer, error) {
 	if err := syncDir(s.layersDir()); err != nil {
 		return Layer{}, err
 	}
+	l.Added = dd.added
+	s.log.Debug("layer stored", "layer", l.Digest, "size", l.Size, "added", l.Added, "linked", dd.linked)
 	return l, nil
 }
 
@@ -232,26 +272,6 @@ func (s *Store) Layers() ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// RemoveLayer deletes a layer; the caller knows nothing uses it.
-func (s *Store) RemoveLayer(digest string) error {
-	if !ValidDigest(digest) {
-		return errdefs.Invalid("invalid layer digest %q", truncate(digest, 80))
-	}
-	p := filepath.Join(s.layersDir(), strings.TrimPrefix(digest, "sha256:"))
-	// Renamed out first, so a half-deleted layer is never visible as one.
-	tmp := filepath.Join(s.tmpDir(), "rm-"+strings.TrimPrefix(digest, "sha256:")[:16])
-	if err := os.Rename(p, tmp); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return fmt.Errorf("snapshot: remove layer: %w", err)
-	}
-	if err := os.RemoveAll(tmp); err != nil {
-		return fmt.Errorf("snapshot: remove layer: %w", err)
-	}
-	return nil
 }
 
 func syncDir(p string) error {

@@ -9,13 +9,17 @@ package snapshot
 import (
 	"archive/tar"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -61,47 +65,90 @@ func WriteTree(ctx context.Context, dir string, w io.Writer, opts TreeOptions) e
 	if err != nil {
 		return fmt.Errorf("snapshot: open %s: %w", path.Base(dir), err)
 	}
-	tw := &treeWriter{ctx: ctx, tw: tar.NewWriter(w), opts: opts}
-	if tw.opts.Warn == nil {
-		tw.opts.Warn = func(string, ...any) {}
+	defer unix.Close(fd)
+	return (&treeWriter{ctx: ctx, tw: tar.NewWriter(w), opts: opts}).run(fd, dir)
+}
+
+// treeWriter walks a tree for WriteTree and for the store's own passes
+// over its layers: with seal set it also hashes every entry's metadata
+// (see sealEntry); with metaOnly it writes no tar stream and reads no file
+// content; with dd set it links the layer's files into the object pool.
+type treeWriter struct {
+	ctx      context.Context
+	tw       *tar.Writer
+	opts     TreeOptions
+	seal     hash.Hash
+	metaOnly bool
+	dd       *deduper
+}
+
+func (t *treeWriter) run(fd int, dir string) error {
+	if t.opts.Warn == nil {
+		t.opts.Warn = func(string, ...any) {}
 	}
-	err = tw.dir(fd, "", 0)
-	unix.Close(fd)
+	var root unix.Stat_t
+	if t.dd != nil {
+		if err := unix.Fstat(fd, &root); err != nil {
+			return fmt.Errorf("snapshot: stat %s: %w", path.Base(dir), err)
+		}
+		t.dd.added += inodeBytes(&root)
+	}
+	changed, err := t.dir(fd, "", 0)
 	if err != nil {
 		return err
 	}
-	if err := tw.tw.Close(); err != nil {
+	if changed {
+		if err := keepTimes(unix.AT_FDCWD, dir, &root); err != nil {
+			return err
+		}
+	}
+	if t.metaOnly {
+		return nil
+	}
+	if err := t.tw.Close(); err != nil {
 		return fmt.Errorf("snapshot: write tar: %w", err)
 	}
 	return nil
 }
 
-type treeWriter struct {
-	ctx  context.Context
-	tw   *tar.Writer
-	opts TreeOptions
+// header writes one entry's header to the stream and the seal.
+func (t *treeWriter) header(hdr *tar.Header) error {
+	if t.seal != nil {
+		sealEntry(t.seal, hdr)
+	}
+	if t.metaOnly {
+		return nil
+	}
+	if err := t.tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("snapshot: write tar: %w", err)
+	}
+	return nil
 }
 
-func (t *treeWriter) dir(fd int, name string, depth int) error {
+// dir walks the directory fd. It reports whether the deduper replaced an
+// entry of it, which changed its modification time.
+func (t *treeWriter) dir(fd int, name string, depth int) (changed bool, err error) {
 	if depth > maxDepth {
-		return fmt.Errorf("snapshot: directories nest deeper than %d: %w", maxDepth, errdefs.ErrFailedPrecondition)
+		return false, fmt.Errorf("snapshot: directories nest deeper than %d: %w", maxDepth, errdefs.ErrFailedPrecondition)
 	}
 	if err := t.ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	names, err := dirNames(fd)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, n := range names {
 		if name == "" && contains(t.opts.SkipTop, n) {
 			continue
 		}
-		if err := t.entry(fd, name, n, depth); err != nil {
-			return err
+		c, err := t.entry(fd, name, n, depth)
+		if err != nil {
+			return false, err
 		}
+		changed = changed || c
 	}
-	return nil
+	return changed, nil
 }
 
 func contains(list []string, s string) bool {
@@ -131,13 +178,15 @@ func dirNames(fd int) ([]string, error) {
 	return names, nil
 }
 
-func (t *treeWriter) entry(dirfd int, parent, n string, depth int) error {
+// entry writes one entry. It reports whether the deduper replaced it,
+// which changed the modification time of the directory holding it.
+func (t *treeWriter) entry(dirfd int, parent, n string, depth int) (bool, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("snapshot: stat: %w", err)
+		return false, fmt.Errorf("snapshot: stat: %w", err)
 	}
 	name := path.Join(parent, n)
 	hdr := &tar.Header{
@@ -148,82 +197,154 @@ func (t *treeWriter) entry(dirfd int, parent, n string, depth int) error {
 		ModTime: time.Unix(st.Mtim.Unix()),
 		Format:  tar.FormatPAX,
 	}
+	if t.dd != nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		t.dd.added += inodeBytes(&st)
+	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		cfd, err := unix.Openat(dirfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return fmt.Errorf("snapshot: open directory %s: %w", name, err)
+			return false, fmt.Errorf("snapshot: open directory %s: %w", name, err)
 		}
 		defer unix.Close(cfd)
 		hdr.Typeflag = tar.TypeDir
 		hdr.Name = name + "/"
 		if hdr.PAXRecords, err = xattrs(cfd); err != nil {
-			return err
+			return false, err
 		}
-		if err := t.tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("snapshot: write tar: %w", err)
+		if err := t.header(hdr); err != nil {
+			return false, err
 		}
-		return t.dir(cfd, name, depth+1)
+		changed, err := t.dir(cfd, name, depth+1)
+		if err != nil {
+			return false, err
+		}
+		if changed {
+			// The directory's time is part of the layer: put it back.
+			if err := keepTimes(dirfd, n, &st); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
 	case unix.S_IFLNK:
 		target, err := readlinkat(dirfd, n)
 		if err != nil {
-			return fmt.Errorf("snapshot: read symlink %s: %w", name, err)
+			return false, fmt.Errorf("snapshot: read symlink %s: %w", name, err)
 		}
 		hdr.Typeflag = tar.TypeSymlink
 		hdr.Linkname = target
-		if err := t.tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("snapshot: write tar: %w", err)
-		}
-		return nil
+		return false, t.header(hdr)
 	case unix.S_IFCHR:
 		if unix.Major(st.Rdev) != 0 || unix.Minor(st.Rdev) != 0 {
 			t.opts.Warn("leaving a device node out of the snapshot", "path", name)
-			return nil
+			return false, nil
 		}
 		hdr.Typeflag = tar.TypeChar
-		if err := t.tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("snapshot: write tar: %w", err)
-		}
-		return nil
+		return false, t.header(hdr)
 	case unix.S_IFREG:
 		return t.regular(dirfd, n, hdr, &st)
 	default:
 		t.opts.Warn("leaving a socket, FIFO or device out of the snapshot", "path", name)
-		return nil
+		return false, nil
 	}
 }
 
-func (t *treeWriter) regular(dirfd int, n string, hdr *tar.Header, pre *unix.Stat_t) error {
+func (t *treeWriter) regular(dirfd int, n string, hdr *tar.Header, pre *unix.Stat_t) (bool, error) {
+	if t.metaOnly && procFDs() {
+		return false, t.regularMeta(dirfd, n, hdr, pre)
+	}
 	// O_NONBLOCK: a FIFO swapped in after the stat must not block the open.
 	fd, err := unix.Openat(dirfd, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
-		return fmt.Errorf("snapshot: open %s: %w", hdr.Name, err)
+		return false, fmt.Errorf("snapshot: open %s: %w", hdr.Name, err)
 	}
 	f := os.NewFile(uintptr(fd), n)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("snapshot: stat %s: %w", hdr.Name, err)
+		return false, fmt.Errorf("snapshot: stat %s: %w", hdr.Name, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Ino != pre.Ino || st.Dev != pre.Dev {
-		return fmt.Errorf("snapshot: %s changed while it was read: %w", hdr.Name, errdefs.ErrConflict)
+		return false, fmt.Errorf("snapshot: %s changed while it was read: %w", hdr.Name, errdefs.ErrConflict)
 	}
 	if hdr.PAXRecords, err = xattrs(fd); err != nil {
-		return err
+		return false, err
 	}
 	hdr.Typeflag = tar.TypeReg
 	hdr.Size = st.Size
-	if err := t.tw.WriteHeader(hdr); err != nil {
-		return fmt.Errorf("snapshot: write tar: %w", err)
+	if err := t.header(hdr); err != nil {
+		return false, err
+	}
+	if t.metaOnly {
+		return false, nil
+	}
+	// A file the pool may take is hashed on its own as well, by a second
+	// reader of the same descriptor, so the two digests use two cores.
+	var sum chan contentSum
+	if t.dd.wants(&st) {
+		sum = make(chan contentSum, 1)
+		go func() {
+			h := sha256.New()
+			n, err := io.Copy(h, io.NewSectionReader(f, 0, st.Size))
+			sum <- contentSum{h.Sum(nil), n, err}
+		}()
 	}
 	n64, err := io.Copy(t.tw, io.LimitReader(f, st.Size))
+	var cs contentSum
+	if sum != nil {
+		cs = <-sum // before f is closed
+		if err == nil && cs.err != nil {
+			err = cs.err
+		}
+		if cs.n != st.Size {
+			n64 = cs.n
+		}
+	}
 	if err != nil {
-		return fmt.Errorf("snapshot: copy %s: %w", hdr.Name, err)
+		return false, fmt.Errorf("snapshot: copy %s: %w", hdr.Name, err)
 	}
 	if n64 != st.Size {
 		// The tree must not change while it is written (the sandbox is
 		// frozen or stopped); a short file means it did.
-		return fmt.Errorf("snapshot: %s shrank while it was read: %w", hdr.Name, errdefs.ErrConflict)
+		return false, fmt.Errorf("snapshot: %s shrank while it was read: %w", hdr.Name, errdefs.ErrConflict)
+	}
+	if t.dd == nil {
+		return false, nil
+	}
+	return t.dd.file(dirfd, n, hdr, &st, cs.sum)
+}
+
+type contentSum struct {
+	sum []byte
+	n   int64
+	err error
+}
+
+// procFDs reports whether /proc/self/fd can name files by descriptor.
+var procFDs = sync.OnceValue(func() bool {
+	_, err := os.Stat("/proc/self/fd")
+	return err == nil
+})
+
+// regularMeta is regular for a walk of a store's own layer that reads no
+// content: the stat the walk took, and the extended attributes read by
+// path through the directory's descriptor, without opening the file.
+func (t *treeWriter) regularMeta(dirfd int, n string, hdr *tar.Header, st *unix.Stat_t) error {
+	var err error
+	if hdr.PAXRecords, err = xattrsAt(dirfd, n); err != nil {
+		return err
+	}
+	hdr.Typeflag = tar.TypeReg
+	hdr.Size = st.Size
+	return t.header(hdr)
+}
+
+// keepTimes sets the access and modification times of dirfd/n back to
+// those in st.
+func keepTimes(dirfd int, n string, st *unix.Stat_t) error {
+	ts := []unix.Timespec{st.Atim, st.Mtim}
+	if err := unix.UtimesNanoAt(dirfd, n, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("snapshot: set directory time: %w", err)
 	}
 	return nil
 }
@@ -231,12 +352,28 @@ func (t *treeWriter) regular(dirfd int, n string, hdr *tar.Header, pre *unix.Sta
 // xattrs returns the kept extended attributes of the open file fd as PAX
 // records, or nil.
 func xattrs(fd int) (map[string]string, error) {
+	return keptXattrs(
+		func(buf []byte) (int, error) { return unix.Flistxattr(fd, buf) },
+		func(name string, buf []byte) (int, error) { return unix.Fgetxattr(fd, name, buf) })
+}
+
+// xattrsAt is xattrs for dirfd/n, which must not be a symlink the caller
+// lets a sandbox choose: the path goes through /proc/self/fd, and the
+// l-variants read the entry itself.
+func xattrsAt(dirfd int, n string) (map[string]string, error) {
+	p := "/proc/self/fd/" + strconv.Itoa(dirfd) + "/" + n
+	return keptXattrs(
+		func(buf []byte) (int, error) { return unix.Llistxattr(p, buf) },
+		func(name string, buf []byte) (int, error) { return unix.Lgetxattr(p, name, buf) })
+}
+
+func keptXattrs(list func([]byte) (int, error), get func(string, []byte) (int, error)) (map[string]string, error) {
 	buf := make([]byte, 4096)
-	sz, err := unix.Flistxattr(fd, buf)
+	sz, err := list(buf)
 	if errors.Is(err, unix.ERANGE) {
-		if sz, err = unix.Flistxattr(fd, nil); err == nil {
+		if sz, err = list(nil); err == nil {
 			buf = make([]byte, sz)
-			sz, err = unix.Flistxattr(fd, buf)
+			sz, err = list(buf)
 		}
 	}
 	if errors.Is(err, unix.ENOTSUP) {
@@ -251,7 +388,7 @@ func xattrs(fd int) (map[string]string, error) {
 			continue
 		}
 		val := make([]byte, 64<<10)
-		k, err := unix.Fgetxattr(fd, name, val)
+		k, err := get(name, val)
 		if errors.Is(err, unix.ENODATA) {
 			continue
 		}

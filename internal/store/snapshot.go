@@ -9,6 +9,9 @@ import (
 type SnapshotLayer struct {
 	Digest string `json:"digest"`
 	Size   int64  `json:"size"`
+	// Added is the disk space the snapshot added to the local store by
+	// storing this layer (0 for a layer that was stored already).
+	Added int64 `json:"added,omitempty"`
 }
 
 // Snapshot is the record of one filesystem snapshot. Layers is the whole

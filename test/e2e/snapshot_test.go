@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -294,6 +295,35 @@ func TestSnapshotDaemonKilled(t *testing.T) {
 	// The source survived the kill thawed.
 	if out, code := execOut(t, d, sb.ID, "echo", "alive"); code != 0 || out != "alive\n" {
 		t.Fatalf("source after the kill: %d %q", code, out)
+	}
+	// Every layer and every pool object left is whole.
+	d.stop()
+	checkStoreWhole(t, d)
+}
+
+// checkStoreWhole opens a stopped daemon's snapshot store and checks that
+// every layer matches its digest and every pool object its key.
+func checkStoreWhole(t *testing.T, d *daemon) {
+	t.Helper()
+	ctx := ctxT(t, 5*time.Minute)
+	ss, err := snapshot.Open(snapshot.Options{Dir: filepath.Join(d.stateDir, "snapshots")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := ss.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range layers {
+		if _, err := ss.VerifyLayer(ctx, l); err != nil {
+			t.Errorf("layer after the kill: %v", err)
+		}
+		if err := ss.CheckLayer(ctx, l); err != nil {
+			t.Errorf("layer seal after the kill: %v", err)
+		}
+	}
+	if bad, err := ss.CheckPool(ctx); err != nil || len(bad) != 0 {
+		t.Errorf("pool objects that do not match their keys after the kill: %v %v", bad, err)
 	}
 }
 

@@ -133,4 +133,17 @@ func TestSnapshotStoreQuota(t *testing.T) {
 	d.must("snapshot", "rm", "a")
 	execOut(t, d, sb2.ID, "rm", "/home/user/a.bin")
 	d.must("snapshot", "create", sb2.ID, "--name", "c")
+	// The store counts each shared file once: two more snapshots of sb2,
+	// each with a small change, share c.bin (400 KiB) and fit, where
+	// three full copies of it would not.
+	for _, name := range []string{"c2", "c3"} {
+		fill(sb2.ID, name+".bin", "4")
+		snap, err := d.client.CreateSnapshot(ctx, sb2.ID, api.CreateSnapshotRequest{Name: name})
+		if err != nil {
+			t.Fatalf("snapshot %s sharing c.bin: %v", name, err)
+		}
+		if snap.SizeAdded > 64<<10 || snap.Size < 400<<10 {
+			t.Fatalf("snapshot %s: size %d, added %d; want the 400 KiB file shared", name, snap.Size, snap.SizeAdded)
+		}
+	}
 }

@@ -42,7 +42,7 @@ func validateSnapshot(s *store.Snapshot) error {
 		if err := checkText("layer digest", l.Digest, maxTextLen); err != nil {
 			return err
 		}
-		if l.Digest == "" || l.Size < 0 {
+		if l.Digest == "" || l.Size < 0 || l.Added < 0 {
 			return errdefs.Invalid("snapshot has an invalid layer")
 		}
 	}

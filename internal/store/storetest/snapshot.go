@@ -16,7 +16,7 @@ func testSnapshots(t *testing.T, s store.Store) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	snap := &store.Snapshot{
 		ID: "sn1", Name: "after-deps", SandboxID: "sb1", Image: "base", ImageDigest: "sha256:aa",
-		Parent: "sn0", Layers: []store.SnapshotLayer{{Digest: "sha256:01", Size: 10}, {Digest: "sha256:02", Size: 20}},
+		Parent: "sn0", Layers: []store.SnapshotLayer{{Digest: "sha256:01", Size: 10}, {Digest: "sha256:02", Size: 20, Added: 4096}},
 		Size: 20, CreatedAt: at, ExpiresAt: at.Add(time.Hour),
 	}
 	if err := s.CreateSnapshot(ctx, snap); err != nil {
@@ -52,6 +52,7 @@ func testSnapshots(t *testing.T, s store.Store) {
 		{ID: "", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d"}}},
 		{ID: "x1", Layers: []store.SnapshotLayer{{Digest: "d"}}},
 		{ID: "x2", ImageDigest: "x"},
+		{ID: "x3", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d", Added: -1}}},
 	}
 	for _, b := range bad {
 		if err := s.CreateSnapshot(ctx, b); !errors.Is(err, errdefs.ErrInvalidArgument) {
