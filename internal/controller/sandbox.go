@@ -103,7 +103,7 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 		UpdatedAt:      now,
 		LastActivityAt: now,
 	}
-	plan.apply(ctx, c, rec)
+	plan.apply(rec)
 	tp.apply(rec)
 	if req.Name != "" && idRE.MatchString(req.Name) {
 		// A name that is some sandbox's id would make addressing ambiguous.
@@ -140,6 +140,7 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	if err := c.setState(sctx, rec, api.StateRunning, "created", false); err != nil {
 		return nil, err
 	}
+	c.renewSnapshot(sctx, rec.SnapshotID) // restored: its snapshot lives a TTL from now (snapshotttl.go)
 	return c.toAPI(rec), nil
 }
 
