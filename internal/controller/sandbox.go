@@ -340,7 +340,8 @@ func (c *Controller) startLocked(ctx context.Context, e *entry, id, reason strin
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReadyTimeout+teardownTimeout)
 	defer cancel()
-	if err := c.setState(sctx, rec, api.StateCreating, c.restoreReason(sctx, rec, reason), false); err != nil {
+	why, restoring := c.restoring(sctx, rec, reason) // fork.go
+	if err := c.setState(sctx, rec, api.StateCreating, why, false); err != nil {
 		return nil, err
 	}
 	e.activity.Store(time.Now().UnixNano())
@@ -350,6 +351,10 @@ func (c *Controller) startLocked(ctx context.Context, e *entry, id, reason strin
 	}
 	if err := c.setState(sctx, rec, api.StateRunning, reason, false); err != nil {
 		return nil, err
+	}
+	if restoring {
+		c.recordIdleRestore(sctx, rec) // restoreledger.go
+		c.renewSnapshot(sctx, rec.SnapshotID)
 	}
 	return rec, nil
 }

@@ -379,13 +379,38 @@ func TestIdlePolicies(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(d.stateDir, "runtime", "runc", "sandboxes", snapID)); err == nil {
 		t.Error("an idle-snapshotted sandbox kept its compute directory")
 	}
+	// The idle snapshot is a snapshot: recorded in the ledger before the
+	// stop, listed, and named by the sandbox.
+	idleSnap := idleSnapshotEntry(t, d, snapID)
+	if s, err := d.client.GetSnapshot(ctxT(t, time.Minute), idleSnap); err != nil || s.Sandbox != snapID || s.ExpiresAt == nil {
+		t.Fatalf("idle snapshot %s: %+v %v", idleSnap, s, err)
+	}
+	if sb, err := d.client.Get(ctxT(t, time.Minute), snapID); err != nil || sb.FromSnapshot != idleSnap {
+		t.Fatalf("sandbox after its idle snapshot: %+v %v", sb, err)
+	}
 	for _, id := range []string{snapID, pauseID} {
 		if out, code := execOut(t, d, id, "cat", "/home/user/k"); code != 0 || out != "kept\n" {
 			t.Fatalf("%s after idling: %d %q", id, code, out)
 		}
 	}
+	// The request that restored it is in the ledger after the start.
+	kinds, l := ledgerKinds(t, d, snapID)
+	restored := false
+	for i := 1; i < len(kinds); i++ {
+		if kinds[i] != api.LedgerRestore {
+			continue
+		}
+		r := l.Entries[i]
+		if kinds[i-1] != api.LedgerStart || r.Data["snapshot"] != idleSnap || r.Data["idle"] != "true" || r.Data["from_sandbox"] != snapID {
+			t.Fatalf("restore entry %+v; kinds %v", r, kinds)
+		}
+		restored = true
+	}
+	if !restored {
+		t.Fatalf("no restore entry after the restoring request: %v", kinds)
+	}
 	insp := d.must("inspect", snapID)
-	for _, want := range []string{"On idle:", "snapshot", "files snapshotted as layer", "restoring its files from snapshot layers"} {
+	for _, want := range []string{"On idle:", "snapshot", "files snapshotted as layer", "restoring its files from snapshot layers (snapshot " + idleSnap + ")"} {
 		if !strings.Contains(insp, want) {
 			t.Errorf("inspect lacks %q:\n%s", want, insp)
 		}
@@ -393,6 +418,24 @@ func TestIdlePolicies(t *testing.T) {
 	if insp := d.must("inspect", pauseID); !strings.Contains(insp, "paused, memory and processes kept") || !strings.Contains(insp, "request to a paused sandbox") {
 		t.Errorf("pause history:\n%s", insp)
 	}
+}
+
+// idleSnapshotEntry finds the "snapshot" entry an idle snapshot recorded,
+// checks a "stop" entry follows it, and returns the snapshot's id.
+func idleSnapshotEntry(t *testing.T, d *daemon, id string) string {
+	t.Helper()
+	kinds, l := ledgerKinds(t, d, id)
+	for i, e := range l.Entries {
+		if e.Kind != api.LedgerSnapshot || e.Data["idle"] != "true" {
+			continue
+		}
+		if e.Data["snapshot"] == "" || !strings.HasPrefix(e.Data["layer"], "sha256:") || i+1 >= len(kinds) || kinds[i+1] != api.LedgerStop {
+			t.Fatalf("idle snapshot entry %+v; kinds %v", e, kinds)
+		}
+		return e.Data["snapshot"]
+	}
+	t.Fatalf("no idle snapshot entry in the ledger of %s: %v", id, kinds)
+	return ""
 }
 
 func waitState(t *testing.T, d *daemon, id, state string) {
