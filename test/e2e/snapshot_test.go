@@ -244,59 +244,6 @@ func TestSnapshotLayerDeletedFromDisk(t *testing.T) {
 	}
 }
 
-// TestSnapshotDaemonKilled: a daemon killed with SIGKILL while it copies a
-// snapshot restarts with the snapshot either complete or absent, and no
-// partial layer left behind.
-func TestSnapshotDaemonKilled(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
-	sb := create(t, d, api.CreateSandboxRequest{Image: "busybox"})
-	execOut(t, d, sb.ID, "sh", "-c", "for i in 1 2 3 4 5 6 7 8; do dd if=/dev/zero of=/home/user/big$i bs=1M count=40 2>/dev/null; done")
-	tmp := filepath.Join(d.stateDir, "snapshots", "tmp")
-	done := make(chan error, 1)
-	go func() {
-		_, err := d.client.CreateSnapshot(ctxT(t, 5*time.Minute), sb.ID, api.CreateSnapshotRequest{Name: "interrupted"})
-		done <- err
-	}()
-	// Kill as soon as the copy is under way.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if e, _ := os.ReadDir(tmp); len(e) > 0 {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Logf("snapshot finished before the kill (%v); the kill still tests a restart", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the snapshot copy never started")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	d.kill9()
-	<-done
-	d.start()
-	if e, _ := os.ReadDir(tmp); len(e) != 0 {
-		t.Fatalf("partial layers left after restart: %d", len(e))
-	}
-	list := listSnapshots(t, d)
-	switch len(list) {
-	case 0:
-		t.Log("the snapshot is absent after the kill")
-	case 1:
-		r := create(t, d, api.CreateSandboxRequest{FromSnapshot: list[0].ID})
-		if out, _ := execOut(t, d, r.ID, "sh", "-c", "cat /home/user/big* | wc -c"); mustAtoi(t, out) != 8*40<<20 {
-			t.Fatalf("the snapshot listed after the kill is incomplete: %s bytes", out)
-		}
-	default:
-		t.Fatalf("snapshots after the kill: %+v", list)
-	}
-	// The source survived the kill thawed.
-	if out, code := execOut(t, d, sb.ID, "echo", "alive"); code != 0 || out != "alive\n" {
-		t.Fatalf("source after the kill: %d %q", code, out)
-	}
-}
-
 // TestSnapshotDiskFull: a snapshot store that fills up fails the snapshot
 // with a clear error, keeps nothing of it, and thaws the sandbox.
 func TestSnapshotDiskFull(t *testing.T) {
