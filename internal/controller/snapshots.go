@@ -76,8 +76,16 @@ func (c *Controller) validSnapshotName(ctx context.Context, name string) error {
 			return fmt.Errorf("name %q is the id of another snapshot: %w", name, errdefs.ErrConflict)
 		}
 	}
-	if _, err := c.opts.Store.GetSnapshotByName(ctx, name); err == nil {
-		return fmt.Errorf("a snapshot named %q already exists: %w", name, errdefs.ErrConflict)
+	if s, err := c.opts.Store.GetSnapshotByName(ctx, name); err == nil {
+		if !c.expired(s) {
+			return fmt.Errorf("a snapshot named %q already exists: %w", name, errdefs.ErrConflict)
+		}
+		// Expired, not collected yet: it is no longer listed, so its name
+		// is free. Its layers go with the next collection.
+		if err := c.opts.Store.DeleteSnapshot(context.WithoutCancel(ctx), s.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return err
+		}
+		c.log.Info("snapshot expired", "snapshot", s.ID, "name", s.Name, "expired_at", s.ExpiresAt)
 	}
 	return nil
 }

@@ -129,6 +129,9 @@ func TestSnapshotTTLRenewal(t *testing.T) {
 	if _, err := c.planCreate(ctx, &req); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("restore of an expired snapshot: %v", err)
 	}
+	if err := c.validSnapshotName(ctx, "deps"); err != nil {
+		t.Fatalf("the name of an expired snapshot is not free: %v", err)
+	}
 	c.expireSnapshots(ctx)
 	if _, err := c.opts.Store.GetSnapshot(ctx, snap.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("expired record kept: %v", err)
