@@ -149,7 +149,7 @@ type CreateSandboxRequest struct {
 	Timeout string `json:"timeout,omitempty"`
 	// FromSnapshot restores a snapshot (id or name) into the new sandbox:
 	// its files, on the snapshot's image (Image may be left empty; another
-	// image is refused).
+	// image is refused). Files only: not memory, processes or mounts.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
 	// Network is the sandbox's network (default: mode none, loopback only).
 	Network *NetworkPolicy `json:"network,omitempty"`
@@ -185,7 +185,8 @@ type Sandbox struct {
 	UpdatedAt      time.Time         `json:"updated_at"`
 	LastActivityAt time.Time         `json:"last_activity_at"`
 	ExpiresAt      *time.Time        `json:"expires_at,omitempty"`
-	// FromSnapshot is the snapshot the sandbox was restored from.
+	// FromSnapshot is the snapshot the sandbox was restored from (after an
+	// idle snapshot, that one).
 	FromSnapshot string `json:"from_snapshot,omitempty"`
 	// OnIdle is what idling does to the sandbox: stop, pause or snapshot.
 	OnIdle string `json:"on_idle,omitempty"`

@@ -23,7 +23,25 @@ const (
 	LedgerRestore       = "restore"
 	LedgerBackup        = "backup"
 	LedgerBackupRestore = "backup_restore"
+	// LedgerNetworkRules: an egress sandbox's allow/deny rules changed.
+	LedgerNetworkRules = "network_rules"
+	// LedgerNetworkGrant: hosts allowed for the length of one command.
+	LedgerNetworkGrant = "network_grant"
 )
+
+// PaddockLedgerKinds returns every kind the daemon records, the one list
+// both the recording code and the refusal of callers' entries use: the
+// daemon records no kind outside it, and a caller may add none inside it,
+// so an entry of one of these kinds is always the daemon's own. A new kind
+// is added here.
+func PaddockLedgerKinds() []string {
+	return []string{
+		LedgerCreate, LedgerStart, LedgerStop, LedgerPause, LedgerResume, LedgerDestroy, LedgerError,
+		LedgerExec, LedgerFileWrite, LedgerFileRemove, LedgerFileMove, LedgerMkdir, LedgerTarUpload,
+		LedgerSnapshot, LedgerRestore, LedgerBackup, LedgerBackupRestore,
+		LedgerEgressRefused, LedgerNetworkInject, LedgerNetworkRules, LedgerNetworkGrant,
+	}
+}
 
 // IdempotencyKeyHeader names the header that makes a mutating call safe to
 // retry: the daemon runs the call once and answers every retry with the

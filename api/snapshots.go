@@ -26,14 +26,15 @@ const SnapshotTTLNever = "never"
 type CreateSnapshotRequest struct {
 	// Name is optional and unique among snapshots.
 	Name string `json:"name,omitempty"`
-	// TTL is a Go duration ("72h") or "never"; "" = the default of 30 days.
-	// Each restore renews it.
+	// TTL is a Go duration ("72h", at least 1s) or "never"; "" = the
+	// default of 30 days. Each restore renews the expiry to now + TTL.
 	TTL string `json:"ttl,omitempty"`
 }
 
 // UpdateSnapshotRequest is the body of PATCH /v1/snapshots/{snapshot}.
 type UpdateSnapshotRequest struct {
-	// TTL, counted from now: a Go duration or "never".
+	// TTL, counted from now: a Go duration or "never". It replaces the
+	// snapshot's TTL, so later restores renew by it too.
 	TTL string `json:"ttl"`
 }
 
@@ -60,6 +61,9 @@ type Snapshot struct {
 	// Layers are the content digests of its layers, lowest first.
 	Layers    []string  `json:"layers"`
 	CreatedAt time.Time `json:"created_at"`
+	// TTL is how long the snapshot lives after it is taken and after each
+	// restore: a Go duration ("720h0m0s"), or "never".
+	TTL string `json:"ttl"`
 	// ExpiresAt is absent when the snapshot never expires.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }

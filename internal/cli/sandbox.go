@@ -132,6 +132,7 @@ func newCreateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create [flags]",
 		Short: "Create a sandbox and print its id",
+		Long:  "Create a sandbox and print its id.\n\nWith --from-snapshot, the new sandbox runs on the snapshot's image with the\nsnapshot's files. " + snapshotKeeps,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req, err := f.request()
@@ -275,12 +276,25 @@ func newStartCmd(g *globals) *cobra.Command {
 }
 
 func newPauseCmd(g *globals) *cobra.Command {
-	return lifecycleCmd(g, "pause", "Freeze a sandbox: memory and processes are kept, no CPU is used", (*paddock.Client).Pause)
+	cmd := lifecycleCmd(g, "pause", "Freeze a sandbox: memory and processes are kept, no CPU is used", (*paddock.Client).Pause)
+	cmd.Long = pauseKeeps
+	return cmd
 }
 
 func newResumeCmd(g *globals) *cobra.Command {
 	return lifecycleCmd(g, "resume", "Thaw a paused sandbox", (*paddock.Client).Resume)
 }
+
+// pauseKeeps says what pause keeps, and where.
+const pauseKeeps = `Freeze every process of a sandbox through the runtime's freezer (the cgroup
+freezer for runc, gVisor's own pause for runsc). Memory and processes are kept
+and no CPU is used; resume, or any request that needs the sandbox, thaws it and
+the processes carry on.
+
+The memory stays in the host's RAM: checkpointing it to disk (runsc
+checkpoint) is not supported, so a paused sandbox keeps its memory allocated on
+the host. To free the host, stop it (files kept) or snapshot it (files kept,
+compute freed); both lose memory and processes.`
 
 type lifecycleFunc = func(c *paddock.Client, ctx context.Context, id string) (*api.Sandbox, error)
 

@@ -23,7 +23,7 @@ not keep memory, running processes or mounts; a sandbox restored from it
 starts fresh on those files. To keep memory and processes, use pause.`
 
 func (f *createFlags) registerSnapshotFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&f.fromSnapshot, "from-snapshot", "", "restore a snapshot (id or name) into the new sandbox: its files, on its image")
+	fs.StringVar(&f.fromSnapshot, "from-snapshot", "", "restore a snapshot (id or name) into the new sandbox: its files on its image (not memory, processes or mounts)")
 	fs.StringVar(&f.onIdle, "on-idle", "", "what --sleep-after does: stop (default; files kept), pause (memory kept), or snapshot (files snapshotted, compute freed; the next request restores)")
 }
 
@@ -101,7 +101,7 @@ func newSnapshotCreateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create SANDBOX [--name NAME] [--ttl 720h|never]",
 		Short: "Snapshot a sandbox's files now (a running sandbox is frozen for the copy)",
-		Long:  snapshotKeeps + "\n\nA snapshot expires after 30 days unless --ttl says otherwise; each restore renews it.",
+		Long:  snapshotKeeps + "\n\nA snapshot expires after 30 days unless --ttl says otherwise; each restore\nrenews its expiry to now + TTL (snapshot ttl changes the TTL).",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if name != "" && !refRE.MatchString(name) {
@@ -178,6 +178,7 @@ func newSnapshotInspectCmd(g *globals) *cobra.Command {
 			t.row("Sandbox:", s.Sandbox)
 			t.row("Parent:", s.Parent)
 			t.row("Created:", formatTime(s.CreatedAt))
+			t.row("TTL:", s.TTL+" (each restore renews the expiry to now + TTL)")
 			t.row("Expires:", expires(s.ExpiresAt))
 			for i, l := range s.Layers {
 				t.row(fmt.Sprintf("Layer %d:", i+1), l)
@@ -215,7 +216,7 @@ func newSnapshotRmCmd(g *globals) *cobra.Command {
 func newSnapshotTTLCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "ttl SNAPSHOT DURATION|never",
-		Short: "Make a snapshot expire DURATION from now, or never",
+		Short: "Give a snapshot a new TTL: it expires DURATION from now (or never), and restores renew by it",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkTTLFlag(args[1]); err != nil {

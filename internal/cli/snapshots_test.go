@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/paddock-dev/paddock/api"
@@ -38,6 +39,33 @@ func TestCheckTTLFlag(t *testing.T) {
 	for in, ok := range map[string]bool{"": true, "never": true, "72h": true, "0s": false, "-1h": false, "soon": false} {
 		if err := checkTTLFlag(in); (err == nil) != ok {
 			t.Errorf("checkTTLFlag(%q) = %v", in, err)
+		}
+	}
+}
+
+// TestHelpSaysWhatIsKept: every command that makes or keeps state says what
+// survives: a restore keeps files only, a pause keeps memory in RAM and
+// cannot checkpoint it to disk.
+func TestHelpSaysWhatIsKept(t *testing.T) {
+	s := newFake(t)
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"create", "--help"}, []string{"--from-snapshot", "does\nnot keep memory, running processes or mounts", "not memory, processes or mounts"}},
+		{[]string{"snapshot", "create", "--help"}, []string{"does\nnot keep memory, running processes or mounts", "now + TTL"}},
+		{[]string{"fork", "--help"}, []string{"does\nnot keep memory"}},
+		{[]string{"pause", "--help"}, []string{"Memory and processes are kept", "runsc\ncheckpoint) is not supported"}},
+	}
+	for _, tc := range tests {
+		r := runCLI(t, s, "", tc.args...)
+		if r.code != 0 {
+			t.Fatalf("paddock %v: %+v", tc.args, r)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("paddock %v lacks %q:\n%s", tc.args, w, r.stdout)
+			}
 		}
 	}
 }

@@ -57,6 +57,11 @@ type Config struct {
 	LedgerRetention time.Duration `json:"ledger_retention"`
 	// BackupTTL is the lifetime of a backup created without a ttl.
 	BackupTTL time.Duration `json:"backup_ttl"`
+	// SnapshotExpiryInterval is how often expired snapshots are deleted,
+	// with the layers nothing uses any more
+	// ($PADDOCK_SNAPSHOT_EXPIRY_INTERVAL). An expired snapshot is neither
+	// listed nor restorable even before it is deleted.
+	SnapshotExpiryInterval time.Duration `json:"snapshot_expiry_interval"`
 	// PreviewListen is the TCP address of the preview listener that serves
 	// exposed sandbox ports ($PADDOCK_PREVIEW_LISTEN); "off" disables it.
 	PreviewListen string `json:"preview_listen"`
@@ -94,15 +99,16 @@ func Default() Config {
 			DiskMB:   200 * 1024,
 			Pids:     32768,
 		},
-		SleepAfter:          10 * time.Minute,
-		ReadyTimeout:        30 * time.Second,
-		ExecTimeout:         24 * time.Hour,
-		PrepareDefaultImage: true,
-		LogLevel:            "info",
-		LedgerRetention:     30 * 24 * time.Hour,
-		BackupTTL:           7 * 24 * time.Hour,
-		PreviewListen:       DefaultPreviewListen,
-		PreviewDomain:       "localhost",
+		SleepAfter:             10 * time.Minute,
+		ReadyTimeout:           30 * time.Second,
+		ExecTimeout:            24 * time.Hour,
+		PrepareDefaultImage:    true,
+		LogLevel:               "info",
+		LedgerRetention:        30 * 24 * time.Hour,
+		BackupTTL:              7 * 24 * time.Hour,
+		SnapshotExpiryInterval: time.Minute,
+		PreviewListen:          DefaultPreviewListen,
+		PreviewDomain:          "localhost",
 	}
 }
 
@@ -138,6 +144,13 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 			return fmt.Errorf("PADDOCK_LEDGER_RETENTION: %w", err)
 		}
 		c.LedgerRetention = d
+	}
+	if v := getenv("PADDOCK_SNAPSHOT_EXPIRY_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("PADDOCK_SNAPSHOT_EXPIRY_INTERVAL: %w", err)
+		}
+		c.SnapshotExpiryInterval = d
 	}
 	if v := getenv("PADDOCK_PREPARE_DEFAULT_IMAGE"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -185,6 +198,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LedgerRetention <= 0 || c.BackupTTL <= 0 {
 		errs = append(errs, errors.New("ledger_retention and backup_ttl must be positive"))
+	}
+	if c.SnapshotExpiryInterval < time.Second || c.SnapshotExpiryInterval > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("snapshot_expiry_interval %s: want 1s to 24h", c.SnapshotExpiryInterval))
 	}
 	errs = append(errs, c.validatePreview()...)
 	errs = append(errs, c.validateStorage()...)

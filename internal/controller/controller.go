@@ -48,6 +48,9 @@ type Options struct {
 	Network Network
 	// Secrets keeps secrets for credential injection; nil: none (secrets.go).
 	Secrets Secrets
+	// Clock tells the time for snapshot lifetimes (taken, expiry,
+	// renewal); nil: time.Now. Tests move it by days.
+	Clock func() time.Time
 }
 
 // Controller is safe for concurrent use.
@@ -90,6 +93,9 @@ func New(opts Options) (*Controller, error) {
 	}
 	if opts.IdleInterval <= 0 {
 		opts.IdleInterval = 2 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
 	}
 	return &Controller{
 		opts:    opts,

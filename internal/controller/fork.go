@@ -149,9 +149,11 @@ func (c *Controller) pauseIdle(ctx context.Context, id, reason string) error {
 	return c.setState(ctx, rec, api.StatePaused, reason+"; paused, memory and processes kept", false)
 }
 
-// snapshotIdle snapshots an idle sandbox's files into layers its record
-// names, then frees its compute and writable layer. The sandbox stays
-// "stopped"; the next request starts it on its image plus those layers.
+// snapshotIdle snapshots an idle sandbox's files into a snapshot (unnamed,
+// with the default TTL) whose layers the sandbox's record names, then frees
+// its compute and writable layer. The sandbox stays "stopped"; the next
+// request starts it on its image plus those layers. The ledger gets a
+// "snapshot" entry naming the snapshot, before the "stop" entry.
 func (c *Controller) snapshotIdle(ctx context.Context, id, reason string) error {
 	rec, e, unlock, err := c.lockRecord(ctx, id)
 	if err != nil {
@@ -167,18 +169,35 @@ func (c *Controller) snapshotIdle(ctx context.Context, id, reason string) error 
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
+	now := c.now()
+	snap := &store.Snapshot{
+		ID: newID(), SandboxID: rec.ID, Image: rec.Image, ImageDigest: rec.ImageDigest,
+		Parent: rec.SnapshotID, Layers: chain, Size: top.Size,
+		CreatedAt: now, TTL: DefaultSnapshotTTL, ExpiresAt: expiry(now, DefaultSnapshotTTL),
+	}
+	if err := c.opts.Store.CreateSnapshot(ctx, snap); err != nil {
+		c.snaps.mu.Unlock() // the unrecorded layer is collected later
+		return fmt.Errorf("record idle snapshot of sandbox %s: %w", rec.ID, err)
+	}
 	rec.LastActivityAt = time.Unix(0, e.activity.Load()).UTC()
+	rec.SnapshotID = snap.ID
 	rec.SnapshotLayers = rec.SnapshotLayers[:0:0]
 	for _, l := range chain {
 		rec.SnapshotLayers = append(rec.SnapshotLayers, l.Digest)
 	}
 	// The layers are recorded before the writable layer goes: a crash in
 	// between leaves both, which start the same files.
-	err = c.setState(ctx, rec, api.StateStopping, fmt.Sprintf("%s; files snapshotted as layer %s", reason, top.Digest), false)
+	err = c.setState(ctx, rec, api.StateStopping, fmt.Sprintf("%s; files snapshotted as layer %s (snapshot %s)", reason, top.Digest, snap.ID), false)
 	c.snaps.mu.Unlock()
 	if err != nil {
 		return err
 	}
+	c.log.Info("idle snapshot taken", "sandbox", rec.ID, "snapshot", snap.ID, "layer", top.Digest, "size", top.Size)
+	_ = c.record(ctx, rec.ID, rec.Name, api.LedgerEntry{
+		Kind: api.LedgerSnapshot,
+		Note: "idle: files snapshotted before the compute was freed; the next request restores them",
+		Data: map[string]string{"snapshot": snap.ID, "layer": top.Digest, "idle": "true"},
+	})
 	if e.agent != nil {
 		e.agent.Close()
 		e.agent = nil
@@ -198,18 +217,22 @@ func (c *Controller) snapshotIdle(ctx context.Context, id, reason string) error 
 // idled into snapshots many times.
 const maxIdleChain = 12
 
-// restoreReason tells, in the state history, that a start rebuilds a
-// sandbox from its snapshot layers because its writable layer was freed.
-func (c *Controller) restoreReason(ctx context.Context, rec *store.Sandbox, reason string) string {
+// restoring says whether a start rebuilds a sandbox from its snapshot
+// layers because its writable layer was freed (an idle snapshot), and
+// returns the reason the state history gives for it.
+func (c *Controller) restoring(ctx context.Context, rec *store.Sandbox, reason string) (string, bool) {
 	if len(rec.SnapshotLayers) == 0 {
-		return reason
+		return reason, false
 	}
 	b, err := c.backend(rec.Runtime)
 	if err != nil {
-		return reason
+		return reason, false
 	}
-	if _, err := b.Status(ctx, rec.ID); errors.Is(err, runtime.ErrNotFound) {
-		return reason + "; restoring its files from snapshot layers"
+	if _, err := b.Status(ctx, rec.ID); !errors.Is(err, runtime.ErrNotFound) {
+		return reason, false
 	}
-	return reason
+	if rec.SnapshotID != "" {
+		return reason + "; restoring its files from snapshot layers (snapshot " + rec.SnapshotID + ")", true
+	}
+	return reason + "; restoring its files from snapshot layers", true
 }

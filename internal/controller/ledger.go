@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -34,14 +35,16 @@ var (
 )
 
 // daemonKinds are recorded by paddock only, so a reader can trust that an
-// "exec" entry is an exec that happened, not a caller's claim.
-var daemonKinds = map[string]bool{
-	api.LedgerCreate: true, api.LedgerStart: true, api.LedgerStop: true, api.LedgerPause: true,
-	api.LedgerResume: true, api.LedgerDestroy: true, api.LedgerError: true, api.LedgerExec: true,
-	api.LedgerFileWrite: true, api.LedgerFileRemove: true, api.LedgerFileMove: true, api.LedgerMkdir: true,
-	api.LedgerTarUpload: true, api.LedgerSnapshot: true, api.LedgerRestore: true, api.LedgerBackup: true,
-	api.LedgerBackupRestore: true,
-}
+// "exec" entry is an exec that happened, not a caller's claim. It is
+// api.PaddockLedgerKinds: record refuses any other kind, so a kind the
+// daemon records cannot be left out of the list callers are refused.
+var daemonKinds = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range api.PaddockLedgerKinds() {
+		m[k] = true
+	}
+	return m
+}()
 
 // Record appends an entry the daemon made to a sandbox's ledger. Features
 // call it after the fact they record (a snapshot taken, a restore done).
@@ -58,6 +61,12 @@ func (c *Controller) Record(ctx context.Context, sandboxID string, e api.LedgerE
 }
 
 func (c *Controller) record(ctx context.Context, sandboxID, name string, e api.LedgerEntry) error {
+	if !daemonKinds[e.Kind] {
+		// A programming error: the kind must be in api.PaddockLedgerKinds,
+		// or a caller could forge entries of it.
+		c.log.Error("ledger record refused: kind is not in api.PaddockLedgerKinds", "sandbox", sandboxID, "kind", e.Kind)
+		return fmt.Errorf("ledger kind %q is not one paddock records: %w", e.Kind, errdefs.ErrInvalidArgument)
+	}
 	se := &store.LedgerEntry{
 		SandboxID:   sandboxID,
 		SandboxName: name,

@@ -164,7 +164,7 @@ func (c *Controller) SetNetworkRules(ctx context.Context, ref string, req api.Up
 		return nil, err
 	}
 	c.log.Info("network rules changed", "sandbox", rec.ID, "allow", p.AllowHosts, "deny", p.DenyHosts)
-	_ = c.Record(ctx, rec.ID, api.LedgerEntry{Kind: "network_rules", Note: fmt.Sprintf("allow %v deny %v", p.AllowHosts, p.DenyHosts)})
+	_ = c.Record(ctx, rec.ID, api.LedgerEntry{Kind: api.LedgerNetworkRules, Note: fmt.Sprintf("allow %v deny %v", p.AllowHosts, p.DenyHosts)})
 	return &p, nil
 }
 
@@ -186,6 +186,6 @@ func (c *Controller) grantHosts(ctx context.Context, id string, hosts []string) 
 	if err != nil {
 		return nil, err
 	}
-	_ = c.Record(ctx, id, api.LedgerEntry{Kind: "network_grant", Note: fmt.Sprintf("allow %v while a command runs", p.AllowHosts)})
+	_ = c.Record(ctx, id, api.LedgerEntry{Kind: api.LedgerNetworkGrant, Note: fmt.Sprintf("allow %v while a command runs", p.AllowHosts)})
 	return revoke, nil
 }

@@ -60,3 +60,21 @@ func describeSnap(s *store.Snapshot) string {
 	}
 	return s.ID
 }
+
+// recordIdleRestore writes the "restore" entry of a sandbox that idled into
+// a snapshot and was started again from it by a request. It follows the
+// "start" entry.
+func (c *Controller) recordIdleRestore(ctx context.Context, rec *store.Sandbox) {
+	e := api.LedgerEntry{Kind: api.LedgerRestore, Data: map[string]string{
+		"layers":       strconv.Itoa(len(rec.SnapshotLayers)),
+		"from_sandbox": rec.ID,
+		"idle":         "true",
+	}}
+	if rec.SnapshotID != "" {
+		e.Data["snapshot"] = rec.SnapshotID
+		e.Note = fmt.Sprintf("request to a sandbox that idled into snapshot %s: its files restored from it", rec.SnapshotID)
+	} else {
+		e.Note = "request to a sandbox that idled into a snapshot: its files restored from its snapshot layers"
+	}
+	_ = c.record(ctx, rec.ID, rec.Name, e)
+}

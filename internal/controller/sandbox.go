@@ -108,7 +108,7 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 		UpdatedAt:      now,
 		LastActivityAt: now,
 	}
-	plan.apply(ctx, c, rec)
+	plan.apply(rec)
 	tp.apply(rec)
 	if req.Name != "" && idRE.MatchString(req.Name) {
 		// A name that is some sandbox's id would make addressing ambiguous.
@@ -145,6 +145,7 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	if err := c.setState(sctx, rec, api.StateRunning, "created", false); err != nil {
 		return nil, err
 	}
+	c.renewSnapshot(sctx, rec.SnapshotID) // restored: its snapshot lives a TTL from now (snapshotttl.go)
 	return c.toAPI(rec), nil
 }
 
@@ -344,7 +345,8 @@ func (c *Controller) startLocked(ctx context.Context, e *entry, id, reason strin
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReadyTimeout+teardownTimeout)
 	defer cancel()
-	if err := c.setState(sctx, rec, api.StateCreating, c.restoreReason(sctx, rec, reason), false); err != nil {
+	why, restoring := c.restoring(sctx, rec, reason) // fork.go
+	if err := c.setState(sctx, rec, api.StateCreating, why, false); err != nil {
 		return nil, err
 	}
 	e.activity.Store(time.Now().UnixNano())
@@ -354,6 +356,10 @@ func (c *Controller) startLocked(ctx context.Context, e *entry, id, reason strin
 	}
 	if err := c.setState(sctx, rec, api.StateRunning, reason, false); err != nil {
 		return nil, err
+	}
+	if restoring {
+		c.recordIdleRestore(sctx, rec) // restoreledger.go
+		c.renewSnapshot(sctx, rec.SnapshotID)
 	}
 	return rec, nil
 }

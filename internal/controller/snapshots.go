@@ -19,13 +19,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
-// DefaultSnapshotTTL is how long a snapshot lives unless told otherwise;
-// each restore renews it.
-const DefaultSnapshotTTL = 30 * 24 * time.Hour
-
-// maxSnapshotTTL bounds a TTL a caller may ask for (other than never).
-const maxSnapshotTTL = 10 * 365 * 24 * time.Hour
-
 // snapState serialises committing layers and recording them against the
 // collector of unused layers, so a layer is never removed between being
 // stored and being named by a record.
@@ -40,34 +33,11 @@ func (c *Controller) snapStore() (*snapshot.Store, error) {
 	return c.opts.Snapshots, nil
 }
 
-// parseTTL reads a snapshot TTL: "" = the default, "never" = zero (no
-// expiry), or a Go duration of at least a minute.
-func parseTTL(s string) (time.Duration, error) {
-	switch s {
-	case "":
-		return DefaultSnapshotTTL, nil
-	case api.SnapshotTTLNever:
-		return 0, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < time.Minute || d > maxSnapshotTTL {
-		return 0, errdefs.Invalid("ttl %q: want a duration from 1m to %s (e.g. 72h) or %q", truncate(s, 40), maxSnapshotTTL, api.SnapshotTTLNever)
-	}
-	return d, nil
-}
-
 func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "..."
 	}
 	return s
-}
-
-func expiry(now time.Time, ttl time.Duration) time.Time {
-	if ttl == 0 {
-		return time.Time{}
-	}
-	return now.Add(ttl)
 }
 
 // CreateSnapshot takes a consistent snapshot of a running, paused or
@@ -106,8 +76,16 @@ func (c *Controller) validSnapshotName(ctx context.Context, name string) error {
 			return fmt.Errorf("name %q is the id of another snapshot: %w", name, errdefs.ErrConflict)
 		}
 	}
-	if _, err := c.opts.Store.GetSnapshotByName(ctx, name); err == nil {
-		return fmt.Errorf("a snapshot named %q already exists: %w", name, errdefs.ErrConflict)
+	if s, err := c.opts.Store.GetSnapshotByName(ctx, name); err == nil {
+		if !c.expired(s) {
+			return fmt.Errorf("a snapshot named %q already exists: %w", name, errdefs.ErrConflict)
+		}
+		// Expired, not collected yet: it is no longer listed, so its name
+		// is free. Its layers go with the next collection.
+		if err := c.opts.Store.DeleteSnapshot(context.WithoutCancel(ctx), s.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return err
+		}
+		c.log.Info("snapshot expired", "snapshot", s.ID, "name", s.Name, "expired_at", s.ExpiresAt)
 	}
 	return nil
 }
@@ -121,7 +99,7 @@ func (c *Controller) snapshotLocked(ctx context.Context, rec *store.Sandbox, nam
 		return nil, err
 	}
 	defer c.snaps.mu.Unlock()
-	now := time.Now().UTC()
+	now := c.now()
 	snap := &store.Snapshot{
 		ID:          newID(),
 		Name:        name,
@@ -132,6 +110,7 @@ func (c *Controller) snapshotLocked(ctx context.Context, rec *store.Sandbox, nam
 		Layers:      chain,
 		Size:        top.Size,
 		CreatedAt:   now,
+		TTL:         ttl,
 		ExpiresAt:   expiry(now, ttl),
 	}
 	if err := c.opts.Store.CreateSnapshot(context.WithoutCancel(ctx), snap); err != nil {
@@ -249,6 +228,7 @@ func (c *Controller) snapshotAPI(s *store.Snapshot) *api.Snapshot {
 	out := &api.Snapshot{
 		ID: s.ID, Name: s.Name, Size: s.Size, Image: s.Image, ImageDigest: s.ImageDigest,
 		Parent: s.Parent, Sandbox: s.SandboxID, CreatedAt: s.CreatedAt, Layers: []string{},
+		TTL: ttlString(s.TTL),
 	}
 	for _, l := range s.Layers {
 		out.Layers = append(out.Layers, l.Digest)
@@ -262,11 +242,23 @@ func (c *Controller) snapshotAPI(s *store.Snapshot) *api.Snapshot {
 	return out
 }
 
-// resolveSnapshot finds a snapshot by id or name.
+// resolveSnapshot finds a snapshot by id or name. An expired snapshot the
+// collector has not deleted yet is not found either.
 func (c *Controller) resolveSnapshot(ctx context.Context, ref string) (*store.Snapshot, error) {
 	if !validRef(ref) {
 		return nil, errdefs.Invalid("%q is not a valid snapshot id or name", truncate(ref, 80))
 	}
+	s, err := c.lookupSnapshot(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if c.expired(s) {
+		return nil, errdefs.NotFound("snapshot %q (it expired at %s)", ref, s.ExpiresAt.Format(time.RFC3339))
+	}
+	return s, nil
+}
+
+func (c *Controller) lookupSnapshot(ctx context.Context, ref string) (*store.Snapshot, error) {
 	if idRE.MatchString(ref) {
 		if s, err := c.opts.Store.GetSnapshot(ctx, ref); err == nil {
 			return s, nil
@@ -288,7 +280,7 @@ func (c *Controller) GetSnapshot(ctx context.Context, ref string) (*api.Snapshot
 	return c.snapshotAPI(s), nil
 }
 
-// ListSnapshots lists every snapshot, oldest first.
+// ListSnapshots lists every snapshot that has not expired, oldest first.
 func (c *Controller) ListSnapshots(ctx context.Context) ([]api.Snapshot, error) {
 	list, err := c.opts.Store.ListSnapshots(ctx)
 	if err != nil {
@@ -296,29 +288,11 @@ func (c *Controller) ListSnapshots(ctx context.Context) ([]api.Snapshot, error) 
 	}
 	out := make([]api.Snapshot, 0, len(list))
 	for _, s := range list {
-		out = append(out, *c.snapshotAPI(s))
+		if !c.expired(s) {
+			out = append(out, *c.snapshotAPI(s))
+		}
 	}
 	return out, nil
-}
-
-// SetSnapshotTTL makes a snapshot expire ttl from now ("never": not at all).
-func (c *Controller) SetSnapshotTTL(ctx context.Context, ref, ttl string) (*api.Snapshot, error) {
-	if ttl == "" {
-		return nil, errdefs.Invalid("ttl is required: a duration such as 72h, or %q", api.SnapshotTTLNever)
-	}
-	d, err := parseTTL(ttl)
-	if err != nil {
-		return nil, err
-	}
-	s, err := c.resolveSnapshot(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	s.ExpiresAt = expiry(time.Now().UTC(), d)
-	if err := c.opts.Store.SetSnapshotExpiry(ctx, s.ID, s.ExpiresAt); err != nil {
-		return nil, err
-	}
-	return c.snapshotAPI(s), nil
 }
 
 // DeleteSnapshot removes a snapshot's record, then every layer nothing
@@ -386,44 +360,6 @@ func (c *Controller) collectLayers(ctx context.Context) {
 	}
 }
 
-// RunSnapshotExpiry removes expired snapshots and unused layers until ctx
-// ends. The first pass runs at once, which also clears layers a crash left
-// stored but unrecorded.
-func (c *Controller) RunSnapshotExpiry(ctx context.Context) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		c.expireSnapshots(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (c *Controller) expireSnapshots(ctx context.Context) {
-	list, err := c.opts.Store.ListSnapshots(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			c.log.Error("snapshot expiry", "err", err)
-		}
-		return
-	}
-	now := time.Now()
-	for _, s := range list {
-		if s.ExpiresAt.IsZero() || now.Before(s.ExpiresAt) {
-			continue
-		}
-		if err := c.opts.Store.DeleteSnapshot(ctx, s.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			c.log.Error("delete expired snapshot", "snapshot", s.ID, "err", err)
-			continue
-		}
-		c.log.Info("snapshot expired", "snapshot", s.ID, "name", s.Name, "expired_at", s.ExpiresAt)
-	}
-	c.collectLayers(ctx)
-}
-
 // restorePlan is what a create from a snapshot adds to the sandbox.
 type restorePlan struct {
 	snap   *store.Snapshot
@@ -478,9 +414,10 @@ func (c *Controller) planCreate(ctx context.Context, req *api.CreateSandboxReque
 	return p, nil
 }
 
-// apply records the plan in a new sandbox's record, and renews the
-// snapshot's time to live.
-func (p *restorePlan) apply(ctx context.Context, c *Controller, rec *store.Sandbox) {
+// apply records the plan in a new sandbox's record. The snapshot's time to
+// live is renewed once the sandbox runs (renewSnapshot), not here: a
+// create refused later must not keep a snapshot alive.
+func (p *restorePlan) apply(rec *store.Sandbox) {
 	rec.OnIdle = p.onIdle
 	if p.snap == nil {
 		return
@@ -492,14 +429,6 @@ func (p *restorePlan) apply(ctx context.Context, c *Controller, rec *store.Sandb
 	}
 	if p.snap.Image != "" && !strings.HasPrefix(p.snap.Image, "sha256:") {
 		rec.Image = p.snap.Image
-	}
-	if !p.snap.ExpiresAt.IsZero() {
-		ttl := p.snap.ExpiresAt.Sub(p.snap.CreatedAt)
-		if renewed := time.Now().UTC().Add(ttl); renewed.After(p.snap.ExpiresAt) {
-			if err := c.opts.Store.SetSnapshotExpiry(context.WithoutCancel(ctx), p.snap.ID, renewed); err != nil {
-				c.log.Warn("renew snapshot ttl", "snapshot", p.snap.ID, "err", err)
-			}
-		}
 	}
 }
 
@@ -583,10 +512,10 @@ func (c *Controller) ImportSnapshot(ctx context.Context, r io.Reader, opts Impor
 			name = m.Name
 		}
 	}
-	now := time.Now().UTC()
+	now := c.now()
 	s := &store.Snapshot{
 		ID: newID(), Name: name, Image: m.Image, ImageDigest: m.ImageDigest,
-		CreatedAt: now, ExpiresAt: expiry(now, ttl),
+		CreatedAt: now, TTL: ttl, ExpiresAt: expiry(now, ttl),
 	}
 	for _, l := range m.Layers {
 		s.Layers = append(s.Layers, store.SnapshotLayer{Digest: l.Digest, Size: l.Size, Added: l.Added})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/runtime"
@@ -37,6 +38,13 @@ func (m images) Ensure(ctx context.Context, name string, _ image.Progress) (*ima
 
 func newSnapshotController(t *testing.T) (*Controller, *snapshot.Store) {
 	t.Helper()
+	return newSnapshotControllerAt(t, nil)
+}
+
+// newSnapshotControllerAt is newSnapshotController on a given clock (nil:
+// the real one).
+func newSnapshotControllerAt(t *testing.T, clock func() time.Time) (*Controller, *snapshot.Store) {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db"), nil)
 	if err != nil {
@@ -51,7 +59,7 @@ func newSnapshotController(t *testing.T) (*Controller, *snapshot.Store) {
 		"busybox": {Name: "busybox", Digest: "sha256:" + strings.Repeat("b", 64), Layers: []string{dir}},
 		"base":    {Name: "base", Digest: "sha256:" + strings.Repeat("a", 64), Layers: []string{dir}},
 	}
-	c, err := New(Options{Store: st, Images: imgs, Backends: map[string]runtime.Backend{"runc": nil}, Snapshots: ss})
+	c, err := New(Options{Store: st, Images: imgs, Backends: map[string]runtime.Backend{"runc": nil}, Snapshots: ss, Clock: clock, Config: config.Default()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +83,7 @@ func TestPlanCreateFromSnapshot(t *testing.T) {
 	now := time.Now().UTC()
 	snap := &store.Snapshot{
 		ID: "snapone", Name: "deps", Image: "busybox", ImageDigest: "sha256:" + strings.Repeat("b", 64),
-		Layers: []store.SnapshotLayer{{Digest: layer.Digest, Size: layer.Size}}, CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Minute),
+		Layers: []store.SnapshotLayer{{Digest: layer.Digest, Size: layer.Size}}, CreatedAt: now.Add(-time.Hour), TTL: time.Minute, ExpiresAt: now.Add(time.Minute),
 	}
 	if err := c.opts.Store.CreateSnapshot(ctx, snap); err != nil {
 		t.Fatal(err)
@@ -110,7 +118,7 @@ func TestPlanCreateFromSnapshot(t *testing.T) {
 					t.Fatal(err)
 				}
 				rec := &store.Sandbox{}
-				plan.apply(ctx, c, rec)
+				plan.apply(rec)
 				if req.Image != snap.ImageDigest || rec.SnapshotID != snap.ID || len(rec.SnapshotLayers) != 1 || rec.Image != "busybox" {
 					t.Fatalf("plan: image %q, record %+v", req.Image, rec)
 				}
@@ -121,10 +129,11 @@ func TestPlanCreateFromSnapshot(t *testing.T) {
 			}
 		})
 	}
-	// A restore renewed the TTL.
+	// Planning renews nothing: only a restore that made a running sandbox
+	// does (TestSnapshotTTLRenewal).
 	got, err := c.opts.Store.GetSnapshot(ctx, "snapone")
-	if err != nil || !got.ExpiresAt.After(now.Add(30*time.Minute)) {
-		t.Fatalf("ttl not renewed: %v %v", got.ExpiresAt, err)
+	if err != nil || !got.ExpiresAt.Equal(snap.ExpiresAt) {
+		t.Fatalf("planning changed the expiry: %v, want %v (%v)", got.ExpiresAt, snap.ExpiresAt, err)
 	}
 }
 
@@ -137,7 +146,10 @@ func TestParseTTL(t *testing.T) {
 		{"", DefaultSnapshotTTL, true},
 		{"never", 0, true},
 		{"72h", 72 * time.Hour, true},
-		{"30s", 0, false},
+		{"30s", 30 * time.Second, true},
+		{"1s", time.Second, true},
+		{"500ms", 0, false},
+		{"0s", 0, false},
 		{"-1h", 0, false},
 		{"soon", 0, false},
 		{"1000000h", 0, false},

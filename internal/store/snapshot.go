@@ -27,7 +27,10 @@ type Snapshot struct {
 	Layers      []SnapshotLayer
 	Size        int64 // bytes of the snapshot's own (top) layer
 	CreatedAt   time.Time
-	ExpiresAt   time.Time // zero: never
+	// TTL is how long the snapshot lives after it is taken or restored;
+	// zero: never. ExpiresAt is zero exactly when TTL is.
+	TTL       time.Duration
+	ExpiresAt time.Time
 }
 
 // SnapshotStore keeps snapshot records. Errors wrap errdefs sentinels:
@@ -39,7 +42,12 @@ type SnapshotStore interface {
 	GetSnapshotByName(ctx context.Context, name string) (*Snapshot, error)
 	// ListSnapshots lists all snapshots, oldest first.
 	ListSnapshots(ctx context.Context) ([]*Snapshot, error)
-	// SetSnapshotExpiry changes when a snapshot expires (zero: never).
-	SetSnapshotExpiry(ctx context.Context, id string, at time.Time) error
+	// SetSnapshotTTL sets a snapshot's TTL and its expiry together (both
+	// zero: never).
+	SetSnapshotTTL(ctx context.Context, id string, ttl time.Duration, expiresAt time.Time) error
+	// RenewSnapshot moves the expiry of a snapshot that expires to
+	// expiresAt, keeping its TTL; a snapshot that never expires is left
+	// alone (not an error).
+	RenewSnapshot(ctx context.Context, id string, expiresAt time.Time) error
 	DeleteSnapshot(ctx context.Context, id string) error
 }

@@ -98,6 +98,8 @@ func TestLedger(t *testing.T) {
 	}{
 		{[]string{"ledger", "add", name, "--kind", "Bad Kind"}, "kind"},
 		{[]string{"ledger", "add", name, "--kind", "exec"}, "recorded by paddock itself"},
+		{[]string{"ledger", "add", name, "--kind", "egress_refused"}, "recorded by paddock itself"},
+		{[]string{"ledger", "add", name, "--kind", "network_grant"}, "recorded by paddock itself"},
 		{[]string{"ledger", "add", name, "--kind", "x", "--note", strings.Repeat("n", 5000)}, "note"},
 		{[]string{"ledger", "no-such-sandbox"}, "not found"},
 	} {

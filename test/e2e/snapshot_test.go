@@ -245,62 +245,6 @@ func TestSnapshotLayerDeletedFromDisk(t *testing.T) {
 	}
 }
 
-// TestSnapshotDaemonKilled: a daemon killed with SIGKILL while it copies a
-// snapshot restarts with the snapshot either complete or absent, and no
-// partial layer left behind.
-func TestSnapshotDaemonKilled(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
-	sb := create(t, d, api.CreateSandboxRequest{Image: "busybox"})
-	execOut(t, d, sb.ID, "sh", "-c", "for i in 1 2 3 4 5 6 7 8; do dd if=/dev/zero of=/home/user/big$i bs=1M count=40 2>/dev/null; done")
-	tmp := filepath.Join(d.stateDir, "snapshots", "tmp")
-	done := make(chan error, 1)
-	go func() {
-		_, err := d.client.CreateSnapshot(ctxT(t, 5*time.Minute), sb.ID, api.CreateSnapshotRequest{Name: "interrupted"})
-		done <- err
-	}()
-	// Kill as soon as the copy is under way.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if e, _ := os.ReadDir(tmp); len(e) > 0 {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Logf("snapshot finished before the kill (%v); the kill still tests a restart", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the snapshot copy never started")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	d.kill9()
-	<-done
-	d.start()
-	if e, _ := os.ReadDir(tmp); len(e) != 0 {
-		t.Fatalf("partial layers left after restart: %d", len(e))
-	}
-	list := listSnapshots(t, d)
-	switch len(list) {
-	case 0:
-		t.Log("the snapshot is absent after the kill")
-	case 1:
-		r := create(t, d, api.CreateSandboxRequest{FromSnapshot: list[0].ID})
-		if out, _ := execOut(t, d, r.ID, "sh", "-c", "cat /home/user/big* | wc -c"); mustAtoi(t, out) != 8*40<<20 {
-			t.Fatalf("the snapshot listed after the kill is incomplete: %s bytes", out)
-		}
-	default:
-		t.Fatalf("snapshots after the kill: %+v", list)
-	}
-	// The source survived the kill thawed.
-	if out, code := execOut(t, d, sb.ID, "echo", "alive"); code != 0 || out != "alive\n" {
-		t.Fatalf("source after the kill: %d %q", code, out)
-	}
-	// Every layer and every pool object left is whole.
-	d.stop()
-	checkStoreWhole(t, d)
-}
-
 // checkStoreWhole opens a stopped daemon's snapshot store and checks that
 // every layer matches its digest and every pool object its key.
 func checkStoreWhole(t *testing.T, d *daemon) {
@@ -409,13 +353,38 @@ func TestIdlePolicies(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(d.stateDir, "runtime", "runc", "sandboxes", snapID)); err == nil {
 		t.Error("an idle-snapshotted sandbox kept its compute directory")
 	}
+	// The idle snapshot is a snapshot: recorded in the ledger before the
+	// stop, listed, and named by the sandbox.
+	idleSnap := idleSnapshotEntry(t, d, snapID)
+	if s, err := d.client.GetSnapshot(ctxT(t, time.Minute), idleSnap); err != nil || s.Sandbox != snapID || s.ExpiresAt == nil {
+		t.Fatalf("idle snapshot %s: %+v %v", idleSnap, s, err)
+	}
+	if sb, err := d.client.Get(ctxT(t, time.Minute), snapID); err != nil || sb.FromSnapshot != idleSnap {
+		t.Fatalf("sandbox after its idle snapshot: %+v %v", sb, err)
+	}
 	for _, id := range []string{snapID, pauseID} {
 		if out, code := execOut(t, d, id, "cat", "/home/user/k"); code != 0 || out != "kept\n" {
 			t.Fatalf("%s after idling: %d %q", id, code, out)
 		}
 	}
+	// The request that restored it is in the ledger after the start.
+	kinds, l := ledgerKinds(t, d, snapID)
+	restored := false
+	for i := 1; i < len(kinds); i++ {
+		if kinds[i] != api.LedgerRestore {
+			continue
+		}
+		r := l.Entries[i]
+		if kinds[i-1] != api.LedgerStart || r.Data["snapshot"] != idleSnap || r.Data["idle"] != "true" || r.Data["from_sandbox"] != snapID {
+			t.Fatalf("restore entry %+v; kinds %v", r, kinds)
+		}
+		restored = true
+	}
+	if !restored {
+		t.Fatalf("no restore entry after the restoring request: %v", kinds)
+	}
 	insp := d.must("inspect", snapID)
-	for _, want := range []string{"On idle:", "snapshot", "files snapshotted as layer", "restoring its files from snapshot layers"} {
+	for _, want := range []string{"On idle:", "snapshot", "files snapshotted as layer", "restoring its files from snapshot layers (snapshot " + idleSnap + ")"} {
 		if !strings.Contains(insp, want) {
 			t.Errorf("inspect lacks %q:\n%s", want, insp)
 		}
@@ -423,6 +392,24 @@ func TestIdlePolicies(t *testing.T) {
 	if insp := d.must("inspect", pauseID); !strings.Contains(insp, "paused, memory and processes kept") || !strings.Contains(insp, "request to a paused sandbox") {
 		t.Errorf("pause history:\n%s", insp)
 	}
+}
+
+// idleSnapshotEntry finds the "snapshot" entry an idle snapshot recorded,
+// checks a "stop" entry follows it, and returns the snapshot's id.
+func idleSnapshotEntry(t *testing.T, d *daemon, id string) string {
+	t.Helper()
+	kinds, l := ledgerKinds(t, d, id)
+	for i, e := range l.Entries {
+		if e.Kind != api.LedgerSnapshot || e.Data["idle"] != "true" {
+			continue
+		}
+		if e.Data["snapshot"] == "" || !strings.HasPrefix(e.Data["layer"], "sha256:") || i+1 >= len(kinds) || kinds[i+1] != api.LedgerStop {
+			t.Fatalf("idle snapshot entry %+v; kinds %v", e, kinds)
+		}
+		return e.Data["snapshot"]
+	}
+	t.Fatalf("no idle snapshot entry in the ledger of %s: %v", id, kinds)
+	return ""
 }
 
 func waitState(t *testing.T, d *daemon, id, state string) {

@@ -12,7 +12,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
-const snapshotColumns = `id, name, sandbox_id, image, image_digest, parent, layers, size, created_at, expires_at`
+const snapshotColumns = `id, name, sandbox_id, image, image_digest, parent, layers, size, created_at, expires_at, ttl_ns`
 
 // maxSnapshotLayers bounds a stored chain; the controller's bound is lower.
 const maxSnapshotLayers = 128
@@ -49,6 +49,17 @@ func validateSnapshot(s *store.Snapshot) error {
 	if s.Size < 0 {
 		return errdefs.Invalid("snapshot size is negative")
 	}
+	return checkSnapshotTTL(s.TTL, s.ExpiresAt)
+}
+
+// checkSnapshotTTL: a TTL and an expiry come together, or neither (never).
+func checkSnapshotTTL(ttl time.Duration, expiresAt time.Time) error {
+	if ttl < 0 {
+		return errdefs.Invalid("snapshot ttl is negative")
+	}
+	if (ttl == 0) != expiresAt.IsZero() {
+		return errdefs.Invalid("snapshot ttl %s and expiry %v disagree: both are set, or neither (never)", ttl, expiresAt)
+	}
 	return nil
 }
 
@@ -57,15 +68,17 @@ func scanSnapshot(sc scanner) (*store.Snapshot, error) {
 		s                store.Snapshot
 		layers           string
 		created, expires sql.NullInt64
+		ttl              int64
 	)
 	if err := sc.Scan(&s.ID, &s.Name, &s.SandboxID, &s.Image, &s.ImageDigest, &s.Parent,
-		&layers, &s.Size, &created, &expires); err != nil {
+		&layers, &s.Size, &created, &expires, &ttl); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(layers), &s.Layers); err != nil {
 		return nil, fmt.Errorf("store: snapshot %q: decode layers: %w", s.ID, err)
 	}
 	s.CreatedAt, s.ExpiresAt = fromNanos(created), fromNanos(expires)
+	s.TTL = time.Duration(ttl)
 	return &s, nil
 }
 
@@ -82,9 +95,9 @@ func (st *Store) CreateSnapshot(ctx context.Context, s *store.Snapshot) error {
 		return errdefs.Invalid("snapshot layers cannot be encoded")
 	}
 	return st.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			s.ID, s.Name, s.SandboxID, s.Image, s.ImageDigest, s.Parent, string(layers), s.Size,
-			nanos(s.CreatedAt), nanos(s.ExpiresAt))
+			nanos(s.CreatedAt), nanos(s.ExpiresAt), int64(s.TTL))
 		if isUniqueViolation(err) {
 			if s.Name != "" {
 				return fmt.Errorf("a snapshot named %q already exists: %w", s.Name, errdefs.ErrConflict)
@@ -149,12 +162,29 @@ func (st *Store) ListSnapshots(ctx context.Context) ([]*store.Snapshot, error) {
 	return out, nil
 }
 
-// SetSnapshotExpiry changes when a snapshot expires; zero means never.
-func (st *Store) SetSnapshotExpiry(ctx context.Context, id string, at time.Time) error {
+// SetSnapshotTTL sets a snapshot's TTL and expiry; both zero means never.
+func (st *Store) SetSnapshotTTL(ctx context.Context, id string, ttl time.Duration, expiresAt time.Time) error {
 	if err := checkID("snapshot id", id); err != nil {
 		return err
 	}
-	return st.snapshotExec(ctx, id, `UPDATE snapshots SET expires_at = ? WHERE id = ?`, nanos(at), id)
+	if err := checkSnapshotTTL(ttl, expiresAt); err != nil {
+		return err
+	}
+	return st.snapshotExec(ctx, id, `UPDATE snapshots SET ttl_ns = ?, expires_at = ? WHERE id = ?`, int64(ttl), nanos(expiresAt), id)
+}
+
+// RenewSnapshot moves an expiring snapshot's expiry; one that never
+// expires keeps none.
+func (st *Store) RenewSnapshot(ctx context.Context, id string, expiresAt time.Time) error {
+	if err := checkID("snapshot id", id); err != nil {
+		return err
+	}
+	if expiresAt.IsZero() {
+		return errdefs.Invalid("renew snapshot %q: no expiry given", id)
+	}
+	// The row is matched whatever its TTL, so a missing id is told from
+	// one that never expires.
+	return st.snapshotExec(ctx, id, `UPDATE snapshots SET expires_at = CASE WHEN ttl_ns > 0 THEN ? ELSE NULL END WHERE id = ?`, nanos(expiresAt), id)
 }
 
 // DeleteSnapshot removes a snapshot record.

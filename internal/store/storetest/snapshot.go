@@ -17,7 +17,7 @@ func testSnapshots(t *testing.T, s store.Store) {
 	snap := &store.Snapshot{
 		ID: "sn1", Name: "after-deps", SandboxID: "sb1", Image: "base", ImageDigest: "sha256:aa",
 		Parent: "sn0", Layers: []store.SnapshotLayer{{Digest: "sha256:01", Size: 10}, {Digest: "sha256:02", Size: 20, Added: 4096}},
-		Size: 20, CreatedAt: at, ExpiresAt: at.Add(time.Hour),
+		Size: 20, CreatedAt: at, TTL: time.Hour, ExpiresAt: at.Add(time.Hour),
 	}
 	if err := s.CreateSnapshot(ctx, snap); err != nil {
 		t.Fatal(err)
@@ -38,11 +38,11 @@ func testSnapshots(t *testing.T, s store.Store) {
 	if err := s.CreateSnapshot(ctx, unnamed); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetSnapshotExpiry(ctx, "sn1", time.Time{}); err != nil {
+	if err := s.SetSnapshotTTL(ctx, "sn1", 0, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.GetSnapshot(ctx, "sn1"); !got.ExpiresAt.IsZero() {
-		t.Errorf("expiry not cleared: %v", got.ExpiresAt)
+	if got, _ := s.GetSnapshot(ctx, "sn1"); !got.ExpiresAt.IsZero() || got.TTL != 0 {
+		t.Errorf("ttl and expiry not cleared: %v %v", got.TTL, got.ExpiresAt)
 	}
 	list, err := s.ListSnapshots(ctx)
 	if err != nil || len(list) != 2 {
@@ -53,6 +53,9 @@ func testSnapshots(t *testing.T, s store.Store) {
 		{ID: "x1", Layers: []store.SnapshotLayer{{Digest: "d"}}},
 		{ID: "x2", ImageDigest: "x"},
 		{ID: "x3", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d", Added: -1}}},
+		{ID: "x4", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d"}}, TTL: time.Hour},                 // ttl without expiry
+		{ID: "x5", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d"}}, ExpiresAt: at},                  // expiry without ttl
+		{ID: "x6", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d"}}, TTL: -time.Hour, ExpiresAt: at}, // negative ttl
 	}
 	for _, b := range bad {
 		if err := s.CreateSnapshot(ctx, b); !errors.Is(err, errdefs.ErrInvalidArgument) {
@@ -64,7 +67,8 @@ func testSnapshots(t *testing.T, s store.Store) {
 	}
 	for _, err := range []error{
 		s.DeleteSnapshot(ctx, "sn1"),
-		s.SetSnapshotExpiry(ctx, "sn1", at),
+		s.SetSnapshotTTL(ctx, "sn1", time.Hour, at),
+		s.RenewSnapshot(ctx, "sn1", at),
 		func() error { _, err := s.GetSnapshot(ctx, "sn1"); return err }(),
 		func() error { _, err := s.GetSnapshotByName(ctx, "after-deps"); return err }(),
 	} {
@@ -93,5 +97,73 @@ func testSandboxSnapshotFields(t *testing.T, s store.Store) {
 	again, _ := s.GetSandbox(ctx, sb.ID)
 	if len(again.SnapshotLayers) != 3 || again.OnIdle != "pause" {
 		t.Errorf("update lost fields: %+v", again)
+	}
+}
+
+// testSnapshotTTL: a snapshot's TTL is kept apart from its expiry; a renewal
+// moves only the expiry, and never gives one to a snapshot without a TTL.
+func testSnapshotTTL(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	mk := func(id string, ttl time.Duration) {
+		t.Helper()
+		sn := &store.Snapshot{ID: id, ImageDigest: "sha256:aa", Layers: []store.SnapshotLayer{{Digest: "sha256:01"}}, CreatedAt: at, TTL: ttl}
+		if ttl > 0 {
+			sn.ExpiresAt = at.Add(ttl)
+		}
+		if err := s.CreateSnapshot(ctx, sn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("snttl", 30*24*time.Hour)
+	mk("snnever", 0)
+	get := func(id string) *store.Snapshot {
+		t.Helper()
+		got, err := s.GetSnapshot(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := get("snttl"); got.TTL != 30*24*time.Hour || !got.ExpiresAt.Equal(at.Add(30*24*time.Hour)) {
+		t.Fatalf("created: ttl %v expires %v", got.TTL, got.ExpiresAt)
+	}
+
+	day40 := at.Add(40 * 24 * time.Hour)
+	if err := s.RenewSnapshot(ctx, "snttl", day40.Add(30*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := get("snttl"); got.TTL != 30*24*time.Hour || !got.ExpiresAt.Equal(day40.Add(30*24*time.Hour)) {
+		t.Errorf("renewed: ttl %v expires %v", got.TTL, got.ExpiresAt)
+	}
+	if err := s.RenewSnapshot(ctx, "snnever", day40); err != nil {
+		t.Fatal(err)
+	}
+	if got := get("snnever"); got.TTL != 0 || !got.ExpiresAt.IsZero() {
+		t.Errorf("a renewal gave a snapshot that never expires an expiry: ttl %v expires %v", got.TTL, got.ExpiresAt)
+	}
+	checkErr(t, "RenewSnapshot without expiry", s.RenewSnapshot(ctx, "snttl", time.Time{}), errdefs.ErrInvalidArgument)
+
+	// Changing the TTL sets both; never clears both; then a TTL again.
+	if err := s.SetSnapshotTTL(ctx, "snttl", time.Hour, day40.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := get("snttl"); got.TTL != time.Hour || !got.ExpiresAt.Equal(day40.Add(time.Hour)) {
+		t.Errorf("ttl changed: ttl %v expires %v", got.TTL, got.ExpiresAt)
+	}
+	if err := s.SetSnapshotTTL(ctx, "snnever", 2*time.Hour, day40.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := get("snnever"); got.TTL != 2*time.Hour || !got.ExpiresAt.Equal(day40.Add(2*time.Hour)) {
+		t.Errorf("ttl given to a snapshot that had none: ttl %v expires %v", got.TTL, got.ExpiresAt)
+	}
+	for _, tc := range []struct {
+		ttl time.Duration
+		at  time.Time
+	}{{time.Hour, time.Time{}}, {0, day40}, {-time.Hour, day40}} {
+		checkErr(t, "SetSnapshotTTL disagreeing", s.SetSnapshotTTL(ctx, "snttl", tc.ttl, tc.at), errdefs.ErrInvalidArgument)
+	}
+	if got := get("snttl"); got.TTL != time.Hour {
+		t.Errorf("a refused change altered the ttl: %v", got.TTL)
 	}
 }

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Backups", testBackups},
 		{"Previews", testPreviews},
 		{"Snapshots", testSnapshots},
+		{"SnapshotTTL", testSnapshotTTL},
 		{"SandboxSnapshotFields", testSandboxSnapshotFields},
 	}
 	for _, tc := range tests {
