@@ -87,7 +87,7 @@ func describeEntry(e api.LedgerEntry) string {
 	if e.ExitCode != nil {
 		parts = append(parts, fmt.Sprintf("exit=%d", *e.ExitCode))
 	}
-	if e.Kind == api.LedgerExec {
+	if e.DurationMS > 0 || e.Kind == api.LedgerExec {
 		parts = append(parts, fmt.Sprintf("took=%s", (time.Duration(e.DurationMS)*time.Millisecond).String()))
 	}
 	if e.Path != "" {

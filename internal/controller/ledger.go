@@ -122,50 +122,6 @@ func (c *Controller) recordTransition(ctx context.Context, rec *store.Sandbox, f
 	}
 }
 
-// ledgerExec wraps an exec's emit to see its end event, and returns the
-// function that records the exec once it is over. Only argv is recorded:
-// env values and stdin often carry secrets and are left out.
-func (c *Controller) ledgerExec(ctx context.Context, sandboxID string, req api.ExecRequest, emit Emit) (Emit, func()) {
-	start := time.Now()
-	var end *api.ExecEvent
-	wrapped := func(ev api.ExecEvent) error {
-		if ev.Type == api.EventEnd {
-			e := ev
-			end = &e
-		}
-		return emit(ev)
-	}
-	return wrapped, func() {
-		e := api.LedgerEntry{
-			Kind:       api.LedgerExec,
-			Command:    req.Cmd,
-			DurationMS: time.Since(start).Milliseconds(),
-			Data:       map[string]string{},
-		}
-		if req.User != "" {
-			e.Data["user"] = req.User
-		}
-		if req.Cwd != "" {
-			e.Data["cwd"] = req.Cwd
-		}
-		switch {
-		case end == nil:
-			e.Note = "no end: the caller went away or the command did not start; a running process was killed"
-		case end.Error != nil:
-			e.Note = "exec failed, exit status unknown: " + end.Error.Message
-		default:
-			e.ExitCode = end.ExitCode
-			if end.Signal != "" {
-				e.Data["signal"] = end.Signal
-			}
-			if end.TimedOut {
-				e.Data["timed_out"] = "true"
-			}
-		}
-		_ = c.Record(ctx, sandboxID, e)
-	}
-}
-
 // ledgerTarget finds whose ledger ref names: a live sandbox first, then a
 // destroyed one whose ledger is still kept.
 func (c *Controller) ledgerTarget(ctx context.Context, ref string) (id, name string, err error) {
@@ -262,7 +218,7 @@ func validateLedgerAdd(req api.AddLedgerEntryRequest) error {
 	if !ledgerKindRE.MatchString(req.Kind) {
 		return errdefs.Invalid("kind %q: use 1-64 lowercase letters, digits, '_', '.' or '-', starting with a letter", req.Kind)
 	}
-	if daemonKinds[req.Kind] {
+	if daemonKinds[req.Kind] || commandKinds[req.Kind] {
 		return errdefs.Invalid("kind %q is recorded by paddock itself; name your own kind (for example payment.sent)", req.Kind)
 	}
 	if len(req.Note) > maxLedgerNote || !utf8.ValidString(req.Note) || containsNUL(req.Note) {
