@@ -58,6 +58,7 @@ func (c *Controller) Record(ctx context.Context, sandboxID string, e api.LedgerE
 }
 
 func (c *Controller) record(ctx context.Context, sandboxID, name string, e api.LedgerEntry) error {
+	e = storable(e) // ledgercmd.go
 	se := &store.LedgerEntry{
 		SandboxID:   sandboxID,
 		SandboxName: name,

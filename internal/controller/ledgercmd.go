@@ -209,3 +209,30 @@ func execEnd(end *api.ExecEvent) *cmdEnd {
 	}
 	return out
 }
+
+// CommandEntry is the ledger entry of a command started without the
+// controller (envd's process.Process/Start, relayed by the E2B data
+// plane), in the same shape as the daemon's own: argv as given, env names
+// and never their values.
+func CommandEntry(kind string, cmd []string, user, cwd string, env, data map[string]string) api.LedgerEntry {
+	l := newCmdLedger(kind, cmd)
+	l.user, l.cwd, l.env = user, cwd, env
+	maps.Copy(l.data, data)
+	return l.entry(nil)
+}
+
+// storable bounds and cleans an entry's text (some of it comes from
+// requests or from a sandbox) so the store accepts it.
+func storable(e api.LedgerEntry) api.LedgerEntry {
+	e.Command, _ = boundCommand(e.Command)
+	e.Path = ledgerText(e.Path, 4096)
+	e.Note = ledgerText(e.Note, maxLedgerNote)
+	if len(e.Data) > 0 {
+		d := make(map[string]string, len(e.Data))
+		for k, v := range e.Data {
+			d[ledgerText(k, 64)] = ledgerText(v, maxLedgerDataValue*16)
+		}
+		e.Data = d
+	}
+	return e
+}
