@@ -203,3 +203,47 @@ func TestIdempotencyKeyImageBuild(t *testing.T) {
 		t.Fatalf("same key, another query: %d %s", other.status, other.body)
 	}
 }
+
+// TestIdempotencyKeyCLI: --idempotency-key makes a whole command safe to
+// retry: create twice prints one id and makes one sandbox; a do (create,
+// exec, destroy) run twice runs its command once and prints the same.
+func TestIdempotencyKeyCLI(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	ctx := ctxT(t, 5*time.Minute)
+	label := uniqueName("idem")
+	key := "cli-" + label
+	first := strings.TrimSpace(d.must("create", "--image", "busybox", "--label", "idem="+label, "--idempotency-key", key))
+	again := strings.TrimSpace(d.must("create", "--image", "busybox", "--label", "idem="+label, "--idempotency-key", key))
+	if first == "" || again != first {
+		t.Fatalf("create with one key printed %q, then %q", first, again)
+	}
+	list, err := d.client.List(ctx, map[string]string{"idem": label})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("%d sandboxes after two creates with one key (%v), want 1", len(list), err)
+	}
+	// The same key on another create is refused, saying why.
+	if _, errOut, code := d.run("create", "--image", "busybox", "--name", label, "--idempotency-key", key); code == 0 || !strings.Contains(errOut, "different request") {
+		t.Fatalf("another create with the key: exit %d, stderr %q", code, errOut)
+	}
+
+	doKey := "do-" + label
+	script := "echo ran; date +%s%N"
+	out1 := d.must("do", "--image", "busybox", "--idempotency-key", doKey, "--", "sh", "-c", script)
+	out2 := d.must("do", "--image", "busybox", "--idempotency-key", doKey, "--", "sh", "-c", script)
+	if !strings.HasPrefix(out1, "ran\n") || out2 != out1 {
+		t.Fatalf("do run twice with one key printed %q, then %q", out1, out2)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ls", "--idempotency-key", "has space"}, "visible ASCII"},
+		{[]string{"ls", "--idempotency-key", strings.Repeat("k", 239)}, "1 to 238"},
+		{[]string{"mcp", "--idempotency-key", "k"}, "serves many"},
+	} {
+		if _, errOut, code := d.run(c.args...); code == 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("paddock %.40v: exit %d, stderr %q; want an error saying %q", c.args, code, errOut, c.want)
+		}
+	}
+}
