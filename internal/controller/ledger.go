@@ -133,6 +133,7 @@ func (c *Controller) ledgerTarget(ctx context.Context, ref string) (id, name str
 	if !errors.Is(err, errdefs.ErrNotFound) {
 		return "", "", err
 	}
+	c.purgeLedgers(ctx) // a ledger past its retention is gone on the dot, not at the next purge
 	id, lerr := c.opts.Store.LedgerSandbox(ctx, ref)
 	if lerr != nil {
 		if errors.Is(lerr, errdefs.ErrNotFound) {
@@ -254,27 +255,31 @@ const purgeInterval = time.Hour
 
 // RunRetention enforces the ledger's retention, forgets expired
 // Idempotency-Key results and deletes expired backups, now and then every
-// purgeInterval, until ctx ends.
+// purgeInterval (the ledger's more often when its retention is shorter:
+// ledgerretention.go), until ctx ends.
 func (c *Controller) RunRetention(ctx context.Context) {
 	t := time.NewTicker(purgeInterval)
 	defer t.Stop()
+	lt := time.NewTicker(ledgerPurgeEvery(c.cfg.LedgerRetention))
+	defer lt.Stop()
 	for {
 		c.purgeOnce(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		for again := false; !again; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				again = true
+			case <-lt.C:
+				c.purgeLedgers(ctx)
+			}
 		}
 	}
 }
 
 func (c *Controller) purgeOnce(ctx context.Context) {
 	now := time.Now()
-	if n, err := c.opts.Store.PurgeLedgers(ctx, now.Add(-c.cfg.LedgerRetention)); err != nil {
-		c.log.Warn("ledger retention", "err", err)
-	} else if n > 0 {
-		c.log.Info("ledger retention: deleted entries of destroyed sandboxes", "entries", n, "retention", c.cfg.LedgerRetention)
-	}
+	c.purgeLedgers(ctx)
 	if _, err := c.opts.Store.PurgeIdempotency(ctx, now); err != nil {
 		c.log.Warn("idempotency key expiry", "err", err)
 	}
