@@ -58,7 +58,15 @@ func (c *Controller) followProcess(sandboxID string, ag *client.Client, l *cmdLe
 			_ = c.Record(ctx, sandboxID, l.entry(processEnd(res.GetProcess(), l.start)))
 			return
 		case errors.Is(err, errdefs.ErrDeadlineExceeded):
-			continue // still running after an hour's wait
+			// Still running after an hour's wait. The pause keeps an agent
+			// that answers every wait at once from spinning this loop; a
+			// process that ends meanwhile is still found by the next wait.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(processWaitRetry):
+			}
+			continue
 		case errors.Is(err, errdefs.ErrNotFound):
 			_ = c.Record(ctx, sandboxID, l.entry(&cmdEnd{note: "end unknown: the sandbox no longer knows the process (it keeps a bounded number of ended ones)"}))
 			return
