@@ -14,9 +14,11 @@ func newLedgerCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ledger ID",
 		Short: "Show what was done to a sandbox, in order (also after it is destroyed, for the retention period)",
-		Long: `Show a sandbox's ledger: its creation, every exec (command, exit code, duration),
-file writes through the API, stops, starts, backups, snapshots, restores, its
-destruction, and the records callers added with "paddock ledger add".
+		Long: `Show a sandbox's ledger: its creation, every command run through the API (execs
+and session commands with exit code and duration, background processes with
+their end, code runs, terminals; env names, never values), file changes,
+stops, starts, backups, snapshots, restores, its destruction, and the records
+callers added with "paddock ledger add".
 A destroyed sandbox's ledger is kept for the daemon's retention (30 days by
 default) after its last entry.`,
 		Args: cobra.ExactArgs(1),
