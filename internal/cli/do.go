@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -92,6 +94,11 @@ func runDo(cmd *cobra.Command, g *globals, f *doFlags, argv []string) (err error
 	ownName := req.Name == ""
 	if ownName {
 		req.Name = "do-" + strings.ToLower(rand.Text()[:16])
+		if g.idemKey != "" {
+			// A retry must send the same create: the name comes from the key.
+			sum := sha256.Sum256([]byte(g.idemKey))
+			req.Name = "do-" + hex.EncodeToString(sum[:8])
+		}
 	}
 	if req.Labels == nil {
 		req.Labels = map[string]string{}

@@ -1,34 +1,24 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/sdk/go/paddock"
 	"github.com/spf13/cobra"
 )
-
-// withKey attaches an Idempotency-Key to ctx when the flag was given.
-func withKey(ctx context.Context, key string) context.Context {
-	if key == "" {
-		return ctx
-	}
-	return paddock.WithIdempotencyKey(ctx, key)
-}
-
-const idemFlagHelp = "Idempotency-Key: a retry with the same key runs once and returns the first result"
 
 func newLedgerCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ledger ID",
 		Short: "Show what was done to a sandbox, in order (also after it is destroyed, for the retention period)",
-		Long: `Show a sandbox's ledger: its creation, every exec (command, exit code, duration),
-file writes through the API, stops, starts, backups, snapshots, restores, its
-destruction, and the records callers added with "paddock ledger add".
+		Long: `Show a sandbox's ledger: its creation, every command run through the API (execs
+and session commands with exit code and duration, background processes with
+their end, code runs, terminals; env names, never values), file changes,
+stops, starts, backups, snapshots, restores, its destruction, and the records
+callers added with "paddock ledger add".
 A destroyed sandbox's ledger is kept for the daemon's retention (30 days by
 default) after its last entry.`,
 		Args: cobra.ExactArgs(1),
@@ -47,7 +37,7 @@ default) after its last entry.`,
 			return t.flush()
 		},
 	}
-	var kind, note, key string
+	var kind, note string
 	var data []string
 	add := &cobra.Command{
 		Use:   "add ID --kind KIND [--note TEXT] [--data k=v]...",
@@ -58,7 +48,7 @@ default) after its last entry.`,
 			if err != nil {
 				return err
 			}
-			e, err := g.client().AddLedgerEntry(withKey(cmd.Context(), key), args[0], api.AddLedgerEntryRequest{Kind: kind, Note: note, Data: d})
+			e, err := g.client().AddLedgerEntry(cmd.Context(), args[0], api.AddLedgerEntryRequest{Kind: kind, Note: note, Data: d})
 			if err != nil {
 				return err
 			}
@@ -72,7 +62,6 @@ default) after its last entry.`,
 	add.Flags().StringVar(&kind, "kind", "", "what happened, e.g. payment.sent (lowercase letters, digits, '_', '.', '-')")
 	add.Flags().StringVar(&note, "note", "", "free text, at most 4096 bytes")
 	add.Flags().StringArrayVar(&data, "data", nil, "structured detail k=v (repeatable)")
-	add.Flags().StringVar(&key, "idempotency-key", "", idemFlagHelp)
 	_ = add.MarkFlagRequired("kind")
 	cmd.AddCommand(add)
 	return cmd
@@ -87,7 +76,7 @@ func describeEntry(e api.LedgerEntry) string {
 	if e.ExitCode != nil {
 		parts = append(parts, fmt.Sprintf("exit=%d", *e.ExitCode))
 	}
-	if e.Kind == api.LedgerExec {
+	if e.DurationMS > 0 || e.Kind == api.LedgerExec {
 		parts = append(parts, fmt.Sprintf("took=%s", (time.Duration(e.DurationMS)*time.Millisecond).String()))
 	}
 	if e.Path != "" {
@@ -120,13 +109,13 @@ files written during the copy may be caught half-way (use a snapshot for that).`
 		Args: cobra.NoArgs,
 	}
 	var excludes []string
-	var ttl, user, key, where string
+	var ttl, user, where string
 	create := &cobra.Command{
 		Use:   "create ID DIR [--exclude GLOB]... [--ttl 72h|never] [--store local|s3]",
 		Short: "Archive the directory DIR of sandbox ID; prints the backup id",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := g.client().CreateBackup(withKey(cmd.Context(), key), args[0],
+			b, err := g.client().CreateBackup(cmd.Context(), args[0],
 				api.CreateBackupRequest{Path: args[1], Exclude: excludes, TTL: ttl, User: user, Store: where})
 			if err != nil {
 				return err
@@ -141,7 +130,6 @@ files written during the copy may be caught half-way (use a snapshot for that).`
 	create.Flags().StringArrayVar(&excludes, "exclude", nil, "leave out entries matching GLOB: a name at any depth (node_modules, *.log) or a relative path (build/cache) (repeatable)")
 	create.Flags().StringVar(&ttl, "ttl", "", "how long the backup is kept (Go duration, or never; default the daemon's, 7 days)")
 	create.Flags().StringVarP(&user, "user", "u", "", "read the directory as this user (user or root; default user)")
-	create.Flags().StringVar(&key, "idempotency-key", "", idemFlagHelp)
 	create.Flags().StringVar(&where, "store", "local", "where the archive goes: local (the daemon's state dir) or s3 (the daemon's S3-compatible bucket)")
 
 	var sandbox string
@@ -203,13 +191,13 @@ files written during the copy may be caught half-way (use a snapshot for that).`
 			return nil
 		},
 	}
-	var path, rUser, rKey string
+	var path, rUser string
 	restore := &cobra.Command{
 		Use:   "restore BACKUP_ID ID [--path DIR]",
 		Short: "Extract a backup into sandbox ID (the one it came from or another), at its path or DIR",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := g.client().RestoreBackup(withKey(cmd.Context(), rKey), args[0],
+			b, err := g.client().RestoreBackup(cmd.Context(), args[0],
 				api.RestoreBackupRequest{Sandbox: args[1], Path: path, User: rUser})
 			if err != nil {
 				return err
@@ -227,7 +215,6 @@ files written during the copy may be caught half-way (use a snapshot for that).`
 	}
 	restore.Flags().StringVar(&path, "path", "", "directory to restore into (default: the backed-up path)")
 	restore.Flags().StringVarP(&rUser, "user", "u", "", "write the files as this user (user or root; default user)")
-	restore.Flags().StringVar(&rKey, "idempotency-key", "", idemFlagHelp)
 	cmd.AddCommand(create, ls, inspect, rm, restore)
 	return cmd
 }

@@ -59,6 +59,8 @@ type globals struct {
 	url    string
 	apiKey string
 	json   bool
+	// idemKey is --idempotency-key (idempotency.go).
+	idemKey string
 }
 
 func newRoot() *cobra.Command {
@@ -76,6 +78,10 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.url, "url", "", "daemon URL http(s)://host:port, instead of the socket (default $PADDOCK_URL)")
 	pf.StringVar(&g.apiKey, "api-key", "", "API key for a daemon reached over TCP (default $PADDOCK_API_KEY)")
 	pf.BoolVar(&g.json, "json", false, "print machine-readable JSON")
+	pf.StringVar(&g.idemKey, "idempotency-key", "", idemFlagHelp)
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		return applyIdempotencyKey(cmd, g.idemKey)
+	}
 	root.AddCommand(
 		newServeCmd(),
 		newInfoCmd(g),

@@ -35,14 +35,18 @@ func (c *Controller) CreateContext(ctx context.Context, ref string, req api.Crea
 	if strings.ContainsRune(req.Cwd, 0) || len(req.Cwd) > 4096 {
 		return nil, errdefs.Invalid("cwd is not a valid path")
 	}
-	return withAgent(ctx, c, ref, func(ag *client.Client) (*api.CodeContext, error) {
-		info, err := ag.CreateContext(ctx, &agentv1.CreateContextRequest{Id: req.ID, Language: req.Language, User: req.User, Cwd: req.Cwd, Env: req.Env})
-		if err != nil {
-			return nil, err
-		}
-		out := contextToAPI(info)
-		return &out, nil
-	})
+	ag, sandboxID, done, err := c.Agent(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	info, err := ag.CreateContext(ctx, &agentv1.CreateContextRequest{Id: req.ID, Language: req.Language, User: req.User, Cwd: req.Cwd, Env: req.Env})
+	if err != nil {
+		return nil, err
+	}
+	c.rememberLanguage(sandboxID, info.GetId(), info.GetLanguage()) // contextledger.go
+	out := contextToAPI(info)
+	return &out, nil
 }
 
 // ListContexts lists a sandbox's code contexts, oldest first.
@@ -62,10 +66,16 @@ func (c *Controller) ListContexts(ctx context.Context, ref string) ([]api.CodeCo
 
 // DeleteContext ends a code context's interpreter.
 func (c *Controller) DeleteContext(ctx context.Context, ref, id string) error {
-	_, err := withAgent(ctx, c, ref, func(ag *client.Client) (struct{}, error) {
-		return struct{}{}, ag.DeleteContext(ctx, id)
-	})
-	return err
+	ag, sandboxID, done, err := c.Agent(ctx, ref)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := ag.DeleteContext(ctx, id); err != nil {
+		return err
+	}
+	c.rememberLanguage(sandboxID, id, "")
+	return nil
 }
 
 func contextToAPI(i *agentv1.CodeContextInfo) api.CodeContext {
@@ -108,18 +118,22 @@ func (c *Controller) RunCode(ctx context.Context, ref, id string, req api.RunCod
 			return errdefs.Invalid("queue_timeout %s is longer than %s", queue, maxQueueTimeout)
 		}
 	}
-	ag, _, done, err := c.Agent(ctx, ref)
+	ag, sandboxID, done, err := c.Agent(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer done()
+	run := &codeRun{context: id, code: req.Code}
+	defer func() { c.recordRun(ctx, sandboxID, ag, run) }() // contextledger.go
 
 	started := false
 	var emitErr error
 	send := func(ev api.RunCodeEvent) error {
+		run.saw(ev)
 		if emitErr == nil {
 			emitErr = emit(ev)
 		}
+		run.callerGone = emitErr != nil
 		return emitErr
 	}
 	end, err := ag.RunCode(ctx, &agentv1.RunCodeRequest{
@@ -146,6 +160,7 @@ func (c *Controller) RunCode(ctx context.Context, ref, id string, req api.RunCod
 		return nil // the caller left; the agent interrupts the run
 	}
 	if err != nil && !started {
+		run.failed = err
 		return err
 	}
 	ev := api.RunCodeEvent{Type: api.EventEnd}

@@ -73,6 +73,12 @@ type Controller struct {
 
 	stopIdle chan struct{}
 	idleDone chan struct{}
+
+	// closing is closed by Close: goroutines that follow a sandbox's
+	// processes and terminals stop without recording what a daemon
+	// shutting down cut short.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // entry is the owner of one sandbox: mu serialises its lifecycle steps.
@@ -81,6 +87,9 @@ type entry struct {
 	agent    *client.Client
 	activity atomic.Int64 // unix nanos of the last API use
 	active   atomic.Int32 // execs in flight: a sandbox in use is never idle
+
+	langMu sync.Mutex
+	langs  map[string]string // code context id -> language, for the ledger (contexts.go)
 }
 
 // New builds a controller; call Start before use.
@@ -102,6 +111,7 @@ func New(opts Options) (*Controller, error) {
 		log:     opts.Logger,
 		cfg:     opts.Config,
 		entries: make(map[string]*entry),
+		closing: make(chan struct{}),
 	}, nil
 }
 
@@ -132,6 +142,7 @@ func (c *Controller) Start(ctx context.Context) error {
 // Close stops the idle loop and drops agent connections. Sandboxes keep
 // running: a daemon restart re-adopts them.
 func (c *Controller) Close() {
+	c.closeOnce.Do(func() { close(c.closing) })
 	if c.stopIdle != nil {
 		close(c.stopIdle)
 		<-c.idleDone
@@ -145,6 +156,32 @@ func (c *Controller) Close() {
 		if e.agent != nil {
 			e.agent.Close()
 		}
+	}
+}
+
+// untilClose is a context that ends when the controller closes, for work
+// that outlives the request that started it.
+func (c *Controller) untilClose() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-c.closing:
+			cancel()
+		case <-stop:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() { once.Do(func() { close(stop) }); cancel() }
+}
+
+// closed says whether Close has been called.
+func (c *Controller) closed() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
 	}
 }
 

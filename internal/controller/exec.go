@@ -57,7 +57,9 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		return err
 	}
 	defer revoke()
-	emit, recordExec := c.ledgerExec(ctx, sandboxID, req, emit)
+	l := newCmdLedger(api.LedgerExec, req.Cmd)
+	l.user, l.cwd, l.env = req.User, req.Cwd, req.Env
+	emit, recordExec := c.ledgerExec(ctx, sandboxID, l, emit)
 	defer recordExec()
 
 	ectx, cancel := context.WithTimeout(ctx, timeout)

@@ -67,6 +67,7 @@ func (c *Controller) record(ctx context.Context, sandboxID, name string, e api.L
 		c.log.Error("ledger record refused: kind is not in api.PaddockLedgerKinds", "sandbox", sandboxID, "kind", e.Kind)
 		return fmt.Errorf("ledger kind %q is not one paddock records: %w", e.Kind, errdefs.ErrInvalidArgument)
 	}
+	e = storable(e) // ledgercmd.go
 	se := &store.LedgerEntry{
 		SandboxID:   sandboxID,
 		SandboxName: name,
@@ -131,50 +132,6 @@ func (c *Controller) recordTransition(ctx context.Context, rec *store.Sandbox, f
 	}
 }
 
-// ledgerExec wraps an exec's emit to see its end event, and returns the
-// function that records the exec once it is over. Only argv is recorded:
-// env values and stdin often carry secrets and are left out.
-func (c *Controller) ledgerExec(ctx context.Context, sandboxID string, req api.ExecRequest, emit Emit) (Emit, func()) {
-	start := time.Now()
-	var end *api.ExecEvent
-	wrapped := func(ev api.ExecEvent) error {
-		if ev.Type == api.EventEnd {
-			e := ev
-			end = &e
-		}
-		return emit(ev)
-	}
-	return wrapped, func() {
-		e := api.LedgerEntry{
-			Kind:       api.LedgerExec,
-			Command:    req.Cmd,
-			DurationMS: time.Since(start).Milliseconds(),
-			Data:       map[string]string{},
-		}
-		if req.User != "" {
-			e.Data["user"] = req.User
-		}
-		if req.Cwd != "" {
-			e.Data["cwd"] = req.Cwd
-		}
-		switch {
-		case end == nil:
-			e.Note = "no end: the caller went away or the command did not start; a running process was killed"
-		case end.Error != nil:
-			e.Note = "exec failed, exit status unknown: " + end.Error.Message
-		default:
-			e.ExitCode = end.ExitCode
-			if end.Signal != "" {
-				e.Data["signal"] = end.Signal
-			}
-			if end.TimedOut {
-				e.Data["timed_out"] = "true"
-			}
-		}
-		_ = c.Record(ctx, sandboxID, e)
-	}
-}
-
 // ledgerTarget finds whose ledger ref names: a live sandbox first, then a
 // destroyed one whose ledger is still kept.
 func (c *Controller) ledgerTarget(ctx context.Context, ref string) (id, name string, err error) {
@@ -185,6 +142,7 @@ func (c *Controller) ledgerTarget(ctx context.Context, ref string) (id, name str
 	if !errors.Is(err, errdefs.ErrNotFound) {
 		return "", "", err
 	}
+	c.purgeLedgers(ctx) // a ledger past its retention is gone on the dot, not at the next purge
 	id, lerr := c.opts.Store.LedgerSandbox(ctx, ref)
 	if lerr != nil {
 		if errors.Is(lerr, errdefs.ErrNotFound) {
@@ -306,27 +264,31 @@ const purgeInterval = time.Hour
 
 // RunRetention enforces the ledger's retention, forgets expired
 // Idempotency-Key results and deletes expired backups, now and then every
-// purgeInterval, until ctx ends.
+// purgeInterval (the ledger's more often when its retention is shorter:
+// ledgerretention.go), until ctx ends.
 func (c *Controller) RunRetention(ctx context.Context) {
 	t := time.NewTicker(purgeInterval)
 	defer t.Stop()
+	lt := time.NewTicker(ledgerPurgeEvery(c.cfg.LedgerRetention))
+	defer lt.Stop()
 	for {
 		c.purgeOnce(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		for again := false; !again; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				again = true
+			case <-lt.C:
+				c.purgeLedgers(ctx)
+			}
 		}
 	}
 }
 
 func (c *Controller) purgeOnce(ctx context.Context) {
 	now := time.Now()
-	if n, err := c.opts.Store.PurgeLedgers(ctx, now.Add(-c.cfg.LedgerRetention)); err != nil {
-		c.log.Warn("ledger retention", "err", err)
-	} else if n > 0 {
-		c.log.Info("ledger retention: deleted entries of destroyed sandboxes", "entries", n, "retention", c.cfg.LedgerRetention)
-	}
+	c.purgeLedgers(ctx)
 	if _, err := c.opts.Store.PurgeIdempotency(ctx, now); err != nil {
 		c.log.Warn("idempotency key expiry", "err", err)
 	}

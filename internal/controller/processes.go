@@ -27,7 +27,7 @@ func (c *Controller) StartProcess(ctx context.Context, ref string, req api.Start
 	if req.LogBufferBytes != 0 && (req.LogBufferBytes < api.MinLogBufferBytes || req.LogBufferBytes > api.MaxLogBufferBytes) {
 		return nil, errdefs.Invalid("log_buffer_bytes %d: must be between %d and %d", req.LogBufferBytes, api.MinLogBufferBytes, api.MaxLogBufferBytes)
 	}
-	ag, _, done, err := c.Agent(ctx, ref)
+	ag, sandboxID, done, err := c.Agent(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -38,6 +38,7 @@ func (c *Controller) StartProcess(ctx context.Context, ref string, req api.Start
 	if err != nil {
 		return nil, err
 	}
+	c.recordProcessStart(ctx, sandboxID, ag, req, p) // processledger.go
 	out := processToAPI(p)
 	return &out, nil
 }

@@ -126,11 +126,17 @@ func (c *Controller) sessionExec(ctx context.Context, ref string, req api.ExecRe
 			return errdefs.Invalid("queue_timeout %s is longer than %s", queue, maxQueueTimeout)
 		}
 	}
-	ag, _, done, err := c.Agent(ctx, ref)
+	ag, sandboxID, done, err := c.Agent(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer done()
+	// Recorded as an exec, with the session it ran in; the session's env
+	// was given when it was created and is not the command's.
+	l := newCmdLedger(api.LedgerExec, req.Cmd)
+	l.user, l.data["session"] = req.User, req.Session
+	emit, recordExec := c.ledgerExec(ctx, sandboxID, l, emit)
+	defer recordExec()
 
 	started := false
 	var emitErr error

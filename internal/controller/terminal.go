@@ -56,6 +56,9 @@ type terminal struct {
 	cmd         []string
 	created     time.Time
 	stop        context.CancelFunc // ends following the process
+	// ledger records the end; nil for a terminal adopted after it ended,
+	// whose end the daemon that saw it may have recorded already.
+	ledger *cmdLedger
 
 	mu       sync.Mutex
 	cols     int
@@ -132,6 +135,7 @@ func (c *Controller) OpenTerminal(ctx context.Context, ref string, o TerminalOpt
 		created: time.Now().UTC(), stop: stop, cols: o.Cols, rows: o.Rows,
 		clients: make(map[*TermConn]struct{}), done: make(chan struct{}),
 	}
+	t.ledger = c.recordTerminalOpen(ctx, t, o) // terminalledger.go
 	c.terms.add(t)
 	conn := t.attach(done)
 	go c.followTerminal(t, stream)
@@ -207,6 +211,7 @@ func (c *Controller) followTerminal(t *terminal, stream *client.PTYStream) {
 		}
 		t.publish(ev.Data)
 	}
+	c.recordTerminalEnd(t)
 	c.log.Info("terminal ended", "sandbox", t.sandbox, "terminal", t.id)
 	time.AfterFunc(termExitedKeep, func() { c.terms.remove(t) })
 }

@@ -139,6 +139,9 @@ func (c *Controller) recoverTerminals(ctx context.Context, id string) {
 			created: time.Unix(0, st.Created).UTC(), stop: stop, cols: cols, rows: rows,
 			clients: make(map[*TermConn]struct{}), done: make(chan struct{}),
 		}
+		if !st.Exited {
+			t.ledger = adoptedTerminalLedger(t) // terminalledger.go
+		}
 		c.terms.add(t)
 		t.armDetached()
 		go c.followTerminal(t, stream)

@@ -162,6 +162,9 @@ func (h *Handler) serveDataPlane(w http.ResponseWriter, r *http.Request, t targe
 		},
 	}
 	if t.port == EnvdPort {
+		if rec := h.newEnvdRecorder(r, sb.ID); rec != nil { // envdledger.go
+			rp.ModifyResponse = rec.modifyResponse
+		}
 		rp.Transport = ag.Transport()
 		rp.Rewrite = func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"

@@ -74,8 +74,7 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			return
 		}
 		if r.ContentLength > maxIdemReqBody {
-			writeError(w, errdefs.Invalid("a request with an Idempotency-Key may carry at most %d bytes; "+
-				"file and tar uploads replace content, so retry them without a key", maxIdemReqBody))
+			writeError(w, idemBodyTooLarge(r.ContentLength))
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxIdemReqBody+1))
@@ -84,13 +83,25 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			return
 		}
 		if len(body) > maxIdemReqBody {
-			writeError(w, errdefs.Invalid("a request with an Idempotency-Key may carry at most %d bytes; "+
-				"file and tar uploads replace content, so retry them without a key", maxIdemReqBody))
+			writeError(w, idemBodyTooLarge(-1))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		idem.serve(w, r, next, idemID(r, key), fingerprint(r, body))
 	})
+}
+
+// idemBodyTooLarge explains the bound on a keyed request's body (size -1:
+// the body was sent without a length).
+func idemBodyTooLarge(size int64) error {
+	what := "this request's body is larger than 8 MiB"
+	if size >= 0 {
+		what = fmt.Sprintf("this request's body is %d bytes", size)
+	}
+	return errdefs.Invalid("%s, and a request with an %s may carry at most 8 MiB (%d bytes): the daemon holds it in memory "+
+		"to fingerprint it, so that a retry can be told from a different request. Send it without the key: a retried file or tar "+
+		"upload writes the same content again, but a retried snapshot import makes a second snapshot (look with paddock snapshot ls first)",
+		what, api.IdempotencyKeyHeader, maxIdemReqBody)
 }
 
 func mutating(method string) bool {
@@ -205,16 +216,23 @@ func (idem *idempotency) run(w http.ResponseWriter, r *http.Request, next http.H
 	defer func() {
 		p := recover()
 		rec.Status, rec.ContentType = rw.status, rw.Header().Get("Content-Type")
+		forget := false
 		switch {
 		case p != nil || rw.failed:
 			rec.State = store.IdemAborted
+		case notKept(rw.status):
+			forget = true
 		case rw.overflow:
 			rec.State = store.IdemTooLarge
 		default:
 			rec.State, rec.Body = store.IdemDone, rw.buf.Bytes()
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), idemFinishWindow)
-		if err := idem.store.FinishIdempotent(ctx, rec); err != nil {
+		if forget {
+			if err := idem.store.ForgetIdempotent(ctx, rec.Key); err != nil {
+				idem.log.Warn("release an idempotency key after a failure", "method", rec.Method, "path", rec.Path, "status", rec.Status, "err", err)
+			}
+		} else if err := idem.store.FinishIdempotent(ctx, rec); err != nil {
 			// The key stays "in progress": a retry is told the outcome is
 			// unknown rather than running the call a second time.
 			idem.log.Warn("keep idempotent result", "method", rec.Method, "path", rec.Path, "err", err)
@@ -229,6 +247,15 @@ func (idem *idempotency) run(w http.ResponseWriter, r *http.Request, next http.H
 		}
 	}()
 	next.ServeHTTP(rw, r)
+}
+
+// notKept says whether a response is a failure the daemon does not keep
+// for replay: every 5xx (the call could not be done: the sandbox or a store
+// was unavailable, an internal error, a deadline) and 429 (a quota or limit
+// refused it for now). A retry with the same key runs the call again,
+// instead of being told the same failure for 24 hours.
+func notKept(status int) bool {
+	return status >= 500 || status == http.StatusTooManyRequests
 }
 
 // replay answers a retry from the kept outcome of the first request.

@@ -113,7 +113,7 @@ func TestIdempotencyReplay(t *testing.T) {
 		{"key too long", "POST", "/v1/sandboxes", strings.Repeat("k", 256), `{}`, 400, "1-255", 5},
 		{"key not ASCII", "POST", "/v1/sandboxes", "ké", `{}`, 400, "visible ASCII", 5},
 		{"keys route", "POST", "/v1/keys", "k9", `{"name":"a"}`, 400, "secret", 5},
-		{"body too large", "PUT", "/v1/sandboxes/x/files", "k8", strings.Repeat("x", maxIdemReqBody+1), 400, "at most", 5},
+		{"body too large", "PUT", "/v1/sandboxes/x/files", "k8", strings.Repeat("x", maxIdemReqBody+1), 400, "may carry at most 8 MiB", 5},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -125,6 +125,54 @@ func TestIdempotencyReplay(t *testing.T) {
 				t.Errorf("handler runs = %d, want %d", n, c.runs)
 			}
 		})
+	}
+}
+
+// TestIdempotencyFailuresNotKept: a 5xx or a 429 is passed on but not kept,
+// so a retry with the same key runs the call again; the first success is
+// kept and replayed from then on.
+func TestIdempotencyFailuresNotKept(t *testing.T) {
+	for _, failure := range []int{http.StatusServiceUnavailable, http.StatusInternalServerError, http.StatusGatewayTimeout, http.StatusTooManyRequests} {
+		t.Run(http.StatusText(failure), func(t *testing.T) {
+			st := openStore(t, filepath.Join(t.TempDir(), "db"))
+			var runs atomic.Int32
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := runs.Add(1)
+				if n <= 2 {
+					w.WriteHeader(failure)
+					fmt.Fprintf(w, `{"code":"unavailable","message":"run %d failed"}`, n)
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+				fmt.Fprintf(w, `{"run":%d}`, n)
+			})
+			srv := newIdemServer(t, st, h)
+			want := []result{
+				{failure, "", `{"code":"unavailable","message":"run 1 failed"}`},
+				{failure, "", `{"code":"unavailable","message":"run 2 failed"}`},
+				{http.StatusCreated, "", `{"run":3}`},
+				{http.StatusCreated, "true", `{"run":3}`},
+			}
+			for i, w := range want {
+				if got := do(t, srv, "POST", "/v1/sandboxes", "k", `{}`); got != w {
+					t.Fatalf("call %d: %+v, want %+v", i+1, got, w)
+				}
+			}
+			if runs.Load() != 3 {
+				t.Fatalf("handler ran %d times, want 3", runs.Load())
+			}
+		})
+	}
+	// A definite answer, even a refusal, is kept.
+	st := openStore(t, filepath.Join(t.TempDir(), "db"))
+	var runs atomic.Int32
+	srv := newIdemServer(t, st, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusConflict)
+	}))
+	do(t, srv, "POST", "/v1/sandboxes/x/stop", "k", ``)
+	if got := do(t, srv, "POST", "/v1/sandboxes/x/stop", "k", ``); got.status != http.StatusConflict || got.replay != "true" || runs.Load() != 1 {
+		t.Fatalf("a 409 was not kept: %+v, %d runs", got, runs.Load())
 	}
 }
 

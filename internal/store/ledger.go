@@ -80,6 +80,9 @@ type IdempotencyStore interface {
 	// FinishIdempotent stores the outcome (state, status, content type,
 	// body) of the record with r.Key.
 	FinishIdempotent(ctx context.Context, r *IdempotencyRecord) error
+	// ForgetIdempotent deletes the record with key, so the key may be used
+	// again at once. A missing record is not an error.
+	ForgetIdempotent(ctx context.Context, key string) error
 	// PurgeIdempotency deletes records that expired before t.
 	PurgeIdempotency(ctx context.Context, t time.Time) (int64, error)
 }

@@ -109,6 +109,19 @@ func (st *Store) FinishIdempotent(ctx context.Context, r *store.IdempotencyRecor
 	})
 }
 
+// ForgetIdempotent deletes one key's record.
+func (st *Store) ForgetIdempotent(ctx context.Context, key string) error {
+	if err := checkID("idempotency key", key); err != nil {
+		return err
+	}
+	return st.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE key = ?`, key); err != nil {
+			return fmt.Errorf("store: forget an idempotency key: %w", ctxErr(ctx, err))
+		}
+		return nil
+	})
+}
+
 // PurgeIdempotency forgets expired keys.
 func (st *Store) PurgeIdempotency(ctx context.Context, t time.Time) (int64, error) {
 	var n int64

@@ -169,6 +169,16 @@ func testIdempotency(t *testing.T, s store.Store) {
 	_, _, err = s.BeginIdempotent(ctx, &store.IdempotencyRecord{Key: "", CreatedAt: base, ExpiresAt: base})
 	checkErr(t, "BeginIdempotent without a key", err, errdefs.ErrInvalidArgument)
 
+	// A forgotten key is free at once, for any request.
+	_, _, _ = s.BeginIdempotent(ctx, rec("k3", "fp", base))
+	checkErr(t, "ForgetIdempotent", s.ForgetIdempotent(ctx, "k3"), nil)
+	if existing, created, err = s.BeginIdempotent(ctx, rec("k3", "other", base.Add(time.Second))); err != nil || !created || existing != nil {
+		t.Fatalf("BeginIdempotent after ForgetIdempotent: created=%v existing=%+v err=%v", created, existing, err)
+	}
+	checkErr(t, "ForgetIdempotent again", s.ForgetIdempotent(ctx, "k3"), nil)
+	checkErr(t, "ForgetIdempotent of an unknown key", s.ForgetIdempotent(ctx, "never"), nil)
+	checkErr(t, "ForgetIdempotent without a key", s.ForgetIdempotent(ctx, ""), errdefs.ErrInvalidArgument)
+
 	_, _, _ = s.BeginIdempotent(ctx, rec("k2", "fp", base))
 	n, err := s.PurgeIdempotency(ctx, base.Add(24*time.Hour))
 	checkErr(t, "PurgeIdempotency", err, nil)

@@ -207,7 +207,7 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	}
 	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", "paddock-go-sdk")
-	if k := idempotencyKey(ctx); k != "" && r.method != http.MethodGet {
+	if k := idempotencyKey(ctx, r); k != "" && r.method != http.MethodGet {
 		req.Header.Set("Idempotency-Key", k)
 	}
 	if key := c.apiKey(); key != "" {

@@ -2,6 +2,8 @@ package paddock
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -21,9 +23,40 @@ func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, idemKeyCtx{}, key)
 }
 
-func idempotencyKey(ctx context.Context) string {
-	k, _ := ctx.Value(idemKeyCtx{}).(string)
-	return k
+type idemBaseCtx struct{}
+
+// MaxIdempotencyKeyBase is the longest base WithIdempotencyKeyBase takes:
+// a derived key adds 17 characters, and a key is at most 255.
+const MaxIdempotencyKeyBase = 255 - 17
+
+// WithIdempotencyKeyBase returns a context whose mutating calls each carry
+// a key derived from base and the call: base + "." + the first 16 hex
+// digits of the SHA-256 of the call's method, path and query. A program
+// that makes several different calls with one context (build an image,
+// create a sandbox, exec in it) can be retried as a whole with the same
+// base: each call runs once and is replayed after, whichever of them the
+// first attempt reached, and no two different calls share a key. Two calls
+// to the same method, path and query with different bodies would share a
+// key (the second gets ErrConflict); give those their own key with
+// WithIdempotencyKey, which takes precedence. base is 1 to
+// MaxIdempotencyKeyBase visible ASCII characters; the daemon checks the
+// derived key. This is what the CLI's --idempotency-key sets.
+func WithIdempotencyKeyBase(ctx context.Context, base string) context.Context {
+	return context.WithValue(ctx, idemBaseCtx{}, base)
+}
+
+// idempotencyKey is the key a call carries: the context's own key, else
+// one derived from its base, else none.
+func idempotencyKey(ctx context.Context, r request) string {
+	if k, _ := ctx.Value(idemKeyCtx{}).(string); k != "" {
+		return k
+	}
+	base, _ := ctx.Value(idemBaseCtx{}).(string)
+	if base == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(r.method + " " + r.path + "?" + r.query.Encode()))
+	return base + "." + hex.EncodeToString(h[:8])
 }
 
 // LedgerPage returns up to limit ledger entries after seq after (0: from

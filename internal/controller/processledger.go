@@ -1,0 +1,142 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
+)
+
+// A background process's end reaches the daemon only when it asks: the
+// agent keeps the process and its status, and answers a wait. So for each
+// process it starts, the daemon waits for the end in the background (one
+// long wait at a time, renewed every hour) and records it. A wait cut off
+// (the sandbox stopped, was destroyed, or froze long enough to miss the
+// connection's pings) is followed by a look at the sandbox: gone or
+// restarted means the process ended with it, paused means wait again once
+// it runs. A process that ends while no daemon runs (during a restart) is
+// not followed by the next one, and gets no end entry.
+
+// processWaitRetry is the pause between looks at a sandbox whose process
+// wait was cut off.
+const processWaitRetry = 2 * time.Second
+
+// recordProcessStart records a started background process and follows it
+// to its end in the background.
+func (c *Controller) recordProcessStart(ctx context.Context, sandboxID string, ag *client.Client, req api.StartProcessRequest, p *agentv1.BackgroundProcess) {
+	l := newCmdLedger(api.LedgerProcessStart, req.Cmd)
+	l.user, l.cwd, l.env = req.User, req.Cwd, req.Env
+	if p.GetUser() != "" {
+		l.user = p.GetUser()
+	}
+	l.data["process"] = p.GetId()
+	if p.GetPid() != 0 {
+		l.data["pid"] = strconv.FormatUint(uint64(p.GetPid()), 10)
+	}
+	_ = c.Record(ctx, sandboxID, l.entry(nil))
+	end := *l
+	end.kind, end.env = api.LedgerProcessEnd, nil
+	go c.followProcess(sandboxID, ag, &end, p.GetId())
+}
+
+func (c *Controller) followProcess(sandboxID string, ag *client.Client, l *cmdLedger, procID string) {
+	ctx, cancel := c.untilClose()
+	defer cancel()
+	for {
+		res, err := ag.WaitBackground(ctx, &agentv1.WaitProcessRequest{
+			Id: procID, Condition: api.WaitExit, TimeoutMs: maxWaitTimeout.Milliseconds(),
+		})
+		switch {
+		case ctx.Err() != nil:
+			return // the daemon is stopping; see above
+		case err == nil:
+			_ = c.Record(ctx, sandboxID, l.entry(processEnd(res.GetProcess(), l.start)))
+			return
+		case errors.Is(err, errdefs.ErrDeadlineExceeded):
+			// Still running after an hour's wait. The pause keeps an agent
+			// that answers every wait at once from spinning this loop; a
+			// process that ends meanwhile is still found by the next wait.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(processWaitRetry):
+			}
+			continue
+		case errors.Is(err, errdefs.ErrNotFound):
+			_ = c.Record(ctx, sandboxID, l.entry(&cmdEnd{note: "end unknown: the sandbox no longer knows the process (it keeps a bounded number of ended ones)"}))
+			return
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(processWaitRetry):
+			}
+			host := c.processHost(ctx, sandboxID, ag)
+			if host == hostGone {
+				_ = c.Record(ctx, sandboxID, l.entry(&cmdEnd{note: "end unknown: the sandbox stopped, restarted or was destroyed, which ended the process"}))
+				return
+			}
+			if host == hostSame {
+				break
+			}
+		}
+	}
+}
+
+// How a process's sandbox stands after a wait on it was cut off.
+const (
+	hostSame   = iota // running on the same agent: wait again
+	hostPaused        // frozen: look again later
+	hostGone          // stopped, restarted, destroyed: its processes ended
+)
+
+func (c *Controller) processHost(ctx context.Context, sandboxID string, ag *client.Client) int {
+	rec, err := c.resolve(ctx, sandboxID)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return hostGone
+		}
+		return hostPaused // the store did not answer: look again
+	}
+	switch rec.State {
+	case api.StatePaused, api.StateCreating:
+		return hostPaused
+	case api.StateRunning:
+		e := c.entry(sandboxID)
+		e.mu.Lock()
+		cur := e.agent
+		e.mu.Unlock()
+		switch cur {
+		case ag:
+			return hostSame
+		case nil:
+			return hostPaused // being adopted or started: look again
+		}
+	}
+	return hostGone
+}
+
+// processEnd reads a process's final record. The times are the sandbox's
+// clock; a duration they cannot give is measured by the daemon.
+func processEnd(p *agentv1.BackgroundProcess, start time.Time) *cmdEnd {
+	end := &cmdEnd{signal: p.GetSignal(), data: map[string]string{"status": p.GetStatus()}}
+	if p.GetHasExitCode() {
+		code := int(p.GetExitCode())
+		end.exitCode = &code
+	}
+	if s, e := p.GetStartedAtUnixNano(), p.GetEndedAtUnixNano(); s > 0 && e > s {
+		end.duration = time.Duration(e - s)
+	} else {
+		end.duration = time.Since(start)
+	}
+	if p.GetError() != "" {
+		end.note = "the process failed: " + p.GetError()
+	}
+	return end
+}
