@@ -240,7 +240,7 @@ func (n *networks) Prepare(ctx context.Context, id string, p *api.NetworkPolicy)
 	if err := os.WriteFile(n.resolvPath(id), []byte("nameserver "+gw+"\noptions attempts:2 timeout:2\n"), 0o644); err != nil {
 		return controller.NetSetup{}, err
 	}
-	if err := n.srv.Attach(id, link.Gateway, toEgress(pol)); err != nil {
+	if err := n.srv.Attach(id, link.Gateway, link.Addr, toEgress(pol)); err != nil {
 		return controller.NetSetup{}, err
 	}
 	proxy := fmt.Sprintf("http://%s:%d", gw, egress.ProxyPort)

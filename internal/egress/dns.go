@@ -157,8 +157,11 @@ func (s *Server) serveDNS(b *box, gw netip.Addr) ([]io.Closer, error) {
 		return nil, fmt.Errorf("egress dns listen: %w", err)
 	}
 	h := s.dnsHandler(b)
-	udp := &dns.Server{PacketConn: pc, Handler: h}
-	tcp := &dns.Server{Listener: ln, Handler: h, ReadTimeout: 5 * time.Second}
+	drop := s.dropped(b, "dns")
+	udp := &dns.Server{PacketConn: pc, Handler: h, DecorateReader: func(r dns.Reader) dns.Reader {
+		return peerReader{Reader: r, peer: b.peer, drop: drop}
+	}}
+	tcp := &dns.Server{Listener: &peerListener{Listener: ln, peer: b.peer, drop: drop}, Handler: h, ReadTimeout: 5 * time.Second}
 	startedU, startedT := make(chan struct{}), make(chan struct{})
 	udp.NotifyStartedFunc = func() { close(startedU) }
 	tcp.NotifyStartedFunc = func() { close(startedT) }

@@ -47,6 +47,12 @@ func (e *env) lastRefusal() egress.Refusal {
 	return e.refusals[len(e.refusals)-1]
 }
 
+func (e *env) allRefusals() []egress.Refusal {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]egress.Refusal(nil), e.refusals...)
+}
+
 func newEnv(t testing.TB) *env { t.Helper(); return newEnvFW(t, "") }
 
 // firewalls are the backends the namespace tests run with; the host must
@@ -128,7 +134,7 @@ func newEnvFW(t testing.TB, firewall string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.Attach("egtest1", link.Gateway, pol); err != nil {
+	if err := e.srv.Attach("egtest1", link.Gateway, link.Addr, pol); err != nil {
 		t.Fatal(err)
 	}
 	e.client = &http.Client{

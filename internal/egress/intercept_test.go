@@ -174,7 +174,7 @@ func newInjEnv(t testing.TB) *injEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.Attach("injtest1", link.Gateway, pol); err != nil {
+	if err := e.srv.Attach("injtest1", link.Gateway, link.Addr, pol); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -399,12 +399,12 @@ func TestInjection(t *testing.T) {
 			UpstreamRoots: x509.NewCertPool(), // trusts nothing: the upstream is an impostor
 			Secret:        func(string) (string, error) { return canary, nil },
 		})
-		if err := strict.Attach("injtest1", e.link.Gateway, pol); err != nil {
+		if err := strict.Attach("injtest1", e.link.Gateway, e.link.Addr, pol); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
 			strict.Close()
-			if err := e.srv.Attach("injtest1", e.link.Gateway, pol); err != nil {
+			if err := e.srv.Attach("injtest1", e.link.Gateway, e.link.Addr, pol); err != nil {
 				t.Error(err)
 			}
 		})

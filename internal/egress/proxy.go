@@ -63,13 +63,15 @@ type Server struct {
 	log  *slog.Logger
 	tr   *http.Transport
 
-	mu    sync.Mutex
-	boxes map[string]*box
+	mu     sync.Mutex
+	boxes  map[string]*box
+	logLim *logLimit
 }
 
 // box is one sandbox's listeners and current policy.
 type box struct {
 	id      string
+	peer    netip.Addr // the sandbox's own address: the only client served
 	mu      sync.RWMutex
 	policy  Policy
 	closers []io.Closer
@@ -144,7 +146,7 @@ func New(opts Options) *Server {
 	if opts.Resolver == nil {
 		opts.Resolver = &Resolver{}
 	}
-	s := &Server{opts: opts, log: opts.Logger, boxes: map[string]*box{}}
+	s := &Server{opts: opts, log: opts.Logger, boxes: map[string]*box{}, logLim: newLogLimit(10 * time.Second)}
 	s.tr = &http.Transport{
 		Proxy:                 nil,
 		DialContext:           s.dialFromContext,
@@ -160,9 +162,13 @@ type errRefused struct{ rule string }
 
 func (e *errRefused) Error() string { return "refused by rule " + e.rule }
 
-// Attach starts a sandbox's services on its gateway address. Attaching an
+// Attach starts a sandbox's services on its gateway address, serving only
+// clients whose source address is peer, the sandbox's own. Attaching an
 // attached sandbox only updates its policy.
-func (s *Server) Attach(id string, gw netip.Addr, p Policy) error {
+func (s *Server) Attach(id string, gw, peer netip.Addr, p Policy) error {
+	if !gw.IsValid() || !peer.IsValid() || gw == peer {
+		return fmt.Errorf("egress attach %s: gateway %v and sandbox address %v must be two valid addresses", id, gw, peer)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if b, ok := s.boxes[id]; ok {
@@ -171,7 +177,7 @@ func (s *Server) Attach(id string, gw netip.Addr, p Policy) error {
 		b.mu.Unlock()
 		return nil
 	}
-	b := &box{id: id, policy: p, conns: map[net.Conn]struct{}{}, grants: map[int][]string{}}
+	b := &box{id: id, peer: peer, policy: p, conns: map[net.Conn]struct{}{}, grants: map[int][]string{}}
 	fail := func(err error) error {
 		for _, c := range b.closers {
 			c.Close()
@@ -188,6 +194,8 @@ func (s *Server) Attach(id string, gw netip.Addr, p Policy) error {
 		return fail(fmt.Errorf("egress transparent listen: %w", err))
 	}
 	b.closers = append(b.closers, transLn)
+	proxyLn = &peerListener{Listener: proxyLn, peer: peer, drop: s.dropped(b, "proxy")}
+	transLn = &peerListener{Listener: transLn, peer: peer, drop: s.dropped(b, "transparent")}
 	dnsClosers, err := s.serveDNS(b, gw)
 	if err != nil {
 		return fail(err)
@@ -254,6 +262,16 @@ func (s *Server) Close() {
 		s.Detach(id)
 	}
 	s.tr.CloseIdleConnections()
+}
+
+// dropped logs (at debug, rate-limited) a connection or query that came
+// from an address other than the sandbox's.
+func (s *Server) dropped(b *box, listener string) func(net.Addr) {
+	return func(from net.Addr) {
+		if s.logLim.allow("drop/" + b.id + "/" + listener) {
+			s.log.Debug("egress: dropped a client that is not the sandbox", "sandbox", b.id, "listener", listener, "from", from.String(), "want", b.peer.String())
+		}
+	}
 }
 
 func (s *Server) refuse(b *box, host string, port int, rule, via string) {
