@@ -86,6 +86,25 @@ func newEnvFW(t testing.TB, firewall string) *env {
 	plain := &http.Server{Handler: h}
 	go plain.Serve(up.listen(t, "80"))
 	t.Cleanup(func() { plain.Close() })
+	// A plain HTTP server on a port only a rule's ports list opens, and a
+	// server that speaks first (a banner, then an echo) as SSH or SMTP do.
+	alt := &http.Server{Handler: h}
+	go alt.Serve(up.listen(t, "8080"))
+	t.Cleanup(func() { alt.Close() })
+	bannerLn := up.listen(t, "2222")
+	go func() {
+		for {
+			c, err := bannerLn.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.WriteString(c, "220 banner\r\n")
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
 	tlsSrv := httptest.NewUnstartedServer(h)
 	tlsSrv.Listener.Close()
 	tlsSrv.Listener = up.listen(t, "443")
@@ -105,7 +124,7 @@ func newEnvFW(t testing.TB, firewall string) *env {
 	}
 	e := &env{up: up, resolver: res}
 	e.srv = egress.New(egress.Options{
-		Logger: log, Resolver: res,
+		Logger: log, Resolver: res, HandshakeTimeout: 2 * time.Second,
 		Permitted: []netip.Prefix{netip.MustParsePrefix("198.18.77.0/30")},
 		OnRefuse: func(r egress.Refusal) {
 			e.mu.Lock()

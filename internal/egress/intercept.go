@@ -55,7 +55,7 @@ func (s *Server) intercept(b *box, client net.Conn, hello []byte, br *bufio.Read
 		NextProtos:   []string{"http/1.1"},
 		MinVersion:   tls.VersionTLS12,
 	})
-	hctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	hctx, cancel := context.WithTimeout(context.Background(), s.opts.HandshakeTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
 		log.Info("egress: sandbox TLS handshake", "err", err)

@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"bufio"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -55,6 +54,10 @@ type Options struct {
 	UpstreamRoots *x509.CertPool
 	// Secret returns a secret's value for an injection template.
 	Secret func(name string) (string, error)
+	// HandshakeTimeout bounds how long a client may take to send its
+	// request headers, TLS ClientHello or a tunnel's first bytes
+	// (default 10 s).
+	HandshakeTimeout time.Duration
 }
 
 // Server runs the proxy and DNS services of every networked sandbox.
@@ -146,6 +149,9 @@ func New(opts Options) *Server {
 	if opts.Resolver == nil {
 		opts.Resolver = &Resolver{}
 	}
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = handshakeTimeout
+	}
 	s := &Server{opts: opts, log: opts.Logger, boxes: map[string]*box{}, logLim: newLogLimit(10 * time.Second)}
 	s.tr = &http.Transport{
 		Proxy:                 nil,
@@ -203,7 +209,7 @@ func (s *Server) Attach(id string, gw, peer netip.Addr, p Policy) error {
 	b.closers = append(b.closers, dnsClosers...)
 	hs := &http.Server{
 		Handler:           s.proxyHandler(b),
-		ReadHeaderTimeout: handshakeTimeout,
+		ReadHeaderTimeout: s.opts.HandshakeTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
@@ -408,207 +414,4 @@ func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host st
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
-}
-
-func (s *Server) handleConnect(b *box, w http.ResponseWriter, r *http.Request) {
-	host, port, ok := splitHostPort(r.Host, 0)
-	if !ok || port == 0 {
-		http.Error(w, "paddock egress: CONNECT needs host:port", http.StatusBadRequest)
-		return
-	}
-	if rule := s.check(b, host, port); rule != "" {
-		s.refuse(b, host, port, rule, "connect")
-		writeRefusal(w, host, port, rule)
-		return
-	}
-	up, err := s.dialChecked(r.Context(), host, port)
-	if err != nil {
-		var ref *errRefused
-		if errors.As(err, &ref) {
-			s.refuse(b, host, port, ref.rule, "connect")
-			writeRefusal(w, host, port, ref.rule)
-			return
-		}
-		http.Error(w, "paddock egress: upstream: "+err.Error(), http.StatusBadGateway)
-		return
-	}
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		up.Close()
-		http.Error(w, "paddock egress: cannot tunnel", http.StatusInternalServerError)
-		return
-	}
-	conn, brw, err := hj.Hijack()
-	if err != nil {
-		up.Close()
-		return
-	}
-	if !b.track(conn) {
-		up.Close()
-		return
-	}
-	defer b.untrack(conn)
-	if !b.track(up) {
-		conn.Close()
-		return
-	}
-	defer b.untrack(up)
-	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		conn.Close()
-		up.Close()
-		return
-	}
-	br := brw.Reader
-	// A TLS tunnel must name the host it was granted: otherwise an allowed
-	// CONNECT could carry a session to any name the upstream serves.
-	_ = conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	if first, err := br.Peek(1); err == nil && first[0] == recordTypeHandshake {
-		sni, hello, err := readClientHello(br)
-		if err != nil || !strings.EqualFold(strings.TrimSuffix(sni, "."), strings.TrimSuffix(host, ".")) {
-			s.refuse(b, host, port, "sni-mismatch", "connect")
-			conn.Close()
-			up.Close()
-			return
-		}
-		if s.intercepts(b, host) {
-			s.intercept(b, conn, hello, br, up, host, port, "connect")
-			return
-		}
-		if _, err := up.Write(hello); err != nil {
-			conn.Close()
-			up.Close()
-			return
-		}
-	}
-	_ = conn.SetReadDeadline(time.Time{})
-	splice(conn, br, up)
-}
-
-// splice copies both ways until either side is done.
-func splice(client net.Conn, clientR io.Reader, up net.Conn) {
-	done := make(chan struct{}, 2)
-	go func() {
-		_, _ = io.Copy(up, clientR)
-		if tc, ok := up.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
-		done <- struct{}{}
-	}()
-	go func() {
-		_, _ = io.Copy(client, up)
-		if tc, ok := client.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
-		done <- struct{}{}
-	}()
-	<-done
-	<-done
-	client.Close()
-	up.Close()
-}
-
-// serveTransparent handles connections the firewall redirected from ports
-// 80 and 443: the original port comes from conntrack, the host from the
-// Host header or the TLS SNI.
-func (s *Server) serveTransparent(b *box, ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			s.handleTransparent(b, c)
-		}()
-	}
-}
-
-func (s *Server) handleTransparent(b *box, c net.Conn) {
-	defer c.Close()
-	if !b.track(c) {
-		return
-	}
-	defer b.untrack(c)
-	orig, err := originalDst(c)
-	if err != nil {
-		s.log.Warn("transparent: no original destination", "sandbox", b.id, "err", err)
-		return
-	}
-	port := int(orig.Port())
-	br := bufio.NewReaderSize(c, 4096)
-	_ = c.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	first, err := br.Peek(1)
-	if err != nil {
-		return
-	}
-	if first[0] == recordTypeHandshake {
-		sni, hello, err := readClientHello(br)
-		if err != nil || sni == "" {
-			s.refuse(b, orig.Addr().String(), port, "direct-ip", "transparent")
-			return
-		}
-		if rule := s.check(b, sni, port); rule != "" {
-			s.refuse(b, sni, port, rule, "transparent")
-			return
-		}
-		up, err := s.dialChecked(context.Background(), sni, port)
-		if err != nil {
-			var ref *errRefused
-			if errors.As(err, &ref) {
-				s.refuse(b, sni, port, ref.rule, "transparent")
-			}
-			return
-		}
-		if !b.track(up) {
-			return
-		}
-		defer b.untrack(up)
-		if s.intercepts(b, sni) {
-			s.intercept(b, c, hello, br, up, sni, port, "transparent")
-			return
-		}
-		if _, err := up.Write(hello); err != nil {
-			up.Close()
-			return
-		}
-		_ = c.SetReadDeadline(time.Time{})
-		splice(c, br, up)
-		return
-	}
-	// Plain HTTP: each request is checked on its own Host, so a kept-alive
-	// connection cannot switch to a host the rules refuse.
-	hb := &headerBudget{r: br}
-	hbr := bufio.NewReader(hb)
-	for {
-		// The bufio reader may already hold part of the next request, so
-		// the budget leaves room for one buffer beyond the header bound.
-		hb.arm(maxHeaderBytes + int64(hbr.Size()))
-		req, err := http.ReadRequest(hbr)
-		hb.disarm()
-		if err != nil {
-			return
-		}
-		_ = c.SetReadDeadline(time.Time{})
-		host, _, ok := splitHostPort(req.Host, port)
-		rw := newConnResponseWriter(c)
-		if !ok || req.Host == "" {
-			s.refuse(b, orig.Addr().String(), port, "direct-ip", "transparent")
-			writeRefusal(rw, orig.Addr().String(), port, "direct-ip")
-			rw.finish(req)
-			return
-		}
-		if rule := s.check(b, host, port); rule != "" {
-			s.refuse(b, host, port, rule, "transparent")
-			writeRefusal(rw, host, port, rule)
-			rw.finish(req)
-			return
-		}
-		req.RequestURI = ""
-		s.forward(b, rw, req, host, port, "transparent")
-		if !rw.finish(req) {
-			return
-		}
-		_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
-	}
 }
