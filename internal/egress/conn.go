@@ -225,6 +225,14 @@ func (w *connResponseWriter) Write(p []byte) (int, error) {
 	return w.w.Write(p)
 }
 
+// Flush sends what is buffered (a chunk, when chunked).
+func (w *connResponseWriter) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	_ = w.w.Flush()
+}
+
 // finish completes the response; it reports whether the connection may
 // carry another request.
 func (w *connResponseWriter) finish(req *http.Request) bool {

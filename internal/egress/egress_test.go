@@ -81,6 +81,20 @@ func newEnvFW(t testing.TB, firewall string) *env {
 			_, _ = w.Write(big)
 			return
 		}
+		if r.URL.Path == "/slow" { // a long stream, until the client goes
+			for i := 0; i < 300; i++ {
+				if _, err := io.WriteString(w, "tick\n"); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			return
+		}
 		fmt.Fprintf(w, "hello from %s", r.Host)
 	})
 	plain := &http.Server{Handler: h}

@@ -35,7 +35,7 @@ type Refusal struct {
 	Host    string
 	Port    int
 	Rule    string
-	Via     string // "proxy", "connect", "transparent", "dns"
+	Via     string // "proxy", "connect", "transparent", "dns", "rules-changed"
 }
 
 // Options configure a Server.
@@ -79,29 +79,10 @@ type box struct {
 	policy  Policy
 	closers []io.Closer
 	wg      sync.WaitGroup
-	conns   map[net.Conn]struct{} // open tunnels, closed on Detach
+	conns   map[net.Conn]*admission // open connections (track.go)
 	closed  bool
 	grants  map[int][]string // temporary allow rules (per command)
 	nextID  int
-}
-
-// track registers a connection to be closed when the sandbox detaches; it
-// returns false (and closes c) if the sandbox is gone already.
-func (b *box) track(c net.Conn) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		c.Close()
-		return false
-	}
-	b.conns[c] = struct{}{}
-	return true
-}
-
-func (b *box) untrack(c net.Conn) {
-	b.mu.Lock()
-	delete(b.conns, c)
-	b.mu.Unlock()
 }
 
 func (b *box) current() Policy {
@@ -137,6 +118,7 @@ func (s *Server) Grant(id string, allow []string) (revoke func(), ok bool) {
 			b.mu.Lock()
 			delete(b.grants, key)
 			b.mu.Unlock()
+			s.recheck(b)
 		})
 	}, true
 }
@@ -181,9 +163,10 @@ func (s *Server) Attach(id string, gw, peer netip.Addr, p Policy) error {
 		b.mu.Lock()
 		b.policy = p
 		b.mu.Unlock()
+		go s.recheck(b) // s.mu is held
 		return nil
 	}
-	b := &box{id: id, peer: peer, policy: p, conns: map[net.Conn]struct{}{}, grants: map[int][]string{}}
+	b := &box{id: id, peer: peer, policy: p, conns: map[net.Conn]*admission{}, grants: map[int][]string{}}
 	fail := func(err error) error {
 		for _, c := range b.closers {
 			c.Close()
@@ -208,7 +191,20 @@ func (s *Server) Attach(id string, gw, peer netip.Addr, p Policy) error {
 	}
 	b.closers = append(b.closers, dnsClosers...)
 	hs := &http.Server{
-		Handler:           s.proxyHandler(b),
+		Handler: s.proxyHandler(b),
+		// Each connection is the sandbox's to close on a rule change
+		// (track.go); a hijacked one is tracked by the tunnel.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				b.track(c)
+			case http.StateClosed, http.StateHijacked:
+				b.untrack(c)
+			}
+		},
 		ReadHeaderTimeout: s.opts.HandshakeTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -222,7 +218,7 @@ func (s *Server) Attach(id string, gw, peer netip.Addr, p Policy) error {
 }
 
 // SetPolicy replaces a sandbox's rules; new connections and lookups see
-// them at once.
+// them at once, and open connections the new rules refuse are closed.
 func (s *Server) SetPolicy(id string, p Policy) bool {
 	s.mu.Lock()
 	b, ok := s.boxes[id]
@@ -231,6 +227,7 @@ func (s *Server) SetPolicy(id string, p Policy) bool {
 		b.mu.Lock()
 		b.policy = p
 		b.mu.Unlock()
+		s.recheck(b)
 	}
 	return ok
 }
@@ -290,7 +287,10 @@ func (s *Server) refuse(b *box, host string, port int, rule, via string) {
 // check applies rules and ports to a destination; it returns the refusing
 // rule or "".
 func (s *Server) check(b *box, host string, port int) string {
-	p := b.current()
+	return checkPolicy(b.current(), host, port)
+}
+
+func checkPolicy(p Policy, host string, port int) string {
 	d := p.Decide(host)
 	if !d.Allowed {
 		return d.Rule
@@ -373,11 +373,13 @@ func (s *Server) proxyHandler(b *box) http.Handler {
 			http.Error(w, "paddock egress: bad host", http.StatusBadRequest)
 			return
 		}
-		if rule := s.check(b, host, port); rule != "" {
+		release, rule := s.admit(b, host, port, connOf(r))
+		if rule != "" {
 			s.refuse(b, host, port, rule, "proxy")
 			writeRefusal(w, host, port, rule)
 			return
 		}
+		defer release()
 		s.forward(b, w, r, host, port, "proxy")
 	})
 }
@@ -413,5 +415,27 @@ func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host st
 		w.Header()[k] = v
 	}
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
+	copyFlushing(w, resp.Body)
+}
+
+// copyFlushing relays a response body, flushing after every read so that
+// streamed responses (server-sent events, long polls) are not held in a
+// buffer until it fills.
+func copyFlushing(w http.ResponseWriter, r io.Reader) {
+	f, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if f != nil {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

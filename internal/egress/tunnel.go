@@ -78,6 +78,12 @@ func (s *Server) handleConnect(b *box, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer b.untrack(up)
+	// From here a rule change closes the tunnel (track.go).
+	if _, rule := s.admit(b, host, port, conn, up); rule != "" {
+		s.refuse(b, host, port, rule, "connect")
+		writeRefusalConn(conn, host, port, rule)
+		return
+	}
 	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
@@ -345,6 +351,10 @@ func (s *Server) handleTransparent(b *box, c net.Conn) {
 			return
 		}
 		defer b.untrack(up)
+		if _, rule := s.admit(b, sni, port, c, up); rule != "" {
+			s.refuse(b, sni, port, rule, "transparent")
+			return
+		}
 		if s.intercepts(b, sni) {
 			s.intercept(b, c, hello, br, up, sni, port, "transparent")
 			return
@@ -416,12 +426,14 @@ func (s *Server) serveRequests(b *box, c net.Conn, br *bufio.Reader, sc requestS
 			refuse(sc.dst, "direct-ip")
 			return
 		}
-		if rule := s.check(b, host, sc.port); rule != "" {
+		release, rule := s.admit(b, host, sc.port, c)
+		if rule != "" {
 			refuse(host, rule)
 			return
 		}
 		req.RequestURI = ""
 		s.forward(b, rw, req, host, sc.port, sc.via)
+		release()
 		if !rw.finish(req) {
 			return
 		}
