@@ -150,6 +150,7 @@ func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *r
 		Logger:        log,
 		Resolver:      &egress.Resolver{Static: nc.Static, Upstream: nc.Upstream},
 		Permitted:     nc.Permitted,
+		OwnRanges:     []netip.Prefix{nc.Range},
 		OnRefuse:      rec.refuse,
 		CA:            ca,
 		UpstreamRoots: roots,

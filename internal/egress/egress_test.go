@@ -119,6 +119,16 @@ func newEnvFW(t testing.TB, firewall string) *env {
 			}()
 		}
 	}()
+	// A service of the host's own, on its end of that veth.
+	hostLn, err := net.Listen("tcp", "198.18.77.1:80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "the host's own service")
+	})}
+	go hostSrv.Serve(hostLn)
+	t.Cleanup(func() { hostSrv.Close() })
 	tlsSrv := httptest.NewUnstartedServer(h)
 	tlsSrv.Listener.Close()
 	tlsSrv.Listener = up.listen(t, "443")
@@ -133,6 +143,9 @@ func newEnvFW(t testing.TB, firewall string) *env {
 			"up.test": {upAddr}, "other.test": {upAddr}, "bad.evil.test": {upAddr},
 			"rebind.test": {netip.MustParseAddr("127.0.0.1")},
 			"meta.test":   {netip.MustParseAddr("169.254.169.254")},
+			// The host's own end of the upstream's veth: inside the
+			// permitted prefix, yet the host's.
+			"hostside.test": {netip.MustParseAddr("198.18.77.1")},
 		},
 		Upstream: upDNS,
 	}
@@ -163,7 +176,7 @@ func newEnvFW(t testing.TB, firewall string) *env {
 	}
 	t.Cleanup(func() { _ = mgr.Teardown(context.Background(), "egtest1") })
 	e.link = link
-	pol, err := egress.NormalizePolicy(egress.Policy{Allow: []string{"up.test", "*.evil.test", "fwd.test", "rebind.test", "meta.test"}, Deny: []string{"*.evil.test"}})
+	pol, err := egress.NormalizePolicy(egress.Policy{Allow: []string{"up.test", "*.evil.test", "fwd.test", "rebind.test", "meta.test", "hostside.test"}, Deny: []string{"*.evil.test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,6 +265,7 @@ func TestEgressRules(t *testing.T) {
 		{name: "direct IP through proxy", client: pc, url: "http://198.18.77.2/", wantCode: 403, wantRule: "direct-ip"},
 		{name: "allowed name rebinding to loopback", client: pc, url: "http://rebind.test/", wantCode: 403, wantRule: "forbidden-address"},
 		{name: "allowed name pointing at metadata", client: pc, url: "http://meta.test/", wantCode: 403, wantRule: "forbidden-address"},
+		{name: "allowed name resolving to the host itself", client: pc, url: "http://hostside.test/", wantCode: 403, wantRule: "forbidden-address"},
 		{name: "port outside 80/443", client: pc, url: "http://up.test:8080/", wantCode: 403, wantRule: "port:8080"},
 		{name: "CONNECT allowed host 443", client: pc, url: "https://up.test/", wantCode: 200},
 		{name: "CONNECT allowed host port 22", client: pc, url: "https://up.test:22/", wantErr: true, wantRule: "port:22"},

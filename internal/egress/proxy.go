@@ -42,8 +42,13 @@ type Refusal struct {
 type Options struct {
 	Logger   *slog.Logger
 	Resolver *Resolver
-	// Permitted are destination prefixes exempt from the forbidden ranges.
+	// Permitted are destination prefixes exempt from the forbidden ranges
+	// (not from OwnRanges nor the host's own addresses).
 	Permitted []netip.Prefix
+	// OwnRanges are the daemon's own prefixes (its sandbox range): never a
+	// destination, whatever Permitted says, so that no sandbox reaches
+	// another's gateway through the proxy even in a public range.
+	OwnRanges []netip.Prefix
 	// OnRefuse is called for every refusal (the ledger); it must not block long.
 	OnRefuse func(Refusal)
 	// CA mints certificates for hosts with injection rules; nil: no
@@ -69,6 +74,7 @@ type Server struct {
 	mu     sync.Mutex
 	boxes  map[string]*box
 	logLim *logLimit
+	hosts  *hostAddrs // the host's own addresses (ranges.go)
 }
 
 // box is one sandbox's listeners and current policy.
@@ -135,6 +141,11 @@ func New(opts Options) *Server {
 		opts.HandshakeTimeout = handshakeTimeout
 	}
 	s := &Server{opts: opts, log: opts.Logger, boxes: map[string]*box{}, logLim: newLogLimit(10 * time.Second)}
+	s.hosts = &hostAddrs{list: interfaceAddrs, ttl: hostAddrTTL, onError: func(err error) {
+		if s.logLim.allow("host-addrs") {
+			s.log.Error("egress: cannot list the host's addresses; refusing every destination until it can", "err", err)
+		}
+	}}
 	s.tr = &http.Transport{
 		Proxy:                 nil,
 		DialContext:           s.dialFromContext,
@@ -311,7 +322,7 @@ func (s *Server) dialChecked(ctx context.Context, host string, port int) (net.Co
 	var lastErr error = &errRefused{rule: "forbidden-address"}
 	d := net.Dialer{Timeout: dialTimeout}
 	for _, a := range addrs {
-		if Forbidden(a, s.opts.Permitted) {
+		if s.forbiddenDst(a) {
 			continue
 		}
 		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
