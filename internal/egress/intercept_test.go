@@ -95,7 +95,26 @@ func newInjEnv(t testing.TB) *injEnv {
 		e.mu.Lock()
 		e.seen = append(e.seen, r.Host+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
 		e.mu.Unlock()
+		auth := r.Header.Get("Authorization")
+		if r.Method == "TRACE" { // echoes the request, as TRACE does
+			w.Header().Set("Content-Type", "message/http")
+			_ = r.Write(w)
+			return
+		}
 		switch r.URL.Path {
+		case "/echo-headers": // a debugging endpoint that reflects the request
+			w.Header().Set("Trailer", "X-Trailer-Auth")
+			w.Header().Set("X-Echo-Auth", auth)
+			w.Header().Set("X-Echo-"+strings.TrimPrefix(auth, "Bearer "), "1")
+			fmt.Fprintf(w, "you sent: %s", auth)
+			w.Header().Set("X-Trailer-Auth", auth)
+			return
+		case "/echo-stream": // the value split across two flushed chunks
+			fmt.Fprint(w, "data: "+auth[:len(auth)/2])
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+			fmt.Fprint(w, auth[len(auth)/2:]+"\n\n")
+			return
 		case "/redirect":
 			http.Redirect(w, r, "https://other.test.example/landing", http.StatusFound)
 			return
@@ -121,7 +140,8 @@ func newInjEnv(t testing.TB) *injEnv {
 			fmt.Fprint(w, "end")
 			return
 		}
-		fmt.Fprintf(w, "host=%s auth=%q", r.Host, r.Header.Get("Authorization"))
+		// What arrived, told without echoing it (echoes are scrubbed).
+		fmt.Fprintf(w, "host=%s injected=%v forged=%v none=%v", r.Host, auth == "Bearer "+canary, strings.Contains(auth, "forged"), auth == "")
 	})
 	hs := &http.Server{Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{e.pki.cert}}}
 	ln := up.listen(t, "443")
@@ -225,7 +245,7 @@ func TestInjection(t *testing.T) {
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if want := `auth="Bearer ` + canary + `"`; !strings.Contains(string(b), want) {
+			if want := "injected=true"; !strings.Contains(string(b), want) {
 				t.Fatalf("upstream answered %q, want %s", b, want)
 			}
 			if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; issuer != e.ca.Name() {
@@ -244,7 +264,7 @@ func TestInjection(t *testing.T) {
 			}
 			b, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if !strings.Contains(string(b), canary) || strings.Contains(string(b), "forged") {
+			if !strings.Contains(string(b), "injected=true forged=false") {
 				t.Fatalf("sandbox's own header not replaced: %q", b)
 			}
 
@@ -257,7 +277,7 @@ func TestInjection(t *testing.T) {
 			}
 			b, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; issuer != e.pki.name || !strings.Contains(string(b), `auth=""`) {
+			if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; issuer != e.pki.name || !strings.Contains(string(b), "none=true") {
 				t.Fatalf("other host: issuer %q body %q", issuer, b)
 			}
 
@@ -351,6 +371,57 @@ func TestInjection(t *testing.T) {
 		got := make([]byte, 4)
 		if _, err := io.ReadFull(tbr, got); err != nil || string(got) != "ping" {
 			t.Fatalf("echo: %q %v", got, err)
+		}
+	})
+
+	t.Run("an upstream that echoes the request does not hand back the secret", func(t *testing.T) {
+		c := e.client(t, paddock, true)
+		mask := "Bearer " + strings.Repeat("*", len(canary))
+		for _, path := range []string{"/echo-headers", "/echo-stream"} {
+			resp, err := c.Get("https://api.test.example" + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var dump strings.Builder
+			_ = resp.Header.Write(&dump)
+			_ = resp.Trailer.Write(&dump)
+			dump.Write(b)
+			if strings.Contains(dump.String(), canary) {
+				t.Fatalf("%s: the secret came back:\n%s", path, dump.String())
+			}
+			if !strings.Contains(string(b), mask) {
+				t.Fatalf("%s: body %q, want the echo masked as %q", path, b, mask)
+			}
+			if path == "/echo-headers" && (resp.Header.Get("X-Echo-Auth") != mask || resp.Trailer.Get("X-Trailer-Auth") != mask) {
+				t.Fatalf("headers %v trailers %v", resp.Header, resp.Trailer)
+			}
+		}
+		// The upstream did get the secret: the masking is on the way back.
+		if got := e.requests(); !strings.Contains(strings.Join(got, "\n"), "/echo-stream Bearer "+canary) {
+			t.Fatalf("upstream saw %v", got)
+		}
+	})
+
+	t.Run("TRACE is refused on an intercepted host", func(t *testing.T) {
+		c := e.client(t, paddock, true)
+		for _, m := range []string{"TRACE", "TRACK"} {
+			req, _ := http.NewRequest(m, "https://api.test.example/trace-me", nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(string(b), m+" is refused") || strings.Contains(string(b), canary) {
+				t.Fatalf("%s: %d %q", m, resp.StatusCode, b)
+			}
+		}
+		for _, r := range e.requests() {
+			if strings.Contains(r, "/trace-me") {
+				t.Fatalf("the upstream received %q", r)
+			}
 		}
 	})
 
