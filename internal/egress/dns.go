@@ -99,8 +99,40 @@ func (s *Server) dnsHandler(b *box) dns.HandlerFunc {
 	return func(w dns.ResponseWriter, req *dns.Msg) {
 		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 		defer cancel()
-		_ = w.WriteMsg(s.answerQuery(ctx, b, req))
+		_ = w.WriteMsg(s.serveQuery(ctx, b, req))
 	}
+}
+
+// serveQuery answers a query unless the sandbox has too many in progress:
+// those past the limit are refused at once, saying why.
+func (s *Server) serveQuery(ctx context.Context, b *box, req *dns.Msg) *dns.Msg {
+	select {
+	case b.dnsSem <- struct{}{}:
+		defer func() { <-b.dnsSem }()
+		return s.answerQuery(ctx, b, req)
+	default:
+	}
+	resp := new(dns.Msg)
+	resp.SetReply(req)
+	resp.Rcode = dns.RcodeRefused
+	name := "."
+	if len(req.Question) == 1 {
+		name = strings.TrimSuffix(req.Question[0].Name, ".")
+	}
+	s.refuse(b, name, DNSPort, ruleDNSLimit, "dns")
+	withEDE(resp, req, dns.ExtendedErrorCodeOther, fmt.Sprintf("paddock egress: this sandbox has %d DNS queries in progress, the most it may have", cap(b.dnsSem)))
+	return resp
+}
+
+// withEDE adds an extended DNS error (RFC 8914) to resp when the client
+// speaks EDNS: the reason for a refusal, in words.
+func withEDE(resp, req *dns.Msg, code uint16, text string) {
+	if req.IsEdns0() == nil {
+		return
+	}
+	resp.SetEdns0(1232, false)
+	o := resp.IsEdns0()
+	o.Option = append(o.Option, &dns.EDNS0_EDE{InfoCode: code, ExtraText: text})
 }
 
 // answerQuery decides one query of the sandbox's: names its rules allow
@@ -114,11 +146,12 @@ func (s *Server) answerQuery(ctx context.Context, b *box, req *dns.Msg) *dns.Msg
 	resp.SetReply(req)
 	resp.RecursionAvailable = true
 	refused := func(host, rule string) *dns.Msg {
-		if rule != "" {
-			s.refuse(b, host, DNSPort, rule, "dns")
-		}
 		resp.Rcode = dns.RcodeRefused
 		resp.Answer, resp.Ns = nil, nil
+		if rule != "" {
+			s.refuse(b, host, DNSPort, rule, "dns")
+			withEDE(resp, req, dns.ExtendedErrorCodeBlocked, "paddock egress: "+host+" refused by rule "+rule)
+		}
 		return resp
 	}
 	if len(req.Question) != 1 || req.Opcode != dns.OpcodeQuery || req.Response {
@@ -206,7 +239,7 @@ func (s *Server) serveDNS(b *box, gw netip.Addr) ([]io.Closer, error) {
 	udp := &dns.Server{PacketConn: pc, Handler: h, DecorateReader: func(r dns.Reader) dns.Reader {
 		return peerReader{Reader: r, peer: b.peer, drop: drop}
 	}}
-	tcp := &dns.Server{Listener: &peerListener{Listener: ln, peer: b.peer, drop: drop}, Handler: h, ReadTimeout: 5 * time.Second}
+	tcp := &dns.Server{Listener: s.guard(b, ln, "dns", DNSPort, func(net.Conn) {}), Handler: h, ReadTimeout: 5 * time.Second}
 	startedU, startedT := make(chan struct{}), make(chan struct{})
 	udp.NotifyStartedFunc = func() { close(startedU) }
 	tcp.NotifyStartedFunc = func() { close(startedT) }

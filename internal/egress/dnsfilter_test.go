@@ -2,7 +2,6 @@ package egress
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -20,9 +19,10 @@ type dnsFixture struct {
 	refused  []Refusal
 	asked    []string // names sent upstream
 	upstream map[string][]string
+	hold     chan struct{} // when set, upstream answers wait for it to close
 }
 
-func newDNSFixture(t testing.TB, p Policy, upstream map[string][]string) *dnsFixture {
+func newDNSFixture(t testing.TB, p Policy, upstream map[string][]string, mods ...func(*Options)) *dnsFixture {
 	t.Helper()
 	p, err := NormalizePolicy(p)
 	if err != nil {
@@ -31,7 +31,13 @@ func newDNSFixture(t testing.TB, p Policy, upstream map[string][]string) *dnsFix
 	f := &dnsFixture{upstream: upstream}
 	res := &Resolver{
 		Static: map[string][]netip.Addr{"static.ok.test": {netip.MustParseAddr("127.0.0.1")}},
-		exchangeFn: func(_ context.Context, m *dns.Msg) (*dns.Msg, error) {
+		exchangeFn: func(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+			if f.hold != nil {
+				select {
+				case <-f.hold:
+				case <-ctx.Done():
+				}
+			}
 			f.mu.Lock()
 			f.asked = append(f.asked, m.Question[0].Name)
 			f.mu.Unlock()
@@ -51,13 +57,17 @@ func newDNSFixture(t testing.TB, p Policy, upstream map[string][]string) *dnsFix
 			return r, nil
 		},
 	}
-	f.s = New(Options{Resolver: res, OnRefuse: func(r Refusal) {
+	opts := Options{Resolver: res, OnRefuse: func(r Refusal) {
 		f.mu.Lock()
 		f.refused = append(f.refused, r)
 		f.mu.Unlock()
-	}})
+	}}
+	for _, m := range mods {
+		m(&opts)
+	}
+	f.s = New(opts)
 	f.s.hosts.list = func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.200")}, nil }
-	f.b = &box{id: "dnstest", policy: p, conns: map[net.Conn]*admission{}, grants: map[int][]string{}}
+	f.b = f.s.newBox("dnstest", netip.MustParseAddr("100.64.0.2"), p)
 	return f
 }
 

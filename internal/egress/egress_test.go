@@ -67,7 +67,10 @@ func requireFirewall(t testing.TB, fw string) {
 	}
 }
 
-func newEnvFW(t testing.TB, firewall string) *env {
+func newEnvFW(t testing.TB, firewall string) *env { t.Helper(); return newEnvWith(t, firewall, nil) }
+
+// newEnvWith is newEnvFW with the server's options changed by mod.
+func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 	t.Helper()
 	requireRoot(t)
 	if firewall != "" {
@@ -150,7 +153,7 @@ func newEnvFW(t testing.TB, firewall string) *env {
 		Upstream: upDNS,
 	}
 	e := &env{up: up, resolver: res}
-	e.srv = egress.New(egress.Options{
+	opts := egress.Options{
 		Logger: log, Resolver: res, HandshakeTimeout: 2 * time.Second,
 		Permitted: []netip.Prefix{netip.MustParsePrefix("198.18.77.0/30")},
 		OnRefuse: func(r egress.Refusal) {
@@ -158,7 +161,11 @@ func newEnvFW(t testing.TB, firewall string) *env {
 			e.refusals = append(e.refusals, r)
 			e.mu.Unlock()
 		},
-	})
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	e.srv = egress.New(opts)
 	t.Cleanup(e.srv.Close)
 	ctx := context.Background()
 	mgr, err := netns.New(ctx, netns.Options{

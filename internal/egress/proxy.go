@@ -36,6 +36,12 @@ type Refusal struct {
 	Port    int
 	Rule    string
 	Via     string // "proxy", "connect", "transparent", "dns", "rules-changed"
+	// Repeats, when set, counts further refusals of the same destination,
+	// rule and via in the window since the one recorded (limits.go).
+	Repeats int
+	// Others marks a count (Repeats) of refusals beyond the window's
+	// budget of distinct destinations, not recorded one by one.
+	Others bool
 }
 
 // Options configure a Server.
@@ -63,6 +69,17 @@ type Options struct {
 	// request headers, TLS ClientHello or a tunnel's first bytes
 	// (default 10 s).
 	HandshakeTimeout time.Duration
+	// MaxConns bounds each sandbox's open connections to its proxy,
+	// transparent and DNS-over-TCP listeners together (default 512).
+	MaxConns int
+	// MaxDNS bounds each sandbox's DNS queries in progress (default 64).
+	MaxDNS int
+	// RefusalWindow and RefusalBudget coalesce refusals: one record per
+	// destination and window (default 10 s) with a repeat count, and at
+	// most RefusalBudget (default 64) destinations recorded singly per
+	// window (limits.go).
+	RefusalWindow time.Duration
+	RefusalBudget int
 }
 
 // Server runs the proxy and DNS services of every networked sandbox.
@@ -89,6 +106,10 @@ type box struct {
 	closed  bool
 	grants  map[int][]string // temporary allow rules (per command)
 	nextID  int
+
+	refusals *refusalLog   // coalesces refusals (limits.go)
+	connLim  *connLimit    // open connections on the TCP listeners
+	dnsSem   chan struct{} // DNS queries in progress
 }
 
 func (b *box) current() Policy {
@@ -140,6 +161,18 @@ func New(opts Options) *Server {
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = handshakeTimeout
 	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = defaultMaxConns
+	}
+	if opts.MaxDNS <= 0 {
+		opts.MaxDNS = defaultMaxDNS
+	}
+	if opts.RefusalWindow <= 0 {
+		opts.RefusalWindow = defaultRefusalWindow
+	}
+	if opts.RefusalBudget <= 0 {
+		opts.RefusalBudget = defaultRefusalBudget
+	}
 	s := &Server{opts: opts, log: opts.Logger, boxes: map[string]*box{}, logLim: newLogLimit(10 * time.Second)}
 	s.hosts = &hostAddrs{list: interfaceAddrs, ttl: hostAddrTTL, onError: func(err error) {
 		if s.logLim.allow("host-addrs") {
@@ -177,7 +210,7 @@ func (s *Server) Attach(id string, gw, peer netip.Addr, p Policy) error {
 		go s.recheck(b) // s.mu is held
 		return nil
 	}
-	b := &box{id: id, peer: peer, policy: p, conns: map[net.Conn]*admission{}, grants: map[int][]string{}}
+	b := s.newBox(id, peer, p)
 	fail := func(err error) error {
 		for _, c := range b.closers {
 			c.Close()
@@ -194,8 +227,8 @@ func (s *Server) Attach(id string, gw, peer netip.Addr, p Policy) error {
 		return fail(fmt.Errorf("egress transparent listen: %w", err))
 	}
 	b.closers = append(b.closers, transLn)
-	proxyLn = &peerListener{Listener: proxyLn, peer: peer, drop: s.dropped(b, "proxy")}
-	transLn = &peerListener{Listener: transLn, peer: peer, drop: s.dropped(b, "transparent")}
+	proxyLn = s.guard(b, proxyLn, "proxy", ProxyPort, func(c net.Conn) { writeConnLimit(c, b.connLim.max) })
+	transLn = s.guard(b, transLn, "transparent", TransparentPort, func(net.Conn) {})
 	dnsClosers, err := s.serveDNS(b, gw)
 	if err != nil {
 		return fail(err)
@@ -262,6 +295,7 @@ func (s *Server) Detach(id string) {
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
+	b.refusals.close()
 }
 
 // Close detaches every sandbox.
@@ -278,6 +312,29 @@ func (s *Server) Close() {
 	s.tr.CloseIdleConnections()
 }
 
+func (s *Server) newBox(id string, peer netip.Addr, p Policy) *box {
+	return &box{
+		id: id, peer: peer, policy: p, conns: map[net.Conn]*admission{}, grants: map[int][]string{},
+		refusals: &refusalLog{window: s.opts.RefusalWindow, budget: s.opts.RefusalBudget, emit: s.record, id: id},
+		connLim:  &connLimit{max: int64(s.opts.MaxConns)},
+		dnsSem:   make(chan struct{}, s.opts.MaxDNS),
+	}
+}
+
+// guard wraps a sandbox's TCP listener: only the sandbox's address is
+// served (peer.go), and no more than its connection limit (limits.go);
+// over answers a connection past the limit before it is closed.
+func (s *Server) guard(b *box, ln net.Listener, name string, port int, over func(net.Conn)) net.Listener {
+	return &limitListener{
+		Listener: &peerListener{Listener: ln, peer: b.peer, drop: s.dropped(b, name)},
+		limit:    b.connLim,
+		over: func(c net.Conn) {
+			over(c)
+			s.refuse(b, "", port, ruleConnLimit, name)
+		},
+	}
+}
+
 // dropped logs (at debug, rate-limited) a connection or query that came
 // from an address other than the sandbox's.
 func (s *Server) dropped(b *box, listener string) func(net.Addr) {
@@ -288,10 +345,23 @@ func (s *Server) dropped(b *box, listener string) func(net.Addr) {
 	}
 }
 
+// refuse records a refusal: logged and passed to OnRefuse, coalesced per
+// destination and window (limits.go).
 func (s *Server) refuse(b *box, host string, port int, rule, via string) {
-	s.log.Warn("egress refused", "sandbox", b.id, "host", host, "port", port, "rule", rule, "via", via)
+	b.refusals.add(Refusal{Sandbox: b.id, Host: host, Port: port, Rule: rule, Via: via})
+}
+
+func (s *Server) record(r Refusal) {
+	switch {
+	case r.Others:
+		s.log.Warn("egress refused, not recorded one by one", "sandbox", r.Sandbox, "count", r.Repeats)
+	case r.Repeats > 0:
+		s.log.Warn("egress refused again", "sandbox", r.Sandbox, "host", r.Host, "port", r.Port, "rule", r.Rule, "via", r.Via, "repeats", r.Repeats)
+	default:
+		s.log.Warn("egress refused", "sandbox", r.Sandbox, "host", r.Host, "port", r.Port, "rule", r.Rule, "via", r.Via)
+	}
 	if s.opts.OnRefuse != nil {
-		s.opts.OnRefuse(Refusal{Sandbox: b.id, Host: host, Port: port, Rule: rule, Via: via})
+		s.opts.OnRefuse(r)
 	}
 }
 

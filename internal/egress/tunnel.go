@@ -270,21 +270,23 @@ func sniff(c net.Conn, br *bufio.Reader, timeout time.Duration) (streamKind, err
 	}
 }
 
+type closeWriter interface{ CloseWrite() error }
+
 // splice copies both ways until either side is done; clientR and upR
 // read client and up (with what was read ahead of the splice).
 func splice(client net.Conn, clientR io.Reader, up net.Conn, upR io.Reader) {
 	done := make(chan struct{}, 2)
 	go func() {
 		_, _ = io.Copy(up, clientR)
-		if tc, ok := up.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
+		if cw, ok := up.(closeWriter); ok {
+			_ = cw.CloseWrite()
 		}
 		done <- struct{}{}
 	}()
 	go func() {
 		_, _ = io.Copy(client, upR)
-		if tc, ok := client.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
+		if cw, ok := client.(closeWriter); ok {
+			_ = cw.CloseWrite()
 		}
 		done <- struct{}{}
 	}()
