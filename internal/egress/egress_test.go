@@ -84,6 +84,14 @@ func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 			_, _ = w.Write(big)
 			return
 		}
+		if r.URL.Path == "/hop" { // says which request fields arrived, sends its own hop fields
+			w.Header().Set("Connection", "X-Hop-Resp, Keep-Alive")
+			w.Header().Set("X-Hop-Resp", "for this hop only")
+			w.Header().Set("Keep-Alive", "timeout=5")
+			w.Header().Set("X-End-To-End", "kept")
+			fmt.Fprintf(w, "hop-req=%q e2e-req=%q", r.Header.Get("X-Hop-Req"), r.Header.Get("X-End-To-End"))
+			return
+		}
 		if r.URL.Path == "/slow" { // a long stream, until the client goes
 			for i := 0; i < 300; i++ {
 				if _, err := io.WriteString(w, "tick\n"); err != nil {

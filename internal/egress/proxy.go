@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
@@ -468,15 +469,32 @@ func (s *Server) proxyHandler(b *box) http.Handler {
 // hopHeaders are per-connection and never forwarded.
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
+// removeHopHeaders deletes a message's hop-by-hop fields: the standard
+// ones, and every field its Connection (or Proxy-Connection) header names
+// (RFC 9110, 7.6.1), which concern this connection only and must not be
+// passed on by a proxy either way.
+func removeHopHeaders(h http.Header) {
+	for _, c := range []string{"Connection", "Proxy-Connection"} {
+		for _, v := range h.Values(c) {
+			for _, f := range strings.Split(v, ",") {
+				if f = textproto.TrimString(f); f != "" {
+					h.Del(f)
+				}
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}
+
 func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host string, port int, via string) {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	out := r.Clone(context.WithValue(r.Context(), ctxKey{}, addr))
 	out.RequestURI = ""
 	out.URL.Scheme = "http"
 	out.URL.Host = addr
-	for _, h := range hopHeaders {
-		out.Header.Del(h)
-	}
+	removeHopHeaders(out.Header)
 	resp, err := s.tr.RoundTrip(out)
 	if err != nil {
 		var ref *errRefused
@@ -489,9 +507,7 @@ func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host st
 		return
 	}
 	defer resp.Body.Close()
-	for _, h := range hopHeaders {
-		resp.Header.Del(h)
-	}
+	removeHopHeaders(resp.Header)
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}
