@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -77,7 +78,7 @@ func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 		requireFirewall(t, firewall)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	up := newUpstreamNS(t, "ptest-egress-up", "ptegup0", "198.18.77.1/30", "198.18.77.2/30")
+	up := newUpstreamPlan(t, 0).start(t)
 	big := make([]byte, 1<<20)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" && r.URL.Query().Get("small") == "" {
@@ -131,7 +132,7 @@ func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 		}
 	}()
 	// A service of the host's own, on its end of that veth.
-	hostLn, err := net.Listen("tcp", "198.18.77.1:80")
+	hostLn, err := net.Listen("tcp", net.JoinHostPort(up.host, "80"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 	t.Cleanup(tlsSrv.Close)
 
 	// A fake "host resolver" on loopback: it counts what reaches it.
-	upDNS := startCountingDNS(t)
+	upDNS := startCountingDNS(t, up.addr)
 	upAddr := netip.MustParseAddr(up.addr)
 	res := &egress.Resolver{
 		Static: map[string][]netip.Addr{
@@ -156,14 +157,14 @@ func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 			"meta.test":   {netip.MustParseAddr("169.254.169.254")},
 			// The host's own end of the upstream's veth: inside the
 			// permitted prefix, yet the host's.
-			"hostside.test": {netip.MustParseAddr("198.18.77.1")},
+			"hostside.test": {netip.MustParseAddr(up.host)},
 		},
 		Upstream: upDNS,
 	}
 	e := &env{up: up, resolver: res}
 	opts := egress.Options{
 		Logger: log, Resolver: res, HandshakeTimeout: 2 * time.Second,
-		Permitted: []netip.Prefix{netip.MustParsePrefix("198.18.77.0/30")},
+		Permitted: []netip.Prefix{up.permit},
 		OnRefuse: func(r egress.Refusal) {
 			e.mu.Lock()
 			e.refusals = append(e.refusals, r)
@@ -177,7 +178,7 @@ func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 	t.Cleanup(e.srv.Close)
 	ctx := context.Background()
 	mgr, err := netns.New(ctx, netns.Options{
-		StateDir: t.TempDir(), Range: netip.MustParsePrefix("100.127.252.0/24"), Logger: log, Firewall: firewall,
+		StateDir: t.TempDir(), Range: testRange(t, 0), Logger: log, Firewall: firewall,
 		Ports: netns.Ports{Proxy: egress.ProxyPort, Transparent: egress.TransparentPort, DNS: egress.DNSPort},
 	})
 	if err != nil {
@@ -215,7 +216,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func startCountingDNS(t testing.TB) string {
+func startCountingDNS(t testing.TB, answer string) string {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -225,7 +226,7 @@ func startCountingDNS(t testing.TB) string {
 		m := new(dns.Msg)
 		m.SetReply(r)
 		if len(r.Question) == 1 && r.Question[0].Qtype == dns.TypeA {
-			rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A 198.18.77.2")
+			rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A " + answer)
 			m.Answer = append(m.Answer, rr)
 		}
 		_ = w.WriteMsg(m)
@@ -265,6 +266,7 @@ func get(t testing.TB, c *http.Client, u string, host string) (int, string, http
 func TestEgressRules(t *testing.T) {
 	e := newEnv(t)
 	pc := e.proxyClient(t)
+	upURL := "http://" + e.up.addr + "/"
 	tests := []struct {
 		name     string
 		client   *http.Client
@@ -277,16 +279,16 @@ func TestEgressRules(t *testing.T) {
 		{name: "allowed host through proxy", client: pc, url: "http://up.test/", wantCode: 200},
 		{name: "denied host names the rule", client: pc, url: "http://bad.evil.test/", wantCode: 403, wantRule: "deny:*.evil.test"},
 		{name: "unlisted host is default-denied", client: pc, url: "http://nope.test/", wantCode: 403, wantRule: "default-deny"},
-		{name: "direct IP through proxy", client: pc, url: "http://198.18.77.2/", wantCode: 403, wantRule: "direct-ip"},
+		{name: "direct IP through proxy", client: pc, url: upURL, wantCode: 403, wantRule: "direct-ip"},
 		{name: "allowed name rebinding to loopback", client: pc, url: "http://rebind.test/", wantCode: 403, wantRule: "forbidden-address"},
 		{name: "allowed name pointing at metadata", client: pc, url: "http://meta.test/", wantCode: 403, wantRule: "forbidden-address"},
 		{name: "allowed name resolving to the host itself", client: pc, url: "http://hostside.test/", wantCode: 403, wantRule: "forbidden-address"},
 		{name: "port outside 80/443", client: pc, url: "http://up.test:8080/", wantCode: 403, wantRule: "port:8080"},
 		{name: "CONNECT allowed host 443", client: pc, url: "https://up.test/", wantCode: 200},
 		{name: "CONNECT allowed host port 22", client: pc, url: "https://up.test:22/", wantErr: true, wantRule: "port:22"},
-		{name: "transparent HTTP allowed Host", client: e.client, url: "http://198.18.77.2/", host: "up.test", wantCode: 200},
-		{name: "transparent HTTP direct IP", client: e.client, url: "http://198.18.77.2/", wantCode: 403, wantRule: "direct-ip"},
-		{name: "transparent HTTP denied Host", client: e.client, url: "http://198.18.77.2/", host: "bad.evil.test", wantCode: 403, wantRule: "deny:*.evil.test"},
+		{name: "transparent HTTP allowed Host", client: e.client, url: upURL, host: "up.test", wantCode: 200},
+		{name: "transparent HTTP direct IP", client: e.client, url: upURL, wantCode: 403, wantRule: "direct-ip"},
+		{name: "transparent HTTP denied Host", client: e.client, url: upURL, host: "bad.evil.test", wantCode: 403, wantRule: "deny:*.evil.test"},
 		{name: "transparent metadata address", client: e.client, url: "http://169.254.169.254/latest/meta-data/", wantCode: 403, wantRule: "direct-ip"},
 		{name: "transparent TLS by SNI", client: e.client, url: "https://up.test/", wantCode: 200},
 	}
@@ -294,7 +296,7 @@ func TestEgressRules(t *testing.T) {
 	// address; here the client dials the address directly with the SNI.
 	e.client.Transport.(*http.Transport).DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		_, port, _ := net.SplitHostPort(addr)
-		return dialFrom(t, e.link.NetNS)(ctx, network, net.JoinHostPort("198.18.77.2", port))
+		return dialFrom(t, e.link.NetNS)(ctx, network, net.JoinHostPort(e.up.addr, port))
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -375,12 +377,12 @@ func TestEgressDNS(t *testing.T) {
 		wantForwarded   int64
 		wantAnswer      string
 	}{
-		{name: "static allowed", q: "up.test", target: gw, wantRcode: dns.RcodeSuccess, wantAnswer: "198.18.77.2"},
-		{name: "allowed forwarded", q: "fwd.test", target: gw, wantRcode: dns.RcodeSuccess, wantForwarded: 1, wantAnswer: "198.18.77.2"},
+		{name: "static allowed", q: "up.test", target: gw, wantRcode: dns.RcodeSuccess, wantAnswer: e.up.addr},
+		{name: "allowed forwarded", q: "fwd.test", target: gw, wantRcode: dns.RcodeSuccess, wantForwarded: 1, wantAnswer: e.up.addr},
 		{name: "denied never forwarded", q: "secret-data.bad.evil.test", target: gw, wantRcode: dns.RcodeRefused},
 		{name: "unlisted never forwarded", q: "exfil.example", target: gw, wantRcode: dns.RcodeRefused},
 		// A query aimed at some other server is redirected to Paddock's.
-		{name: "other nameserver redirected", q: "exfil2.example", target: "198.18.77.2:53", wantRcode: dns.RcodeRefused},
+		{name: "other nameserver redirected", q: "exfil2.example", target: net.JoinHostPort(e.up.addr, "53"), wantRcode: dns.RcodeRefused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -434,9 +436,9 @@ func testEgressFirewall(t *testing.T, fw string) {
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
 	targets := []string{
-		fmt.Sprintf("%s:%d", e.link.Gateway, port), // host's API on the gateway
-		"198.18.77.2:22",                  // upstream, not via proxy
-		"198.18.77.1:" + fmt.Sprint(port), // host's other address
+		fmt.Sprintf("%s:%d", e.link.Gateway, port),    // host's API on the gateway
+		net.JoinHostPort(e.up.addr, "22"),             // upstream, not via proxy
+		net.JoinHostPort(e.up.host, fmt.Sprint(port)), // host's other address
 		"169.254.169.254:22",
 	}
 	for _, target := range targets {
@@ -529,56 +531,57 @@ func firewallDump() string {
 func testTeardownLeavesNothing(t *testing.T, fw string) {
 	requireFirewall(t, fw)
 	ctx := context.Background()
+	id := fmt.Sprintf("tdtest%02d", slot(t))
 	dir := t.TempDir()
-	rng := netip.MustParsePrefix("100.127.253.0/24")
+	rng := testRange(t, 1)
 	opts := netns.Options{StateDir: dir, Range: rng, Firewall: fw, Ports: netns.Ports{Proxy: 3128, Transparent: 3129, DNS: 53}}
 	mgr, err := netns.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := mgr.Setup(ctx, "tdtest1")
+	l, err := mgr.Setup(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = mgr.Teardown(context.Background(), "tdtest1"); _ = mgr.Close(context.Background()) })
+	t.Cleanup(func() { _ = mgr.Teardown(context.Background(), id); _ = mgr.Close(context.Background()) })
 	// A daemon restart: a new manager resets the rules; Setup restores.
 	mgr2, err := netns.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := mgr2.List(); len(got) != 1 || got[0] != "tdtest1" {
+	if got := mgr2.List(); len(got) != 1 || got[0] != id {
 		t.Fatalf("List after restart = %v", got)
 	}
-	if _, err := mgr2.Setup(ctx, "tdtest1"); err != nil {
+	if _, err := mgr2.Setup(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	// Setup twice is harmless.
-	if _, err := mgr2.Setup(ctx, "tdtest1"); err != nil {
+	if _, err := mgr2.Setup(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	// Another daemon on the range removed the rules on its way out:
 	// Setup repairs them.
 	bf := breakFirewall[fw]
 	bf.remove(mgr2, l.HostIf)
-	if _, err := mgr2.Setup(ctx, "tdtest1"); err != nil {
+	if _, err := mgr2.Setup(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	out := bf.show(mgr2)
-	if !strings.Contains(out, "paddock:tdtest1") || !strings.Contains(strings.ToLower(out), "drop") {
+	if !strings.Contains(out, "paddock:"+id) || !strings.Contains(strings.ToLower(out), "drop") {
 		t.Fatalf("firewall not repaired:\n%s", out)
 	}
-	if err := mgr2.Teardown(ctx, "tdtest1"); err != nil {
+	if err := mgr2.Teardown(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	// Teardown twice is harmless.
-	if err := mgr2.Teardown(ctx, "tdtest1"); err != nil {
+	if err := mgr2.Teardown(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	if err := mgr2.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	dump := firewallDump()
-	for _, leak := range []string{"paddock:tdtest1", l.HostIf, mgr2.Table(), mgr2.Chains()[0][1]} {
+	for _, leak := range []string{"paddock:" + id, l.HostIf, mgr2.Table(), mgr2.Chains()[0][1]} {
 		if strings.Contains(dump, leak) {
 			t.Errorf("firewall still mentions %s", leak)
 		}
@@ -586,7 +589,7 @@ func testTeardownLeavesNothing(t *testing.T, fw string) {
 	if _, err := net.InterfaceByName(l.HostIf); err == nil {
 		t.Errorf("veth %s left", l.HostIf)
 	}
-	if out, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(out), "tdtest1") {
+	if out, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(out), filepath.Base(l.NetNS)) {
 		t.Errorf("netns left: %s", out)
 	}
 	if len(mgr2.List()) != 0 {
@@ -599,6 +602,7 @@ func testTeardownLeavesNothing(t *testing.T, fw string) {
 func TestFirewallSwitch(t *testing.T) {
 	requireRoot(t)
 	ctx := context.Background()
+	id := fmt.Sprintf("swtest%02d", slot(t))
 	for _, tt := range []struct{ from, to string }{
 		{netns.FirewallIptables, netns.FirewallNftables},
 		{netns.FirewallNftables, netns.FirewallIptables},
@@ -607,12 +611,12 @@ func TestFirewallSwitch(t *testing.T) {
 			requireFirewall(t, tt.from)
 			requireFirewall(t, tt.to)
 			dir := t.TempDir()
-			opts := netns.Options{StateDir: dir, Range: netip.MustParsePrefix("100.127.254.0/24"), Firewall: tt.from, Ports: netns.Ports{Proxy: 3128, Transparent: 3129, DNS: 53}}
+			opts := netns.Options{StateDir: dir, Range: testRange(t, 2), Firewall: tt.from, Ports: netns.Ports{Proxy: 3128, Transparent: 3129, DNS: 53}}
 			a, err := netns.New(ctx, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := a.Setup(ctx, "swtest1"); err != nil {
+			if _, err := a.Setup(ctx, id); err != nil {
 				t.Fatal(err)
 			}
 			opts.Firewall = tt.to
@@ -620,8 +624,8 @@ func TestFirewallSwitch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = b.Teardown(context.Background(), "swtest1"); _ = b.Close(context.Background()) })
-			if _, err := b.Setup(ctx, "swtest1"); err != nil {
+			t.Cleanup(func() { _ = b.Teardown(context.Background(), id); _ = b.Close(context.Background()) })
+			if _, err := b.Setup(ctx, id); err != nil {
 				t.Fatal(err)
 			}
 			dump := firewallDump()
@@ -629,7 +633,7 @@ func TestFirewallSwitch(t *testing.T) {
 			if strings.Contains(dump, old[tt.from]) {
 				t.Errorf("%s's %s left after switching", tt.from, old[tt.from])
 			}
-			if !strings.Contains(dump, old[tt.to]) || strings.Count(dump, "paddock:swtest1") == 0 {
+			if !strings.Contains(dump, old[tt.to]) || strings.Count(dump, "paddock:"+id) == 0 {
 				t.Errorf("%s rules missing after switching:\n%s", tt.to, dump)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ func TestForwardStripsHopByHopFields(t *testing.T) {
 	e := newEnv(t)
 	for _, tt := range []struct{ name, addr, target string }{
 		{"proxy", fmt.Sprintf("%s:%d", e.link.Gateway, egress.ProxyPort), "http://up.test/hop"},
-		{"transparent", "198.18.77.2:80", "/hop"},
+		{"transparent", net.JoinHostPort(e.up.addr, "80"), "/hop"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

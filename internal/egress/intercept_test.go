@@ -70,6 +70,7 @@ func newTestPKI(t testing.TB, hosts ...string) *testPKI {
 // injEnv is a sandbox namespace whose proxy injects a header for
 // api.test.example, and an upstream serving both test names over HTTPS.
 type injEnv struct {
+	up     *upstreamNS
 	srv    *egress.Server
 	link   netns.Link
 	ca     *egress.CA
@@ -89,8 +90,8 @@ func newInjEnv(t testing.TB) *injEnv {
 	t.Helper()
 	requireRoot(t)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	up := newUpstreamNS(t, "ptest-inj-up", "ptinjup0", "198.18.91.1/30", "198.18.91.2/30")
-	e := &injEnv{pki: newTestPKI(t, "api.test.example", "other.test.example")}
+	up := newUpstreamPlan(t, 1).start(t)
+	e := &injEnv{up: up, pki: newTestPKI(t, "api.test.example", "other.test.example")}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
 		e.seen = append(e.seen, r.Host+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
@@ -157,7 +158,7 @@ func newInjEnv(t testing.TB) *injEnv {
 	e.srv = egress.New(egress.Options{
 		Logger:        log,
 		Resolver:      &egress.Resolver{Static: map[string][]netip.Addr{"api.test.example": {upAddr}, "other.test.example": {upAddr}}, Upstream: "127.0.0.1:9"},
-		Permitted:     []netip.Prefix{netip.MustParsePrefix("198.18.91.0/30")},
+		Permitted:     []netip.Prefix{up.permit},
 		CA:            ca,
 		UpstreamRoots: e.pki.pool,
 		Secret: func(name string) (string, error) {
@@ -174,7 +175,7 @@ func newInjEnv(t testing.TB) *injEnv {
 	})
 	t.Cleanup(e.srv.Close)
 	mgr, err := netns.New(context.Background(), netns.Options{
-		StateDir: t.TempDir(), Range: netip.MustParsePrefix("100.127.233.0/24"), Logger: log,
+		StateDir: t.TempDir(), Range: testRange(t, 3), Logger: log,
 		Ports: netns.Ports{Proxy: egress.ProxyPort, Transparent: egress.TransparentPort, DNS: egress.DNSPort},
 	})
 	if err != nil {
@@ -214,7 +215,7 @@ func (e *injEnv) client(t testing.TB, roots *x509.CertPool, proxy bool) *http.Cl
 		d := dialFrom(t, e.link.NetNS)
 		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			_, port, _ := net.SplitHostPort(addr)
-			return d(ctx, network, net.JoinHostPort("198.18.91.2", port))
+			return d(ctx, network, net.JoinHostPort(e.up.addr, port))
 		}
 	}
 	return &http.Client{
@@ -464,8 +465,8 @@ func TestInjection(t *testing.T) {
 		})
 		e.srv.Detach("injtest1")
 		strict := egress.New(egress.Options{
-			Resolver:      &egress.Resolver{Static: map[string][]netip.Addr{"api.test.example": {netip.MustParseAddr("198.18.91.2")}}, Upstream: "127.0.0.1:9"},
-			Permitted:     []netip.Prefix{netip.MustParsePrefix("198.18.91.0/30")},
+			Resolver:      &egress.Resolver{Static: map[string][]netip.Addr{"api.test.example": {netip.MustParseAddr(e.up.addr)}}, Upstream: "127.0.0.1:9"},
+			Permitted:     []netip.Prefix{e.up.permit},
 			CA:            e.ca,
 			UpstreamRoots: x509.NewCertPool(), // trusts nothing: the upstream is an impostor
 			Secret:        func(string) (string, error) { return canary, nil },

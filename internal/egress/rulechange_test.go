@@ -115,7 +115,7 @@ func TestRuleChangesCloseOpenConnections(t *testing.T) {
 		}
 		defer revoke()
 		// Straight to the upstream's address: the firewall redirects 443.
-		raw, err := dialFrom(t, e.link.NetNS)(t.Context(), "tcp", "198.18.77.2:443")
+		raw, err := dialFrom(t, e.link.NetNS)(t.Context(), "tcp", net.JoinHostPort(e.up.addr, "443"))
 		if err != nil {
 			t.Fatal(err)
 		}
