@@ -27,7 +27,7 @@ func TestSniffKind(t *testing.T) {
 		{"PING\r\n", kindOther},
 		{"\x00\x00\x00\x08\x04\xd2\x16\x2f", kindOther}, // PostgreSQL SSLRequest
 		{" GET / HTTP/1.1", kindOther},
-		{"ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFGHIJ / HTTP/1.1", kindOther},
+		{"ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFGHIJ / HTTP/1.1", kindHTTP}, // Go takes any token
 	}
 	for _, tt := range tests {
 		if got := sniffKind([]byte(tt.in)); got != tt.want {

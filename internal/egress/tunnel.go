@@ -183,14 +183,11 @@ const (
 	kindOther
 )
 
-// maxMethodLen bounds the method token of a request line being sniffed.
-const maxMethodLen = 32
-
 // sniffKind classifies the first bytes of a client's stream. It leans
 // towards HTTP: anything a lenient server could take for a request line
-// (leading empty lines, tabs, lower-case versions, HTTP/2's preface) is
-// HTTP here, so it is checked rather than spliced; the request reader
-// then refuses what it cannot parse.
+// (leading empty lines, tabs, lower-case versions, HTTP/2's preface, a
+// method of any length) is HTTP here, so it is checked rather than
+// spliced; the request reader then refuses what it cannot parse.
 func sniffKind(b []byte) streamKind {
 	i := 0
 	for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
@@ -207,9 +204,6 @@ func sniffKind(b []byte) streamKind {
 	j := i
 	for j < len(b) && isTokenChar(b[j]) {
 		j++
-	}
-	if j-i > maxMethodLen {
-		return kindOther
 	}
 	if j == len(b) {
 		return kindUndecided
