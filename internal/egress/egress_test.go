@@ -34,6 +34,7 @@ type env struct {
 	link     netns.Link
 	up       *upstreamNS
 	resolver *egress.Resolver
+	upDNS    *countingDNS
 	client   *http.Client // from inside the sandbox namespace, no proxy
 	mu       sync.Mutex
 	refusals []egress.Refusal
@@ -147,7 +148,7 @@ func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 	tlsSrv.StartTLS()
 	t.Cleanup(tlsSrv.Close)
 
-	// A fake "host resolver" on loopback: it counts what reaches it.
+	// The "host's resolver", on loopback: it counts what reaches it.
 	upDNS := startCountingDNS(t, up.addr)
 	upAddr := netip.MustParseAddr(up.addr)
 	res := &egress.Resolver{
@@ -159,9 +160,9 @@ func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 			// permitted prefix, yet the host's.
 			"hostside.test": {netip.MustParseAddr(up.host)},
 		},
-		Upstream: upDNS,
+		Upstream: upDNS.addr,
 	}
-	e := &env{up: up, resolver: res}
+	e := &env{up: up, resolver: res, upDNS: upDNS}
 	opts := egress.Options{
 		Logger: log, Resolver: res, HandshakeTimeout: 2 * time.Second,
 		Permitted: []netip.Prefix{up.permit},
@@ -216,24 +217,47 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func startCountingDNS(t testing.TB, answer string) string {
+// countingDNS stands for the host's resolver: it answers every A query
+// with one address and counts the queries that reach it, per name.
+type countingDNS struct {
+	addr  string
+	mu    sync.Mutex
+	names map[string]int
+}
+
+func (c *countingDNS) count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.names[dns.Fqdn(strings.ToLower(name))]
+}
+
+func startCountingDNS(t testing.TB, answer string) *countingDNS {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := &countingDNS{addr: pc.LocalAddr().String(), names: map[string]int{}}
 	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(r)
-		if len(r.Question) == 1 && r.Question[0].Qtype == dns.TypeA {
-			rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A " + answer)
-			m.Answer = append(m.Answer, rr)
+		if len(r.Question) == 1 {
+			c.mu.Lock()
+			c.names[strings.ToLower(r.Question[0].Name)]++
+			c.mu.Unlock()
+			if r.Question[0].Qtype == dns.TypeA {
+				rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A " + answer)
+				m.Answer = append(m.Answer, rr)
+			}
 		}
 		_ = w.WriteMsg(m)
 	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
 	go srv.ActivateAndServe()
+	<-started
 	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
+	return c
 }
 
 func (e *env) proxyClient(t testing.TB) *http.Client {
@@ -386,7 +410,7 @@ func TestEgressDNS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.resolver.Forwarded.Load()
+			before, upBefore := e.resolver.Forwarded.Load(), e.upDNS.count(tt.q)
 			resp, err := exchange(tt.q, tt.target)
 			if err != nil {
 				t.Fatal(err)
@@ -396,6 +420,10 @@ func TestEgressDNS(t *testing.T) {
 			}
 			if got := e.resolver.Forwarded.Load() - before; got != tt.wantForwarded {
 				t.Fatalf("%d queries forwarded, want %d", got, tt.wantForwarded)
+			}
+			// What the upstream itself received, not the resolver's word.
+			if got := e.upDNS.count(tt.q) - upBefore; int64(got) != tt.wantForwarded {
+				t.Fatalf("the upstream received %d queries for %s, want %d", got, tt.q, tt.wantForwarded)
 			}
 			if tt.wantAnswer != "" && (len(resp.Answer) == 0 || !strings.Contains(resp.Answer[0].String(), tt.wantAnswer)) {
 				t.Fatalf("answer %v, want %s", resp.Answer, tt.wantAnswer)
