@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -20,6 +21,20 @@ func netUpstream(t *testing.T, name, hostIf, hostCIDR, nsAddr string) {
 	// The listener is created inside the namespace; it stays there.
 	ln := listenInNetns(t, name, nsAddr+":80")
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" { // a long stream, until the client goes
+			for range 300 {
+				if _, err := fmt.Fprintln(w, "tick"); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			return
+		}
 		fmt.Fprintf(w, "upstream says hello to %s", r.Host)
 	})}
 	go srv.Serve(ln)
@@ -90,6 +105,25 @@ try:
     print(s.recv(4096).decode(errors="replace"))
 except Exception as e:
     print("ERR", type(e).__name__, e)
+`
+
+// pyStream reads a streamed response through the proxy until the
+// connection ends, and says how it ended.
+const pyStream = `
+import sys, socket, time
+s = socket.create_connection((sys.argv[1], 3128), timeout=40)
+s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % sys.argv[2]).encode())
+start, n = time.time(), 0
+while True:
+    try:
+        d = s.recv(4096)
+    except Exception as e:
+        print("ERR", type(e).__name__, e)
+        break
+    if not d:
+        print("CLOSED after %d bytes and %.0f s" % (n, time.time() - start))
+        break
+    n += len(d)
 `
 
 const pyResolve = `
@@ -236,6 +270,28 @@ func TestNetworkEgress(t *testing.T) {
 		}
 		if show := d.must("net", "show", id); !strings.Contains(show, "deny: *.evil.test other.test") {
 			t.Fatalf("net show: %s", show)
+		}
+	})
+
+	t.Run("a deny rule closes an open connection", func(t *testing.T) {
+		done := make(chan string, 1)
+		go func() {
+			out, _, _ := d.run("exec", id, "--", "python3", "-c", pyStream, gw, "http://up.test/slow")
+			done <- strings.TrimSpace(out)
+		}()
+		time.Sleep(3 * time.Second) // the stream is flowing
+		d.must("net", "deny", id, "up.test")
+		t.Cleanup(func() { d.must("net", "allow", id, "up.test") })
+		select {
+		case out := <-done:
+			if !strings.HasPrefix(out, "CLOSED after") || strings.Contains(out, "after 0 bytes") {
+				t.Fatalf("stream: %q", out)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the stream outlived the deny rule")
+		}
+		if led := d.must("ledger", id, "--json"); !strings.Contains(led, "rules-changed") || !strings.Contains(led, "deny:up.test") {
+			t.Fatalf("ledger has no rules-changed refusal:\n%s", led)
 		}
 	})
 
