@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -213,6 +214,26 @@ func TestNetworkEgress(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the host cannot use the sandbox's proxy or resolver", func(t *testing.T) {
+		// The host routes to the gateway (its own address); the listeners
+		// serve the sandbox's address only.
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(gw, "3128"), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprint(c, "GET http://up.test/ HTTP/1.1\r\nHost: up.test\r\n\r\n")
+		if b, _ := io.ReadAll(c); len(b) > 0 {
+			t.Fatalf("the proxy answered the host: %q", b)
+		}
+		m := new(dns.Msg)
+		m.SetQuestion("up.test.", dns.TypeA)
+		if r, _, err := (&dns.Client{Timeout: 3 * time.Second}).Exchange(m, net.JoinHostPort(gw, "53")); err == nil {
+			t.Fatalf("the resolver answered the host: %v", r)
+		}
+	})
+
 	t.Run("only allowed names reach the upstream resolver", func(t *testing.T) {
 		if n := upDNS.count("fwd.test"); n == 0 {
 			t.Fatal("the allowed name never reached the upstream: the resolver is not what answered")
