@@ -95,7 +95,6 @@ type scrubber struct {
 	state []int  // bytes of each pattern matched at the end of buf
 	buf   []byte // scanned bytes not yet handed out
 	ready int    // buf[:ready] may be handed out
-	tmp   []byte
 	err   error
 	onEOF func() // called once when r ends, before the end is passed on
 }
@@ -104,7 +103,7 @@ func newScrubber(r io.Reader, pats []*pattern, onEOF func()) io.Reader {
 	if len(pats) == 0 {
 		return r
 	}
-	return &scrubber{r: r, pats: pats, state: make([]int, len(pats)), tmp: make([]byte, 32<<10), onEOF: onEOF}
+	return &scrubber{r: r, pats: pats, state: make([]int, len(pats)), onEOF: onEOF}
 }
 
 func (s *scrubber) Read(p []byte) (int, error) {
@@ -117,8 +116,17 @@ func (s *scrubber) Read(p []byte) (int, error) {
 			s.ready = len(s.buf)
 			break
 		}
-		n, err := s.r.Read(s.tmp)
-		s.scan(s.tmp[:n])
+		// Read straight after the held bytes: no copy.
+		want := max(len(p), 512)
+		if cap(s.buf)-len(s.buf) < want {
+			nb := make([]byte, len(s.buf), len(s.buf)+want)
+			copy(nb, s.buf)
+			s.buf = nb
+		}
+		base := len(s.buf)
+		n, err := s.r.Read(s.buf[base : base+want])
+		s.buf = s.buf[:base+n]
+		s.scan(base)
 		if err != nil {
 			s.err = err
 			if err == io.EOF && s.onEOF != nil {
@@ -136,13 +144,11 @@ func (s *scrubber) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// scan appends b, masks every pattern it completes and sets what may be
-// handed out.
-func (s *scrubber) scan(b []byte) {
-	base := len(s.buf)
-	s.buf = append(s.buf, b...)
-	for i, c := range b {
-		end := base + i // index of c in buf
+// scan reads buf from base on, masks every pattern it completes and sets
+// what may be handed out.
+func (s *scrubber) scan(base int) {
+	for end := base; end < len(s.buf); end++ {
+		c := s.buf[end]
 		for j, pt := range s.pats {
 			k := s.state[j]
 			for k > 0 && c != pt.p[k] {
