@@ -94,6 +94,16 @@ func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 			fmt.Fprintf(w, "hop-req=%q e2e-req=%q", r.Header.Get("X-Hop-Req"), r.Header.Get("X-End-To-End"))
 			return
 		}
+		if r.URL.Path == "/ws" { // switches to an echo protocol, as a WebSocket would
+			conn, brw, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+			_, _ = io.Copy(conn, brw)
+			return
+		}
 		if r.URL.Path == "/slow" { // a long stream, until the client goes
 			for i := 0; i < 300; i++ {
 				if _, err := io.WriteString(w, "tick\n"); err != nil {

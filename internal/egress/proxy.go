@@ -462,7 +462,7 @@ func (s *Server) proxyHandler(b *box) http.Handler {
 			return
 		}
 		defer release()
-		s.forward(b, w, r, host, port, "proxy")
+		s.forward(b, w, r, host, port, "proxy", nil)
 	})
 }
 
@@ -488,13 +488,26 @@ func removeHopHeaders(h http.Header) {
 	}
 }
 
-func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host string, port int, via string) {
+// forward sends a plain HTTP request upstream and relays the response.
+// When hijack is set and the request asks to upgrade its connection (a
+// WebSocket), the upgrade is passed on, and if the upstream switches
+// protocols hijack gets the response and the upstream connection to
+// splice with the sandbox's.
+func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host string, port int, via string, hijack func(*http.Response, io.ReadWriteCloser)) {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	out := r.Clone(context.WithValue(r.Context(), ctxKey{}, addr))
 	out.RequestURI = ""
 	out.URL.Scheme = "http"
 	out.URL.Host = addr
+	upgrade := ""
+	if hijack != nil {
+		upgrade = upgradeOf(r.Header)
+	}
 	removeHopHeaders(out.Header)
+	if upgrade != "" {
+		out.Header.Set("Connection", "Upgrade")
+		out.Header.Set("Upgrade", upgrade)
+	}
 	resp, err := s.tr.RoundTrip(out)
 	if err != nil {
 		var ref *errRefused
@@ -506,6 +519,20 @@ func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host st
 		http.Error(w, "paddock egress: upstream: "+err.Error(), http.StatusBadGateway)
 		return
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		rwc, ok := resp.Body.(io.ReadWriteCloser)
+		if upgrade == "" || !ok {
+			resp.Body.Close()
+			http.Error(w, "paddock egress: the upstream switched protocols unasked", http.StatusBadGateway)
+			return
+		}
+		to := resp.Header.Get("Upgrade")
+		removeHopHeaders(resp.Header)
+		resp.Header.Set("Connection", "Upgrade")
+		resp.Header.Set("Upgrade", to)
+		hijack(resp, rwc)
+		return
+	}
 	defer resp.Body.Close()
 	removeHopHeaders(resp.Header)
 	for k, v := range resp.Header {
@@ -513,6 +540,23 @@ func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host st
 	}
 	w.WriteHeader(resp.StatusCode)
 	copyFlushing(w, resp.Body)
+}
+
+// upgradeOf returns the protocol a request asks to upgrade its connection
+// to (Connection: upgrade with an Upgrade field), or "".
+func upgradeOf(h http.Header) string {
+	to := h.Get("Upgrade")
+	if to == "" {
+		return ""
+	}
+	for _, v := range h.Values("Connection") {
+		for _, f := range strings.Split(v, ",") {
+			if strings.EqualFold(textproto.TrimString(f), "upgrade") {
+				return to
+			}
+		}
+	}
+	return ""
 }
 
 // copyFlushing relays a response body, flushing after every read so that

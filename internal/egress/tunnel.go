@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -428,9 +429,27 @@ func (s *Server) serveRequests(b *box, c net.Conn, br *bufio.Reader, sc requestS
 			return
 		}
 		req.RequestURI = ""
-		s.forward(b, rw, req, host, sc.port, sc.via)
+		upgraded := false
+		s.forward(b, rw, req, host, sc.port, sc.via, func(resp *http.Response, up io.ReadWriteCloser) {
+			// A WebSocket: the switch is relayed and both sides spliced;
+			// its frames carry no Host to check.
+			upgraded = true
+			bw := bufio.NewWriter(c)
+			fmt.Fprintf(bw, "HTTP/1.1 %s\r\n", resp.Status)
+			_ = resp.Header.Write(bw)
+			_, _ = io.WriteString(bw, "\r\n")
+			if bw.Flush() != nil {
+				up.Close()
+				return
+			}
+			done := make(chan struct{})
+			go func() { _, _ = io.Copy(up, hbr); up.Close(); close(done) }()
+			_, _ = io.Copy(c, up)
+			c.Close()
+			<-done
+		})
 		release()
-		if !rw.finish(req) {
+		if upgraded || !rw.finish(req) {
 			return
 		}
 		_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))

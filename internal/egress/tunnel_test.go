@@ -124,6 +124,33 @@ func TestConnectTunnelChecks(t *testing.T) {
 		}
 	})
 
+	t.Run("a WebSocket upgrade in a tunnel and on transparent port 80", func(t *testing.T) {
+		for _, via := range []string{"connect", "transparent"} {
+			var c net.Conn
+			var br *bufio.Reader
+			if via == "connect" {
+				c, br = e.tunnel(t, "up.test:80")
+			} else {
+				var err error
+				if c, err = dialFrom(t, e.link.NetNS)(context.Background(), "tcp", net.JoinHostPort(e.up.addr, "80")); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+				br = bufio.NewReader(c)
+			}
+			fmt.Fprint(c, "GET /ws HTTP/1.1\r\nHost: up.test\r\nConnection: keep-alive, Upgrade\r\nUpgrade: echo\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != "echo" {
+				t.Fatalf("%s: upgrade: %v %v", via, resp, err)
+			}
+			fmt.Fprint(c, "ping\n")
+			if line, err := br.ReadString('\n'); err != nil || line != "ping\n" {
+				t.Fatalf("%s: echo %q %v", via, line, err)
+			}
+		}
+	})
+
 	// Ports the rules list: HTTP is still checked; protocols where the
 	// server speaks first are spliced at once.
 	pol, err := egress.NormalizePolicy(egress.Policy{Allow: []string{"up.test"}, Ports: []int{80, 443, 8080, 2222}})
