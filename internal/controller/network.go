@@ -17,7 +17,8 @@ type Network interface {
 	// Prepare records the policy (when non-nil) and sets up (again) the
 	// sandbox's namespace, firewall rules, proxy and DNS. Idempotent.
 	Prepare(ctx context.Context, id string, p *api.NetworkPolicy) (NetSetup, error)
-	// SetPolicy replaces the rules; they apply to the next connection.
+	// SetPolicy replaces the rules; they apply to the next connection,
+	// and open connections they refuse are closed.
 	SetPolicy(ctx context.Context, id string, p api.NetworkPolicy) error
 	// Policy is the sandbox's recorded policy, if it has one.
 	Policy(id string) (api.NetworkPolicy, bool)
@@ -25,7 +26,8 @@ type Network interface {
 	Release(ctx context.Context, id string) error
 	// List returns every sandbox id with any network state.
 	List() []string
-	// Grant allows hosts until the returned revoke is called.
+	// Grant allows hosts until the returned revoke is called; revoking
+	// closes open connections that only the grant allowed.
 	Grant(ctx context.Context, id string, hosts []string) (revoke func(), err error)
 }
 

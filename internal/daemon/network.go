@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -34,6 +35,7 @@ import (
 //	PADDOCK_EGRESS_UPSTREAM_CA   PEM file of extra CAs trusted for intercepted upstreams
 //	PADDOCK_FIREWALL             auto (default: nftables if `nft list tables` works,
 //	                             else iptables), nftables or iptables
+//	PADDOCK_EGRESS_MAX_CONNS     open proxy connections per sandbox (default 512)
 type networkConfig struct {
 	Range      netip.Prefix
 	Upstream   string
@@ -41,6 +43,7 @@ type networkConfig struct {
 	Permitted  []netip.Prefix
 	UpstreamCA string
 	Firewall   string
+	MaxConns   int
 }
 
 func networkConfigFromEnv() (networkConfig, error) {
@@ -76,6 +79,13 @@ func networkConfigFromEnv() (networkConfig, error) {
 		nc.Permitted = append(nc.Permitted, p)
 	}
 	nc.UpstreamCA = os.Getenv("PADDOCK_EGRESS_UPSTREAM_CA")
+	if v := os.Getenv("PADDOCK_EGRESS_MAX_CONNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1<<20 {
+			return nc, fmt.Errorf("PADDOCK_EGRESS_MAX_CONNS: want a number from 1 to %d, got %q", 1<<20, v)
+		}
+		nc.MaxConns = n
+	}
 	fw, err := netns.ParseFirewall(os.Getenv("PADDOCK_FIREWALL"))
 	if err != nil {
 		return nc, fmt.Errorf("PADDOCK_FIREWALL: %w", err)
@@ -115,11 +125,27 @@ func (r *recorder) refuse(ref egress.Refusal) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = c.Record(ctx, ref.Sandbox, api.LedgerEntry{
-		Kind: api.LedgerEgressRefused,
-		Note: fmt.Sprintf("%s:%d refused by rule %s", ref.Host, ref.Port, ref.Rule),
-		Data: map[string]string{"host": ref.Host, "port": strconv.Itoa(ref.Port), "rule": ref.Rule, "via": ref.Via},
-	})
+	_ = c.Record(ctx, ref.Sandbox, refusalEntry(ref))
+}
+
+// refusalEntry is the ledger entry of a refusal, or of a count of them
+// (the proxy coalesces repeats per destination and window).
+func refusalEntry(ref egress.Refusal) api.LedgerEntry {
+	if ref.Others {
+		return api.LedgerEntry{
+			Kind: api.LedgerEgressRefused,
+			Note: fmt.Sprintf("%d more refusals of other destinations, not recorded one by one (rate limit)", ref.Repeats),
+			Data: map[string]string{"repeats": strconv.Itoa(ref.Repeats), "others": "true"},
+		}
+	}
+	dst := net.JoinHostPort(ref.Host, strconv.Itoa(ref.Port))
+	note := fmt.Sprintf("%s refused by rule %s", dst, ref.Rule)
+	data := map[string]string{"host": ref.Host, "port": strconv.Itoa(ref.Port), "rule": ref.Rule, "via": ref.Via}
+	if ref.Repeats > 0 {
+		note = fmt.Sprintf("%s refused by rule %s %d more times", dst, ref.Rule, ref.Repeats)
+		data["repeats"] = strconv.Itoa(ref.Repeats)
+	}
+	return api.LedgerEntry{Kind: api.LedgerEgressRefused, Note: note, Data: data}
 }
 
 // openNetworks sets up networking, or returns nil (mode none only) when
@@ -156,6 +182,8 @@ func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *r
 		Logger:        log,
 		Resolver:      &egress.Resolver{Static: nc.Static, Upstream: nc.Upstream},
 		Permitted:     nc.Permitted,
+		OwnRanges:     []netip.Prefix{nc.Range},
+		MaxConns:      nc.MaxConns,
 		OnRefuse:      rec.refuse,
 		CA:            ca,
 		UpstreamRoots: roots,
@@ -246,7 +274,7 @@ func (n *networks) Prepare(ctx context.Context, id string, p *api.NetworkPolicy)
 	if err := os.WriteFile(n.resolvPath(id), []byte("nameserver "+gw+"\noptions attempts:2 timeout:2\n"), 0o644); err != nil {
 		return controller.NetSetup{}, err
 	}
-	if err := n.srv.Attach(id, link.Gateway, toEgress(pol)); err != nil {
+	if err := n.srv.Attach(id, link.Gateway, link.Addr, toEgress(pol)); err != nil {
 		return controller.NetSetup{}, err
 	}
 	proxy := fmt.Sprintf("http://%s:%d", gw, egress.ProxyPort)

@@ -20,7 +20,7 @@ func BenchmarkProxy(b *testing.B) {
 		client *http.Client
 		url    string
 	}{
-		{"direct", direct, "http://198.18.77.2/big"},
+		{"direct", direct, "http://" + e.up.addr + "/big"},
 		{"proxy", proxied, "http://up.test/big"},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -47,19 +49,42 @@ const (
 
 // LoadOrCreateCA reads the CA in dir or creates one (ECDSA P-256, path
 // length 0: it can sign leaves, never another CA).
+//
+// The key file is the CA: it holds the key and, after it, the
+// certificate, and it is published exclusively (writeExclusive), complete
+// or not at all. So daemons creating the CA at the same time end with the
+// same one (whoever loses the publication reads the winner's), and a
+// creator that dies leaves either nothing or a whole CA. The certificate
+// file beside it is a copy for operators, written again whenever it is
+// missing or differs.
 func LoadOrCreateCA(dir string) (*CA, error) {
 	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, caKeyFile)
-	certPEM, cerr := os.ReadFile(certPath)
-	keyPEM, kerr := os.ReadFile(keyPath)
-	if cerr == nil && kerr == nil {
-		return parseCA(certPEM, keyPEM)
+	keyPEM, err := os.ReadFile(keyPath)
+	switch {
+	case err == nil:
+		return loadCA(certPath, keyPEM)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("egress CA key: %w", err)
 	}
-	if !errors.Is(cerr, os.ErrNotExist) && cerr != nil {
-		return nil, fmt.Errorf("egress CA: %w", cerr)
+	keyPEM, err = newCAFile()
+	if err != nil {
+		return nil, err
 	}
-	if !errors.Is(kerr, os.ErrNotExist) && kerr != nil {
-		return nil, fmt.Errorf("egress CA key: %w", kerr)
+	if err := writeExclusive(keyPath, keyPEM, 0o600); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("egress CA key: %w", err)
+		}
+		// Another creator published first: its CA is the one.
+		if keyPEM, err = os.ReadFile(keyPath); err != nil {
+			return nil, fmt.Errorf("egress CA key: %w", err)
+		}
 	}
+	return loadCA(certPath, keyPEM)
+}
+
+// newCAFile makes a CA and returns its key file: the key's PEM block, then
+// the certificate's.
+func newCAFile() ([]byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -88,33 +113,102 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-	// The key first, exclusively and 0600: a certificate without its key
-	// is recreated, a key without a certificate never happens.
-	if err := writeExclusive(keyPath, keyPEM, 0o600); err != nil {
-		return nil, fmt.Errorf("egress CA key: %w", err)
-	}
-	if err := writeExclusive(certPath, certPEM, 0o644); err != nil {
-		return nil, fmt.Errorf("egress CA: %w", err)
-	}
-	return parseCA(certPEM, keyPEM)
+	out := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	return append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...), nil
 }
 
+// loadCA parses a key file and makes sure the certificate file beside it
+// is its certificate. A key file of an older layout (the key alone) takes
+// the certificate from that file.
+func loadCA(certPath string, keyFile []byte) (*CA, error) {
+	var keyPEM, certPEM []byte
+	for rest := keyFile; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		switch b.Type {
+		case "EC PRIVATE KEY":
+			keyPEM = pem.EncodeToMemory(b)
+		case "CERTIFICATE":
+			certPEM = pem.EncodeToMemory(b)
+		}
+	}
+	if keyPEM == nil {
+		return nil, errors.New("egress CA key: the key file holds no EC PRIVATE KEY")
+	}
+	onDisk, err := os.ReadFile(certPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("egress CA: %w", err)
+	}
+	if certPEM == nil {
+		if onDisk == nil {
+			return nil, fmt.Errorf("egress CA: %s holds a key without its certificate and %s is missing; remove the key file to create a new CA", filepath.Join(filepath.Dir(certPath), caKeyFile), certPath)
+		}
+		certPEM = onDisk
+	}
+	ca, err := parseCA(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(onDisk, certPEM) {
+		if err := writeReplace(certPath, certPEM, 0o644); err != nil {
+			return nil, fmt.Errorf("egress CA: %w", err)
+		}
+	}
+	return ca, nil
+}
+
+// writeExclusive creates path holding b, or fails with fs.ErrExist if it
+// exists. The content is written and synced under a temporary name in the
+// same directory (O_EXCL) and then linked to path: link(2) never replaces
+// a file, so of concurrent creators exactly one succeeds, and nobody ever
+// sees a partly written file.
 func writeExclusive(path string, b []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	tmp, err := writeTemp(path, b, mode)
 	if err != nil {
 		return err
 	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
+	defer os.Remove(tmp)
+	return os.Link(tmp, path)
+}
+
+// writeReplace puts b at path atomically, replacing what is there.
+func writeReplace(path string, b []byte, mode os.FileMode) error {
+	tmp, err := writeTemp(path, b, mode)
+	if err != nil {
 		return err
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return err
 	}
-	return f.Close()
+	return nil
+}
+
+// writeTemp writes b, synced and with mode, to a new file beside path.
+func writeTemp(path string, b []byte, mode os.FileMode) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	err = f.Chmod(mode)
+	if err == nil {
+		_, err = f.Write(b)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
 }
 
 func parseCA(certPEM, keyPEM []byte) (*CA, error) {

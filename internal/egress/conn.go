@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"strconv"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -151,11 +152,11 @@ func (r *reader) vec(lenBytes int) (reader, bool) {
 
 // originalDst asks conntrack where a redirected connection was going.
 func originalDst(c net.Conn) (netip.AddrPort, error) {
-	tc, ok := c.(*net.TCPConn)
+	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return netip.AddrPort{}, errors.New("not a TCP connection")
 	}
-	raw, err := tc.SyscallConn()
+	raw, err := sc.SyscallConn()
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
@@ -223,6 +224,14 @@ func (w *connResponseWriter) Write(p []byte) (int, error) {
 		return w.chunked.Write(p)
 	}
 	return w.w.Write(p)
+}
+
+// Flush sends what is buffered (a chunk, when chunked).
+func (w *connResponseWriter) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	_ = w.w.Flush()
 }
 
 // finish completes the response; it reports whether the connection may

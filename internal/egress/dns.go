@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,10 @@ type Resolver struct {
 
 	// Forwarded counts queries sent upstream (observability and tests).
 	Forwarded atomic.Int64
+
+	// exchangeFn, when set, replaces the exchange with the upstream
+	// (tests and fuzzing without a network).
+	exchangeFn func(ctx context.Context, m *dns.Msg) (*dns.Msg, error)
 }
 
 func (r *Resolver) upstream() (string, error) {
@@ -54,7 +59,8 @@ func (r *Resolver) Lookup(ctx context.Context, host string) ([]netip.Addr, error
 		if err != nil {
 			return nil, err
 		}
-		for _, rr := range resp.Answer {
+		// Only records of h and its aliases: an answer can carry others.
+		for _, rr := range filterAnswer(m.Question[0].Name, resp.Answer, answerFilter{}).answer {
 			switch v := rr.(type) {
 			case *dns.A:
 				if a, ok := netip.AddrFromSlice(v.A.To4()); ok {
@@ -74,6 +80,10 @@ func (r *Resolver) Lookup(ctx context.Context, host string) ([]netip.Addr, error
 }
 
 func (r *Resolver) exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+	if r.exchangeFn != nil {
+		r.Forwarded.Add(1)
+		return r.exchangeFn(ctx, m)
+	}
 	up, err := r.upstream()
 	if err != nil {
 		return nil, err
@@ -84,60 +94,128 @@ func (r *Resolver) exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 	return resp, err
 }
 
-// dnsHandler answers a sandbox's queries: names its rules allow are
-// resolved (static map or upstream), every other query is refused here and
-// never forwarded, so lookups cannot carry data out.
+// dnsHandler answers a sandbox's queries (answerQuery).
 func (s *Server) dnsHandler(b *box) dns.HandlerFunc {
 	return func(w dns.ResponseWriter, req *dns.Msg) {
-		resp := new(dns.Msg)
-		resp.SetReply(req)
-		resp.RecursionAvailable = true
-		if len(req.Question) != 1 || req.Opcode != dns.OpcodeQuery {
-			resp.Rcode = dns.RcodeRefused
-			_ = w.WriteMsg(resp)
-			return
-		}
-		q := req.Question[0]
-		name := strings.TrimSuffix(q.Name, ".")
-		d := b.current().Decide(name)
-		if !d.Allowed || q.Qclass != dns.ClassINET {
-			s.refuse(b, name, DNSPort, d.Rule, "dns")
-			resp.Rcode = dns.RcodeRefused
-			_ = w.WriteMsg(resp)
-			return
-		}
-		host, _ := NormalizeHost(name)
-		if addrs, ok := s.opts.Resolver.Static[host]; ok {
-			for _, a := range addrs {
-				hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: 30}
-				switch {
-				case a.Is4() && q.Qtype == dns.TypeA:
-					hdr.Rrtype = dns.TypeA
-					resp.Answer = append(resp.Answer, &dns.A{Hdr: hdr, A: a.AsSlice()})
-				case a.Is6() && q.Qtype == dns.TypeAAAA:
-					hdr.Rrtype = dns.TypeAAAA
-					resp.Answer = append(resp.Answer, &dns.AAAA{Hdr: hdr, AAAA: a.AsSlice()})
-				}
-			}
-			_ = w.WriteMsg(resp)
-			return
-		}
-		fwd := new(dns.Msg)
-		fwd.SetQuestion(dns.Fqdn(host), q.Qtype)
-		fwd.RecursionDesired = true
 		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 		defer cancel()
-		up, err := s.opts.Resolver.exchange(ctx, fwd)
-		if err != nil || up == nil {
-			resp.Rcode = dns.RcodeServerFailure
-			_ = w.WriteMsg(resp)
-			return
-		}
-		resp.Rcode = up.Rcode
-		resp.Answer = up.Answer
-		resp.Ns = up.Ns
-		_ = w.WriteMsg(resp)
+		_ = w.WriteMsg(s.serveQuery(ctx, b, req))
 	}
+}
+
+// serveQuery answers a query unless the sandbox has too many in progress:
+// those past the limit are refused at once, saying why.
+func (s *Server) serveQuery(ctx context.Context, b *box, req *dns.Msg) *dns.Msg {
+	select {
+	case b.dnsSem <- struct{}{}:
+		defer func() { <-b.dnsSem }()
+		return s.answerQuery(ctx, b, req)
+	default:
+	}
+	resp := new(dns.Msg)
+	resp.SetReply(req)
+	resp.Rcode = dns.RcodeRefused
+	name := "."
+	if len(req.Question) == 1 {
+		name = strings.TrimSuffix(req.Question[0].Name, ".")
+	}
+	s.refuse(b, name, DNSPort, ruleDNSLimit, "dns")
+	withEDE(resp, req, dns.ExtendedErrorCodeOther, fmt.Sprintf("paddock egress: this sandbox has %d DNS queries in progress, the most it may have", cap(b.dnsSem)))
+	return resp
+}
+
+// withEDE adds an extended DNS error (RFC 8914) to resp when the client
+// speaks EDNS: the reason for a refusal, in words.
+func withEDE(resp, req *dns.Msg, code uint16, text string) {
+	if req.IsEdns0() == nil {
+		return
+	}
+	resp.SetEdns0(1232, false)
+	o := resp.IsEdns0()
+	o.Option = append(o.Option, &dns.EDNS0_EDE{InfoCode: code, ExtraText: text})
+}
+
+// answerQuery decides one query of the sandbox's: names its rules allow
+// are resolved (static map or upstream), every other query is refused here
+// and never forwarded, so lookups cannot carry data out. What comes back
+// is filtered (dnsfilter.go): records of names off the question's alias
+// chain are dropped, an alias to a denied name refuses the answer, and
+// forbidden addresses are removed (an answer left with none is refused).
+func (s *Server) answerQuery(ctx context.Context, b *box, req *dns.Msg) *dns.Msg {
+	resp := new(dns.Msg)
+	resp.SetReply(req)
+	resp.RecursionAvailable = true
+	refused := func(host, rule string) *dns.Msg {
+		resp.Rcode = dns.RcodeRefused
+		resp.Answer, resp.Ns = nil, nil
+		if rule != "" {
+			s.refuse(b, host, DNSPort, rule, "dns")
+			withEDE(resp, req, dns.ExtendedErrorCodeBlocked, "paddock egress: "+host+" refused by rule "+rule)
+		}
+		return resp
+	}
+	if len(req.Question) != 1 || req.Opcode != dns.OpcodeQuery || req.Response {
+		return refused("", "")
+	}
+	q := req.Question[0]
+	name := strings.TrimSuffix(q.Name, ".")
+	if name == "" {
+		name = "."
+	}
+	p := b.current()
+	if d := p.Decide(name); !d.Allowed {
+		return refused(name, d.Rule)
+	}
+	if q.Qclass != dns.ClassINET {
+		return refused(name, "qclass:"+className(q.Qclass))
+	}
+	host, _ := NormalizeHost(name) // allowed, so valid
+	if addrs, ok := s.opts.Resolver.Static[host]; ok {
+		var rrs []dns.RR
+		for _, a := range addrs {
+			hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: 30}
+			switch {
+			case a.Is4() && q.Qtype == dns.TypeA:
+				hdr.Rrtype = dns.TypeA
+				rrs = append(rrs, &dns.A{Hdr: hdr, A: a.AsSlice()})
+			case a.Is6() && q.Qtype == dns.TypeAAAA:
+				hdr.Rrtype = dns.TypeAAAA
+				rrs = append(rrs, &dns.AAAA{Hdr: hdr, AAAA: a.AsSlice()})
+			}
+		}
+		f := filterAnswer(q.Name, rrs, answerFilter{forbidden: s.forbiddenDst})
+		if f.droppedAddrs > 0 && f.keptAddrs == 0 {
+			return refused(name, "forbidden-address")
+		}
+		resp.Answer = f.answer
+		return resp
+	}
+	fwd := new(dns.Msg)
+	fwd.SetQuestion(dns.Fqdn(host), q.Qtype)
+	fwd.RecursionDesired = true
+	up, err := s.opts.Resolver.exchange(ctx, fwd)
+	if err != nil || up == nil {
+		resp.Rcode = dns.RcodeServerFailure
+		return resp
+	}
+	f := filterAnswer(fwd.Question[0].Name, up.Answer, answerFilter{deny: denyRuleOf(p), forbidden: s.forbiddenDst})
+	if f.deniedName != "" {
+		return refused(f.deniedName, f.denyRule)
+	}
+	if f.droppedAddrs > 0 && f.keptAddrs == 0 {
+		return refused(name, "forbidden-address")
+	}
+	resp.Rcode = up.Rcode
+	resp.Answer = f.answer
+	resp.Ns = soaOnly(up.Ns)
+	return resp
+}
+
+func className(c uint16) string {
+	if s, ok := dns.ClassToString[c]; ok {
+		return s
+	}
+	return "CLASS" + strconv.Itoa(int(c))
 }
 
 type dnsCloser struct{ srv *dns.Server }
@@ -157,8 +235,11 @@ func (s *Server) serveDNS(b *box, gw netip.Addr) ([]io.Closer, error) {
 		return nil, fmt.Errorf("egress dns listen: %w", err)
 	}
 	h := s.dnsHandler(b)
-	udp := &dns.Server{PacketConn: pc, Handler: h}
-	tcp := &dns.Server{Listener: ln, Handler: h, ReadTimeout: 5 * time.Second}
+	drop := s.dropped(b, "dns")
+	udp := &dns.Server{PacketConn: pc, Handler: h, DecorateReader: func(r dns.Reader) dns.Reader {
+		return peerReader{Reader: r, peer: b.peer, drop: drop}
+	}}
+	tcp := &dns.Server{Listener: s.guard(b, ln, "dns", DNSPort, func(net.Conn) {}), Handler: h, ReadTimeout: 5 * time.Second}
 	startedU, startedT := make(chan struct{}), make(chan struct{})
 	udp.NotifyStartedFunc = func() { close(startedU) }
 	tcp.NotifyStartedFunc = func() { close(startedT) }

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,7 @@ type env struct {
 	link     netns.Link
 	up       *upstreamNS
 	resolver *egress.Resolver
+	upDNS    *countingDNS
 	client   *http.Client // from inside the sandbox namespace, no proxy
 	mu       sync.Mutex
 	refusals []egress.Refusal
@@ -45,6 +47,12 @@ func (e *env) lastRefusal() egress.Refusal {
 		return egress.Refusal{}
 	}
 	return e.refusals[len(e.refusals)-1]
+}
+
+func (e *env) allRefusals() []egress.Refusal {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]egress.Refusal(nil), e.refusals...)
 }
 
 func newEnv(t testing.TB) *env { t.Helper(); return newEnvFW(t, "") }
@@ -61,18 +69,53 @@ func requireFirewall(t testing.TB, fw string) {
 	}
 }
 
-func newEnvFW(t testing.TB, firewall string) *env {
+func newEnvFW(t testing.TB, firewall string) *env { t.Helper(); return newEnvWith(t, firewall, nil) }
+
+// newEnvWith is newEnvFW with the server's options changed by mod.
+func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 	t.Helper()
 	requireRoot(t)
 	if firewall != "" {
 		requireFirewall(t, firewall)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	up := newUpstreamNS(t, "ptest-egress-up", "ptegup0", "198.18.77.1/30", "198.18.77.2/30")
+	up := newUpstreamPlan(t, 0).start(t)
 	big := make([]byte, 1<<20)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" && r.URL.Query().Get("small") == "" {
 			_, _ = w.Write(big)
+			return
+		}
+		if r.URL.Path == "/hop" { // says which request fields arrived, sends its own hop fields
+			w.Header().Set("Connection", "X-Hop-Resp, Keep-Alive")
+			w.Header().Set("X-Hop-Resp", "for this hop only")
+			w.Header().Set("Keep-Alive", "timeout=5")
+			w.Header().Set("X-End-To-End", "kept")
+			fmt.Fprintf(w, "hop-req=%q e2e-req=%q", r.Header.Get("X-Hop-Req"), r.Header.Get("X-End-To-End"))
+			return
+		}
+		if r.URL.Path == "/ws" { // switches to an echo protocol, as a WebSocket would
+			conn, brw, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+			_, _ = io.Copy(conn, brw)
+			return
+		}
+		if r.URL.Path == "/slow" { // a long stream, until the client goes
+			for i := 0; i < 300; i++ {
+				if _, err := io.WriteString(w, "tick\n"); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
 			return
 		}
 		fmt.Fprintf(w, "hello from %s", r.Host)
@@ -80,37 +123,73 @@ func newEnvFW(t testing.TB, firewall string) *env {
 	plain := &http.Server{Handler: h}
 	go plain.Serve(up.listen(t, "80"))
 	t.Cleanup(func() { plain.Close() })
+	// A plain HTTP server on a port only a rule's ports list opens, and a
+	// server that speaks first (a banner, then an echo) as SSH or SMTP do.
+	alt := &http.Server{Handler: h}
+	go alt.Serve(up.listen(t, "8080"))
+	t.Cleanup(func() { alt.Close() })
+	bannerLn := up.listen(t, "2222")
+	go func() {
+		for {
+			c, err := bannerLn.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.WriteString(c, "220 banner\r\n")
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	// A service of the host's own, on its end of that veth.
+	hostLn, err := net.Listen("tcp", net.JoinHostPort(up.host, "80"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "the host's own service")
+	})}
+	go hostSrv.Serve(hostLn)
+	t.Cleanup(func() { hostSrv.Close() })
 	tlsSrv := httptest.NewUnstartedServer(h)
 	tlsSrv.Listener.Close()
 	tlsSrv.Listener = up.listen(t, "443")
 	tlsSrv.StartTLS()
 	t.Cleanup(tlsSrv.Close)
 
-	// A fake "host resolver" on loopback: it counts what reaches it.
-	upDNS := startCountingDNS(t)
+	// The "host's resolver", on loopback: it counts what reaches it.
+	upDNS := startCountingDNS(t, up.addr)
 	upAddr := netip.MustParseAddr(up.addr)
 	res := &egress.Resolver{
 		Static: map[string][]netip.Addr{
 			"up.test": {upAddr}, "other.test": {upAddr}, "bad.evil.test": {upAddr},
 			"rebind.test": {netip.MustParseAddr("127.0.0.1")},
 			"meta.test":   {netip.MustParseAddr("169.254.169.254")},
+			// The host's own end of the upstream's veth: inside the
+			// permitted prefix, yet the host's.
+			"hostside.test": {netip.MustParseAddr(up.host)},
 		},
-		Upstream: upDNS,
+		Upstream: upDNS.addr,
 	}
-	e := &env{up: up, resolver: res}
-	e.srv = egress.New(egress.Options{
-		Logger: log, Resolver: res,
-		Permitted: []netip.Prefix{netip.MustParsePrefix("198.18.77.0/30")},
+	e := &env{up: up, resolver: res, upDNS: upDNS}
+	opts := egress.Options{
+		Logger: log, Resolver: res, HandshakeTimeout: 2 * time.Second,
+		Permitted: []netip.Prefix{up.permit},
 		OnRefuse: func(r egress.Refusal) {
 			e.mu.Lock()
 			e.refusals = append(e.refusals, r)
 			e.mu.Unlock()
 		},
-	})
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	e.srv = egress.New(opts)
 	t.Cleanup(e.srv.Close)
 	ctx := context.Background()
 	mgr, err := netns.New(ctx, netns.Options{
-		StateDir: t.TempDir(), Range: netip.MustParsePrefix("100.127.252.0/24"), Logger: log, Firewall: firewall,
+		StateDir: t.TempDir(), Range: testRange(t, 0), Logger: log, Firewall: firewall,
 		Ports: netns.Ports{Proxy: egress.ProxyPort, Transparent: egress.TransparentPort, DNS: egress.DNSPort},
 	})
 	if err != nil {
@@ -124,11 +203,11 @@ func newEnvFW(t testing.TB, firewall string) *env {
 	}
 	t.Cleanup(func() { _ = mgr.Teardown(context.Background(), "egtest1") })
 	e.link = link
-	pol, err := egress.NormalizePolicy(egress.Policy{Allow: []string{"up.test", "*.evil.test", "fwd.test", "rebind.test", "meta.test"}, Deny: []string{"*.evil.test"}})
+	pol, err := egress.NormalizePolicy(egress.Policy{Allow: []string{"up.test", "*.evil.test", "fwd.test", "rebind.test", "meta.test", "hostside.test"}, Deny: []string{"*.evil.test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.Attach("egtest1", link.Gateway, pol); err != nil {
+	if err := e.srv.Attach("egtest1", link.Gateway, link.Addr, pol); err != nil {
 		t.Fatal(err)
 	}
 	e.client = &http.Client{
@@ -148,24 +227,47 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func startCountingDNS(t testing.TB) string {
+// countingDNS stands for the host's resolver: it answers every A query
+// with one address and counts the queries that reach it, per name.
+type countingDNS struct {
+	addr  string
+	mu    sync.Mutex
+	names map[string]int
+}
+
+func (c *countingDNS) count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.names[dns.Fqdn(strings.ToLower(name))]
+}
+
+func startCountingDNS(t testing.TB, answer string) *countingDNS {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := &countingDNS{addr: pc.LocalAddr().String(), names: map[string]int{}}
 	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(r)
-		if len(r.Question) == 1 && r.Question[0].Qtype == dns.TypeA {
-			rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A 198.18.77.2")
-			m.Answer = append(m.Answer, rr)
+		if len(r.Question) == 1 {
+			c.mu.Lock()
+			c.names[strings.ToLower(r.Question[0].Name)]++
+			c.mu.Unlock()
+			if r.Question[0].Qtype == dns.TypeA {
+				rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A " + answer)
+				m.Answer = append(m.Answer, rr)
+			}
 		}
 		_ = w.WriteMsg(m)
 	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
 	go srv.ActivateAndServe()
+	<-started
 	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
+	return c
 }
 
 func (e *env) proxyClient(t testing.TB) *http.Client {
@@ -198,6 +300,7 @@ func get(t testing.TB, c *http.Client, u string, host string) (int, string, http
 func TestEgressRules(t *testing.T) {
 	e := newEnv(t)
 	pc := e.proxyClient(t)
+	upURL := "http://" + e.up.addr + "/"
 	tests := []struct {
 		name     string
 		client   *http.Client
@@ -210,15 +313,16 @@ func TestEgressRules(t *testing.T) {
 		{name: "allowed host through proxy", client: pc, url: "http://up.test/", wantCode: 200},
 		{name: "denied host names the rule", client: pc, url: "http://bad.evil.test/", wantCode: 403, wantRule: "deny:*.evil.test"},
 		{name: "unlisted host is default-denied", client: pc, url: "http://nope.test/", wantCode: 403, wantRule: "default-deny"},
-		{name: "direct IP through proxy", client: pc, url: "http://198.18.77.2/", wantCode: 403, wantRule: "direct-ip"},
+		{name: "direct IP through proxy", client: pc, url: upURL, wantCode: 403, wantRule: "direct-ip"},
 		{name: "allowed name rebinding to loopback", client: pc, url: "http://rebind.test/", wantCode: 403, wantRule: "forbidden-address"},
 		{name: "allowed name pointing at metadata", client: pc, url: "http://meta.test/", wantCode: 403, wantRule: "forbidden-address"},
+		{name: "allowed name resolving to the host itself", client: pc, url: "http://hostside.test/", wantCode: 403, wantRule: "forbidden-address"},
 		{name: "port outside 80/443", client: pc, url: "http://up.test:8080/", wantCode: 403, wantRule: "port:8080"},
 		{name: "CONNECT allowed host 443", client: pc, url: "https://up.test/", wantCode: 200},
 		{name: "CONNECT allowed host port 22", client: pc, url: "https://up.test:22/", wantErr: true, wantRule: "port:22"},
-		{name: "transparent HTTP allowed Host", client: e.client, url: "http://198.18.77.2/", host: "up.test", wantCode: 200},
-		{name: "transparent HTTP direct IP", client: e.client, url: "http://198.18.77.2/", wantCode: 403, wantRule: "direct-ip"},
-		{name: "transparent HTTP denied Host", client: e.client, url: "http://198.18.77.2/", host: "bad.evil.test", wantCode: 403, wantRule: "deny:*.evil.test"},
+		{name: "transparent HTTP allowed Host", client: e.client, url: upURL, host: "up.test", wantCode: 200},
+		{name: "transparent HTTP direct IP", client: e.client, url: upURL, wantCode: 403, wantRule: "direct-ip"},
+		{name: "transparent HTTP denied Host", client: e.client, url: upURL, host: "bad.evil.test", wantCode: 403, wantRule: "deny:*.evil.test"},
 		{name: "transparent metadata address", client: e.client, url: "http://169.254.169.254/latest/meta-data/", wantCode: 403, wantRule: "direct-ip"},
 		{name: "transparent TLS by SNI", client: e.client, url: "https://up.test/", wantCode: 200},
 	}
@@ -226,7 +330,7 @@ func TestEgressRules(t *testing.T) {
 	// address; here the client dials the address directly with the SNI.
 	e.client.Transport.(*http.Transport).DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		_, port, _ := net.SplitHostPort(addr)
-		return dialFrom(t, e.link.NetNS)(ctx, network, net.JoinHostPort("198.18.77.2", port))
+		return dialFrom(t, e.link.NetNS)(ctx, network, net.JoinHostPort(e.up.addr, port))
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -307,16 +411,16 @@ func TestEgressDNS(t *testing.T) {
 		wantForwarded   int64
 		wantAnswer      string
 	}{
-		{name: "static allowed", q: "up.test", target: gw, wantRcode: dns.RcodeSuccess, wantAnswer: "198.18.77.2"},
-		{name: "allowed forwarded", q: "fwd.test", target: gw, wantRcode: dns.RcodeSuccess, wantForwarded: 1, wantAnswer: "198.18.77.2"},
+		{name: "static allowed", q: "up.test", target: gw, wantRcode: dns.RcodeSuccess, wantAnswer: e.up.addr},
+		{name: "allowed forwarded", q: "fwd.test", target: gw, wantRcode: dns.RcodeSuccess, wantForwarded: 1, wantAnswer: e.up.addr},
 		{name: "denied never forwarded", q: "secret-data.bad.evil.test", target: gw, wantRcode: dns.RcodeRefused},
 		{name: "unlisted never forwarded", q: "exfil.example", target: gw, wantRcode: dns.RcodeRefused},
 		// A query aimed at some other server is redirected to Paddock's.
-		{name: "other nameserver redirected", q: "exfil2.example", target: "198.18.77.2:53", wantRcode: dns.RcodeRefused},
+		{name: "other nameserver redirected", q: "exfil2.example", target: net.JoinHostPort(e.up.addr, "53"), wantRcode: dns.RcodeRefused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := e.resolver.Forwarded.Load()
+			before, upBefore := e.resolver.Forwarded.Load(), e.upDNS.count(tt.q)
 			resp, err := exchange(tt.q, tt.target)
 			if err != nil {
 				t.Fatal(err)
@@ -326,6 +430,10 @@ func TestEgressDNS(t *testing.T) {
 			}
 			if got := e.resolver.Forwarded.Load() - before; got != tt.wantForwarded {
 				t.Fatalf("%d queries forwarded, want %d", got, tt.wantForwarded)
+			}
+			// What the upstream itself received, not the resolver's word.
+			if got := e.upDNS.count(tt.q) - upBefore; int64(got) != tt.wantForwarded {
+				t.Fatalf("the upstream received %d queries for %s, want %d", got, tt.q, tt.wantForwarded)
 			}
 			if tt.wantAnswer != "" && (len(resp.Answer) == 0 || !strings.Contains(resp.Answer[0].String(), tt.wantAnswer)) {
 				t.Fatalf("answer %v, want %s", resp.Answer, tt.wantAnswer)
@@ -366,9 +474,9 @@ func testEgressFirewall(t *testing.T, fw string) {
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
 	targets := []string{
-		fmt.Sprintf("%s:%d", e.link.Gateway, port), // host's API on the gateway
-		"198.18.77.2:22",                  // upstream, not via proxy
-		"198.18.77.1:" + fmt.Sprint(port), // host's other address
+		fmt.Sprintf("%s:%d", e.link.Gateway, port),    // host's API on the gateway
+		net.JoinHostPort(e.up.addr, "22"),             // upstream, not via proxy
+		net.JoinHostPort(e.up.host, fmt.Sprint(port)), // host's other address
 		"169.254.169.254:22",
 	}
 	for _, target := range targets {
@@ -461,56 +569,57 @@ func firewallDump() string {
 func testTeardownLeavesNothing(t *testing.T, fw string) {
 	requireFirewall(t, fw)
 	ctx := context.Background()
+	id := fmt.Sprintf("tdtest%02d", slot(t))
 	dir := t.TempDir()
-	rng := netip.MustParsePrefix("100.127.253.0/24")
+	rng := testRange(t, 1)
 	opts := netns.Options{StateDir: dir, Range: rng, Firewall: fw, Ports: netns.Ports{Proxy: 3128, Transparent: 3129, DNS: 53}}
 	mgr, err := netns.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := mgr.Setup(ctx, "tdtest1")
+	l, err := mgr.Setup(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = mgr.Teardown(context.Background(), "tdtest1"); _ = mgr.Close(context.Background()) })
+	t.Cleanup(func() { _ = mgr.Teardown(context.Background(), id); _ = mgr.Close(context.Background()) })
 	// A daemon restart: a new manager resets the rules; Setup restores.
 	mgr2, err := netns.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := mgr2.List(); len(got) != 1 || got[0] != "tdtest1" {
+	if got := mgr2.List(); len(got) != 1 || got[0] != id {
 		t.Fatalf("List after restart = %v", got)
 	}
-	if _, err := mgr2.Setup(ctx, "tdtest1"); err != nil {
+	if _, err := mgr2.Setup(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	// Setup twice is harmless.
-	if _, err := mgr2.Setup(ctx, "tdtest1"); err != nil {
+	if _, err := mgr2.Setup(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	// Another daemon on the range removed the rules on its way out:
 	// Setup repairs them.
 	bf := breakFirewall[fw]
 	bf.remove(mgr2, l.HostIf)
-	if _, err := mgr2.Setup(ctx, "tdtest1"); err != nil {
+	if _, err := mgr2.Setup(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	out := bf.show(mgr2)
-	if !strings.Contains(out, "paddock:tdtest1") || !strings.Contains(strings.ToLower(out), "drop") {
+	if !strings.Contains(out, "paddock:"+id) || !strings.Contains(strings.ToLower(out), "drop") {
 		t.Fatalf("firewall not repaired:\n%s", out)
 	}
-	if err := mgr2.Teardown(ctx, "tdtest1"); err != nil {
+	if err := mgr2.Teardown(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	// Teardown twice is harmless.
-	if err := mgr2.Teardown(ctx, "tdtest1"); err != nil {
+	if err := mgr2.Teardown(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	if err := mgr2.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	dump := firewallDump()
-	for _, leak := range []string{"paddock:tdtest1", l.HostIf, mgr2.Table(), mgr2.Chains()[0][1]} {
+	for _, leak := range []string{"paddock:" + id, l.HostIf, mgr2.Table(), mgr2.Chains()[0][1]} {
 		if strings.Contains(dump, leak) {
 			t.Errorf("firewall still mentions %s", leak)
 		}
@@ -518,7 +627,7 @@ func testTeardownLeavesNothing(t *testing.T, fw string) {
 	if _, err := net.InterfaceByName(l.HostIf); err == nil {
 		t.Errorf("veth %s left", l.HostIf)
 	}
-	if out, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(out), "tdtest1") {
+	if out, _ := exec.Command("ip", "netns", "list").CombinedOutput(); strings.Contains(string(out), filepath.Base(l.NetNS)) {
 		t.Errorf("netns left: %s", out)
 	}
 	if len(mgr2.List()) != 0 {
@@ -531,6 +640,7 @@ func testTeardownLeavesNothing(t *testing.T, fw string) {
 func TestFirewallSwitch(t *testing.T) {
 	requireRoot(t)
 	ctx := context.Background()
+	id := fmt.Sprintf("swtest%02d", slot(t))
 	for _, tt := range []struct{ from, to string }{
 		{netns.FirewallIptables, netns.FirewallNftables},
 		{netns.FirewallNftables, netns.FirewallIptables},
@@ -539,12 +649,12 @@ func TestFirewallSwitch(t *testing.T) {
 			requireFirewall(t, tt.from)
 			requireFirewall(t, tt.to)
 			dir := t.TempDir()
-			opts := netns.Options{StateDir: dir, Range: netip.MustParsePrefix("100.127.254.0/24"), Firewall: tt.from, Ports: netns.Ports{Proxy: 3128, Transparent: 3129, DNS: 53}}
+			opts := netns.Options{StateDir: dir, Range: testRange(t, 2), Firewall: tt.from, Ports: netns.Ports{Proxy: 3128, Transparent: 3129, DNS: 53}}
 			a, err := netns.New(ctx, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := a.Setup(ctx, "swtest1"); err != nil {
+			if _, err := a.Setup(ctx, id); err != nil {
 				t.Fatal(err)
 			}
 			opts.Firewall = tt.to
@@ -552,8 +662,8 @@ func TestFirewallSwitch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = b.Teardown(context.Background(), "swtest1"); _ = b.Close(context.Background()) })
-			if _, err := b.Setup(ctx, "swtest1"); err != nil {
+			t.Cleanup(func() { _ = b.Teardown(context.Background(), id); _ = b.Close(context.Background()) })
+			if _, err := b.Setup(ctx, id); err != nil {
 				t.Fatal(err)
 			}
 			dump := firewallDump()
@@ -561,7 +671,7 @@ func TestFirewallSwitch(t *testing.T) {
 			if strings.Contains(dump, old[tt.from]) {
 				t.Errorf("%s's %s left after switching", tt.from, old[tt.from])
 			}
-			if !strings.Contains(dump, old[tt.to]) || strings.Count(dump, "paddock:swtest1") == 0 {
+			if !strings.Contains(dump, old[tt.to]) || strings.Count(dump, "paddock:"+id) == 0 {
 				t.Errorf("%s rules missing after switching:\n%s", tt.to, dump)
 			}
 		})

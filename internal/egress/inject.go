@@ -146,22 +146,30 @@ func (t Template) Secrets() []string {
 
 // Render fills in the secrets. Errors never carry a secret's value.
 func (t Template) Render(lookup func(name string) (string, error)) (string, error) {
+	v, _, err := t.render(lookup)
+	return v, err
+}
+
+// render is Render that also returns the secret values it used.
+func (t Template) render(lookup func(name string) (string, error)) (string, []string, error) {
 	var b strings.Builder
+	var secrets []string
 	for _, p := range t {
 		if p.Secret == "" {
 			b.WriteString(p.Text)
 			continue
 		}
 		if lookup == nil {
-			return "", fmt.Errorf("secret %q: no secret store: %w", p.Secret, errdefs.ErrUnavailable)
+			return "", nil, fmt.Errorf("secret %q: no secret store: %w", p.Secret, errdefs.ErrUnavailable)
 		}
 		v, err := lookup(p.Secret)
 		if err != nil {
-			return "", fmt.Errorf("secret %q: %w", p.Secret, err)
+			return "", nil, fmt.Errorf("secret %q: %w", p.Secret, err)
 		}
 		b.WriteString(v)
+		secrets = append(secrets, v)
 	}
-	return b.String(), nil
+	return b.String(), secrets, nil
 }
 
 // Injection is one credential injection rule (normalised).

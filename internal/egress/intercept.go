@@ -55,7 +55,7 @@ func (s *Server) intercept(b *box, client net.Conn, hello []byte, br *bufio.Read
 		NextProtos:   []string{"http/1.1"},
 		MinVersion:   tls.VersionTLS12,
 	})
-	hctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	hctx, cancel := context.WithTimeout(context.Background(), s.opts.HandshakeTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
 		log.Info("egress: sandbox TLS handshake", "err", err)
@@ -107,14 +107,23 @@ func (s *Server) relayInjected(b *box, tc *tls.Conn, cbr *bufio.Reader, uc *tls.
 		writeRefusalConn(tc, host, port, rule)
 		return false
 	}
+	// TRACE echoes the request, injected headers and all, back to the
+	// sandbox: never forwarded to a host whose requests carry secrets.
+	if req.Method == "TRACE" || req.Method == "TRACK" {
+		s.refuse(b, host, port, "method:"+req.Method, via)
+		writeConnError(tc, http.StatusMethodNotAllowed, "paddock egress: "+req.Method+" is refused on "+host+": the proxy adds credentials to its requests, and "+req.Method+" would echo them back")
+		return false
+	}
 	for _, h := range []string{"Proxy-Connection", "Proxy-Authorization", "Keep-Alive"} {
 		req.Header.Del(h)
 	}
+	var secrets []string
 	for _, in := range b.current().injectionsFor(host) {
 		t, err := ParseTemplate(in.Value)
 		var v string
+		var used []string
 		if err == nil {
-			v, err = t.Render(s.opts.Secret)
+			v, used, err = t.render(s.opts.Secret)
 		}
 		if err != nil {
 			// The error names the secret, never its value.
@@ -123,6 +132,13 @@ func (s *Server) relayInjected(b *box, tc *tls.Conn, cbr *bufio.Reader, uc *tls.
 			return false
 		}
 		req.Header.Set(in.Header, v)
+		secrets = append(secrets, used...)
+	}
+	// What comes back is scrubbed of the secrets (scrub.go); asking for an
+	// uncompressed body keeps it scrubbable.
+	pats := scrubPatterns(secrets)
+	if len(pats) > 0 {
+		req.Header.Set("Accept-Encoding", "identity")
 	}
 	// The proxy reads the whole body before the upstream answers, so it
 	// lets the client send it at once rather than wait for a 100.
@@ -147,6 +163,8 @@ func (s *Server) relayInjected(b *box, tc *tls.Conn, cbr *bufio.Reader, uc *tls.
 			writeConnError(tc, http.StatusBadGateway, "paddock egress: upstream response unreadable")
 			return false
 		}
+		resp.Status = scrubString(resp.Status, pats)
+		scrubHeader(resp.Header, pats)
 		// Informational answers (103 Early Hints) pass on; the final one follows.
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			break
@@ -163,10 +181,16 @@ func (s *Server) relayInjected(b *box, tc *tls.Conn, cbr *bufio.Reader, uc *tls.
 	// Flushing before each upstream read keeps streamed responses
 	// (server-sent events) flowing instead of waiting for a full buffer.
 	body := resp.Body
+	if enc := resp.Header.Get("Content-Encoding"); len(pats) > 0 && enc != "" && !strings.EqualFold(enc, "identity") {
+		if s.logLim.allow("encoded/" + b.id + "/" + host) {
+			s.log.Warn("egress: an intercepted response is encoded despite Accept-Encoding: identity; its body cannot be scrubbed of the injected secrets", "sandbox", b.id, "host", host, "encoding", enc)
+		}
+	}
+	trailer := resp
 	resp.Body = struct {
 		io.Reader
 		io.Closer
-	}{flushBeforeRead{r: body, w: bw}, body}
+	}{flushBeforeRead{r: newScrubber(body, pats, func() { scrubHeader(trailer.Trailer, pats) }), w: bw}, body}
 	// Hidden behind a plain Writer: bufio's ReadFrom would read into the
 	// buffer that flushBeforeRead is flushing.
 	if err := resp.Write(struct{ io.Writer }{bw}); err != nil {
@@ -180,7 +204,7 @@ func (s *Server) relayInjected(b *box, tc *tls.Conn, cbr *bufio.Reader, uc *tls.
 		// its later frames carry no headers to inject.
 		done := make(chan struct{})
 		go func() { _, _ = io.Copy(uc, cbr); uc.Close(); close(done) }()
-		_, _ = io.Copy(tc, ubr)
+		_, _ = io.Copy(tc, newScrubber(ubr, pats, nil))
 		tc.Close()
 		<-done
 		return false

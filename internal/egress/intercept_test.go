@@ -70,6 +70,7 @@ func newTestPKI(t testing.TB, hosts ...string) *testPKI {
 // injEnv is a sandbox namespace whose proxy injects a header for
 // api.test.example, and an upstream serving both test names over HTTPS.
 type injEnv struct {
+	up     *upstreamNS
 	srv    *egress.Server
 	link   netns.Link
 	ca     *egress.CA
@@ -89,13 +90,32 @@ func newInjEnv(t testing.TB) *injEnv {
 	t.Helper()
 	requireRoot(t)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	up := newUpstreamNS(t, "ptest-inj-up", "ptinjup0", "198.18.91.1/30", "198.18.91.2/30")
-	e := &injEnv{pki: newTestPKI(t, "api.test.example", "other.test.example")}
+	up := newUpstreamPlan(t, 1).start(t)
+	e := &injEnv{up: up, pki: newTestPKI(t, "api.test.example", "other.test.example")}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
 		e.seen = append(e.seen, r.Host+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
 		e.mu.Unlock()
+		auth := r.Header.Get("Authorization")
+		if r.Method == "TRACE" { // echoes the request, as TRACE does
+			w.Header().Set("Content-Type", "message/http")
+			_ = r.Write(w)
+			return
+		}
 		switch r.URL.Path {
+		case "/echo-headers": // a debugging endpoint that reflects the request
+			w.Header().Set("Trailer", "X-Trailer-Auth")
+			w.Header().Set("X-Echo-Auth", auth)
+			w.Header().Set("X-Echo-"+strings.TrimPrefix(auth, "Bearer "), "1")
+			fmt.Fprintf(w, "you sent: %s", auth)
+			w.Header().Set("X-Trailer-Auth", auth)
+			return
+		case "/echo-stream": // the value split across two flushed chunks
+			fmt.Fprint(w, "data: "+auth[:len(auth)/2])
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+			fmt.Fprint(w, auth[len(auth)/2:]+"\n\n")
+			return
 		case "/redirect":
 			http.Redirect(w, r, "https://other.test.example/landing", http.StatusFound)
 			return
@@ -121,7 +141,8 @@ func newInjEnv(t testing.TB) *injEnv {
 			fmt.Fprint(w, "end")
 			return
 		}
-		fmt.Fprintf(w, "host=%s auth=%q", r.Host, r.Header.Get("Authorization"))
+		// What arrived, told without echoing it (echoes are scrubbed).
+		fmt.Fprintf(w, "host=%s injected=%v forged=%v none=%v", r.Host, auth == "Bearer "+canary, strings.Contains(auth, "forged"), auth == "")
 	})
 	hs := &http.Server{Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{e.pki.cert}}}
 	ln := up.listen(t, "443")
@@ -137,7 +158,7 @@ func newInjEnv(t testing.TB) *injEnv {
 	e.srv = egress.New(egress.Options{
 		Logger:        log,
 		Resolver:      &egress.Resolver{Static: map[string][]netip.Addr{"api.test.example": {upAddr}, "other.test.example": {upAddr}}, Upstream: "127.0.0.1:9"},
-		Permitted:     []netip.Prefix{netip.MustParsePrefix("198.18.91.0/30")},
+		Permitted:     []netip.Prefix{up.permit},
 		CA:            ca,
 		UpstreamRoots: e.pki.pool,
 		Secret: func(name string) (string, error) {
@@ -154,7 +175,7 @@ func newInjEnv(t testing.TB) *injEnv {
 	})
 	t.Cleanup(e.srv.Close)
 	mgr, err := netns.New(context.Background(), netns.Options{
-		StateDir: t.TempDir(), Range: netip.MustParsePrefix("100.127.233.0/24"), Logger: log,
+		StateDir: t.TempDir(), Range: testRange(t, 3), Logger: log,
 		Ports: netns.Ports{Proxy: egress.ProxyPort, Transparent: egress.TransparentPort, DNS: egress.DNSPort},
 	})
 	if err != nil {
@@ -174,7 +195,7 @@ func newInjEnv(t testing.TB) *injEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.Attach("injtest1", link.Gateway, pol); err != nil {
+	if err := e.srv.Attach("injtest1", link.Gateway, link.Addr, pol); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -194,7 +215,7 @@ func (e *injEnv) client(t testing.TB, roots *x509.CertPool, proxy bool) *http.Cl
 		d := dialFrom(t, e.link.NetNS)
 		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			_, port, _ := net.SplitHostPort(addr)
-			return d(ctx, network, net.JoinHostPort("198.18.91.2", port))
+			return d(ctx, network, net.JoinHostPort(e.up.addr, port))
 		}
 	}
 	return &http.Client{
@@ -225,7 +246,7 @@ func TestInjection(t *testing.T) {
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if want := `auth="Bearer ` + canary + `"`; !strings.Contains(string(b), want) {
+			if want := "injected=true"; !strings.Contains(string(b), want) {
 				t.Fatalf("upstream answered %q, want %s", b, want)
 			}
 			if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; issuer != e.ca.Name() {
@@ -244,7 +265,7 @@ func TestInjection(t *testing.T) {
 			}
 			b, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if !strings.Contains(string(b), canary) || strings.Contains(string(b), "forged") {
+			if !strings.Contains(string(b), "injected=true forged=false") {
 				t.Fatalf("sandbox's own header not replaced: %q", b)
 			}
 
@@ -257,7 +278,7 @@ func TestInjection(t *testing.T) {
 			}
 			b, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; issuer != e.pki.name || !strings.Contains(string(b), `auth=""`) {
+			if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; issuer != e.pki.name || !strings.Contains(string(b), "none=true") {
 				t.Fatalf("other host: issuer %q body %q", issuer, b)
 			}
 
@@ -354,6 +375,57 @@ func TestInjection(t *testing.T) {
 		}
 	})
 
+	t.Run("an upstream that echoes the request does not hand back the secret", func(t *testing.T) {
+		c := e.client(t, paddock, true)
+		mask := "Bearer " + strings.Repeat("*", len(canary))
+		for _, path := range []string{"/echo-headers", "/echo-stream"} {
+			resp, err := c.Get("https://api.test.example" + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var dump strings.Builder
+			_ = resp.Header.Write(&dump)
+			_ = resp.Trailer.Write(&dump)
+			dump.Write(b)
+			if strings.Contains(dump.String(), canary) {
+				t.Fatalf("%s: the secret came back:\n%s", path, dump.String())
+			}
+			if !strings.Contains(string(b), mask) {
+				t.Fatalf("%s: body %q, want the echo masked as %q", path, b, mask)
+			}
+			if path == "/echo-headers" && (resp.Header.Get("X-Echo-Auth") != mask || resp.Trailer.Get("X-Trailer-Auth") != mask) {
+				t.Fatalf("headers %v trailers %v", resp.Header, resp.Trailer)
+			}
+		}
+		// The upstream did get the secret: the masking is on the way back.
+		if got := e.requests(); !strings.Contains(strings.Join(got, "\n"), "/echo-stream Bearer "+canary) {
+			t.Fatalf("upstream saw %v", got)
+		}
+	})
+
+	t.Run("TRACE is refused on an intercepted host", func(t *testing.T) {
+		c := e.client(t, paddock, true)
+		for _, m := range []string{"TRACE", "TRACK"} {
+			req, _ := http.NewRequest(m, "https://api.test.example/trace-me", nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(string(b), m+" is refused") || strings.Contains(string(b), canary) {
+				t.Fatalf("%s: %d %q", m, resp.StatusCode, b)
+			}
+		}
+		for _, r := range e.requests() {
+			if strings.Contains(r, "/trace-me") {
+				t.Fatalf("the upstream received %q", r)
+			}
+		}
+	})
+
 	t.Run("host mismatch inside an intercepted connection", func(t *testing.T) {
 		c := e.client(t, paddock, true)
 		req, _ := http.NewRequest("GET", "https://api.test.example/", nil)
@@ -393,18 +465,18 @@ func TestInjection(t *testing.T) {
 		})
 		e.srv.Detach("injtest1")
 		strict := egress.New(egress.Options{
-			Resolver:      &egress.Resolver{Static: map[string][]netip.Addr{"api.test.example": {netip.MustParseAddr("198.18.91.2")}}, Upstream: "127.0.0.1:9"},
-			Permitted:     []netip.Prefix{netip.MustParsePrefix("198.18.91.0/30")},
+			Resolver:      &egress.Resolver{Static: map[string][]netip.Addr{"api.test.example": {netip.MustParseAddr(e.up.addr)}}, Upstream: "127.0.0.1:9"},
+			Permitted:     []netip.Prefix{e.up.permit},
 			CA:            e.ca,
 			UpstreamRoots: x509.NewCertPool(), // trusts nothing: the upstream is an impostor
 			Secret:        func(string) (string, error) { return canary, nil },
 		})
-		if err := strict.Attach("injtest1", e.link.Gateway, pol); err != nil {
+		if err := strict.Attach("injtest1", e.link.Gateway, e.link.Addr, pol); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
 			strict.Close()
-			if err := e.srv.Attach("injtest1", e.link.Gateway, pol); err != nil {
+			if err := e.srv.Attach("injtest1", e.link.Gateway, e.link.Addr, pol); err != nil {
 				t.Error(err)
 			}
 		})

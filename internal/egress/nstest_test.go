@@ -2,15 +2,81 @@ package egress_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
+
+// testSlots is how many runs of these tests may share a host (checkouts of
+// several engineers, CI): each run claims a slot for its life, and every
+// namespace, interface, range and address it makes derives from it, so
+// two runs never remove or shadow each other's.
+const testSlots = 16
+
+var (
+	slotOnce sync.Once
+	slotNum  int
+	slotErr  error
+)
+
+func slot(t testing.TB) int {
+	t.Helper()
+	slotOnce.Do(func() {
+		for i := range testSlots {
+			f, err := os.OpenFile(filepath.Join(os.TempDir(), fmt.Sprintf("paddock-egress-test-%d.lock", i)), os.O_RDWR|os.O_CREATE, 0o600)
+			if err != nil {
+				slotErr = err
+				return
+			}
+			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+				f.Close()
+				continue
+			}
+			slotNum = i // the file stays open: the lock lasts as long as the process
+			return
+		}
+		slotErr = fmt.Errorf("all %d egress test slots are taken", testSlots)
+	})
+	if slotErr != nil {
+		t.Fatal(slotErr)
+	}
+	return slotNum
+}
+
+// testRange is this run's sandbox range number k (one per kind of test).
+func testRange(t testing.TB, k int) netip.Prefix {
+	return netip.MustParsePrefix(fmt.Sprintf("100.126.%d.0/24", 16*k+slot(t)))
+}
+
+// upstreamPlan names the upstream namespace number k of this run.
+type upstreamPlan struct {
+	ns, hostIf       string
+	hostAddr, upAddr string // the veth's host and upstream ends
+	permit           netip.Prefix
+}
+
+func newUpstreamPlan(t testing.TB, k int) upstreamPlan {
+	n := 100 + 16*k + slot(t)
+	return upstreamPlan{
+		ns: fmt.Sprintf("pteg%d-up%d", slot(t), k), hostIf: fmt.Sprintf("pteg%dup%d", slot(t), k),
+		hostAddr: fmt.Sprintf("198.18.%d.1", n), upAddr: fmt.Sprintf("198.18.%d.2", n),
+		permit: netip.MustParsePrefix(fmt.Sprintf("198.18.%d.0/30", n)),
+	}
+}
+
+// start makes the upstream namespace.
+func (p upstreamPlan) start(t testing.TB) *upstreamNS {
+	return newUpstreamNS(t, p.ns, p.hostIf, p.hostAddr+"/30", p.upAddr+"/30")
+}
 
 // requireRoot skips tests that build namespaces and firewall rules.
 func requireRoot(t testing.TB) {
@@ -73,8 +139,10 @@ func inNS(t testing.TB, path string, fn func() error) error {
 // upstreamNS is a namespace standing for "the internet": it is reached from
 // the host over a veth with addresses that exist only between the two.
 type upstreamNS struct {
-	path string
-	addr string // upstream's address
+	path   string
+	addr   string // upstream's address
+	host   string // the host's end of the veth
+	permit netip.Prefix
 }
 
 func newUpstreamNS(t testing.TB, name, hostIf, hostCIDR, nsCIDR string) *upstreamNS {
@@ -91,7 +159,9 @@ func newUpstreamNS(t testing.TB, name, hostIf, hostCIDR, nsCIDR string) *upstrea
 	sh(t, "ip", "-n", name, "link", "set", "eth0", "up")
 	sh(t, "ip", "-n", name, "link", "set", "lo", "up")
 	addr, _, _ := strings.Cut(nsCIDR, "/")
-	return &upstreamNS{path: "/run/netns/" + name, addr: addr}
+	host, _, _ := strings.Cut(hostCIDR, "/")
+	pfx := netip.MustParsePrefix(nsCIDR).Masked()
+	return &upstreamNS{path: "/run/netns/" + name, addr: addr, host: host, permit: pfx}
 }
 
 func (u *upstreamNS) listen(t testing.TB, port string) net.Listener {

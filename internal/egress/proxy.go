@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"bufio"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,15 +36,26 @@ type Refusal struct {
 	Host    string
 	Port    int
 	Rule    string
-	Via     string // "proxy", "connect", "transparent", "dns"
+	Via     string // "proxy", "connect", "transparent", "dns", "rules-changed"
+	// Repeats, when set, counts further refusals of the same destination,
+	// rule and via in the window since the one recorded (limits.go).
+	Repeats int
+	// Others marks a count (Repeats) of refusals beyond the window's
+	// budget of distinct destinations, not recorded one by one.
+	Others bool
 }
 
 // Options configure a Server.
 type Options struct {
 	Logger   *slog.Logger
 	Resolver *Resolver
-	// Permitted are destination prefixes exempt from the forbidden ranges.
+	// Permitted are destination prefixes exempt from the forbidden ranges
+	// (not from OwnRanges nor the host's own addresses).
 	Permitted []netip.Prefix
+	// OwnRanges are the daemon's own prefixes (its sandbox range): never a
+	// destination, whatever Permitted says, so that no sandbox reaches
+	// another's gateway through the proxy even in a public range.
+	OwnRanges []netip.Prefix
 	// OnRefuse is called for every refusal (the ledger); it must not block long.
 	OnRefuse func(Refusal)
 	// CA mints certificates for hosts with injection rules; nil: no
@@ -55,6 +66,21 @@ type Options struct {
 	UpstreamRoots *x509.CertPool
 	// Secret returns a secret's value for an injection template.
 	Secret func(name string) (string, error)
+	// HandshakeTimeout bounds how long a client may take to send its
+	// request headers, TLS ClientHello or a tunnel's first bytes
+	// (default 10 s).
+	HandshakeTimeout time.Duration
+	// MaxConns bounds each sandbox's open connections to its proxy,
+	// transparent and DNS-over-TCP listeners together (default 512).
+	MaxConns int
+	// MaxDNS bounds each sandbox's DNS queries in progress (default 64).
+	MaxDNS int
+	// RefusalWindow and RefusalBudget coalesce refusals: one record per
+	// destination and window (default 10 s) with a repeat count, and at
+	// most RefusalBudget (default 64) destinations recorded singly per
+	// window (limits.go).
+	RefusalWindow time.Duration
+	RefusalBudget int
 }
 
 // Server runs the proxy and DNS services of every networked sandbox.
@@ -63,40 +89,28 @@ type Server struct {
 	log  *slog.Logger
 	tr   *http.Transport
 
-	mu    sync.Mutex
-	boxes map[string]*box
+	mu     sync.Mutex
+	boxes  map[string]*box
+	logLim *logLimit
+	hosts  *hostAddrs // the host's own addresses (ranges.go)
 }
 
 // box is one sandbox's listeners and current policy.
 type box struct {
 	id      string
+	peer    netip.Addr // the sandbox's own address: the only client served
 	mu      sync.RWMutex
 	policy  Policy
 	closers []io.Closer
 	wg      sync.WaitGroup
-	conns   map[net.Conn]struct{} // open tunnels, closed on Detach
+	conns   map[net.Conn]*admission // open connections (track.go)
 	closed  bool
 	grants  map[int][]string // temporary allow rules (per command)
 	nextID  int
-}
 
-// track registers a connection to be closed when the sandbox detaches; it
-// returns false (and closes c) if the sandbox is gone already.
-func (b *box) track(c net.Conn) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		c.Close()
-		return false
-	}
-	b.conns[c] = struct{}{}
-	return true
-}
-
-func (b *box) untrack(c net.Conn) {
-	b.mu.Lock()
-	delete(b.conns, c)
-	b.mu.Unlock()
+	refusals *refusalLog   // coalesces refusals (limits.go)
+	connLim  *connLimit    // open connections on the TCP listeners
+	dnsSem   chan struct{} // DNS queries in progress
 }
 
 func (b *box) current() Policy {
@@ -132,6 +146,7 @@ func (s *Server) Grant(id string, allow []string) (revoke func(), ok bool) {
 			b.mu.Lock()
 			delete(b.grants, key)
 			b.mu.Unlock()
+			s.recheck(b)
 		})
 	}, true
 }
@@ -144,7 +159,27 @@ func New(opts Options) *Server {
 	if opts.Resolver == nil {
 		opts.Resolver = &Resolver{}
 	}
-	s := &Server{opts: opts, log: opts.Logger, boxes: map[string]*box{}}
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = handshakeTimeout
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = defaultMaxConns
+	}
+	if opts.MaxDNS <= 0 {
+		opts.MaxDNS = defaultMaxDNS
+	}
+	if opts.RefusalWindow <= 0 {
+		opts.RefusalWindow = defaultRefusalWindow
+	}
+	if opts.RefusalBudget <= 0 {
+		opts.RefusalBudget = defaultRefusalBudget
+	}
+	s := &Server{opts: opts, log: opts.Logger, boxes: map[string]*box{}, logLim: newLogLimit(10 * time.Second)}
+	s.hosts = &hostAddrs{list: interfaceAddrs, ttl: hostAddrTTL, onError: func(err error) {
+		if s.logLim.allow("host-addrs") {
+			s.log.Error("egress: cannot list the host's addresses; refusing every destination until it can", "err", err)
+		}
+	}}
 	s.tr = &http.Transport{
 		Proxy:                 nil,
 		DialContext:           s.dialFromContext,
@@ -160,18 +195,23 @@ type errRefused struct{ rule string }
 
 func (e *errRefused) Error() string { return "refused by rule " + e.rule }
 
-// Attach starts a sandbox's services on its gateway address. Attaching an
+// Attach starts a sandbox's services on its gateway address, serving only
+// clients whose source address is peer, the sandbox's own. Attaching an
 // attached sandbox only updates its policy.
-func (s *Server) Attach(id string, gw netip.Addr, p Policy) error {
+func (s *Server) Attach(id string, gw, peer netip.Addr, p Policy) error {
+	if !gw.IsValid() || !peer.IsValid() || gw == peer {
+		return fmt.Errorf("egress attach %s: gateway %v and sandbox address %v must be two valid addresses", id, gw, peer)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if b, ok := s.boxes[id]; ok {
 		b.mu.Lock()
 		b.policy = p
 		b.mu.Unlock()
+		go s.recheck(b) // s.mu is held
 		return nil
 	}
-	b := &box{id: id, policy: p, conns: map[net.Conn]struct{}{}, grants: map[int][]string{}}
+	b := s.newBox(id, peer, p)
 	fail := func(err error) error {
 		for _, c := range b.closers {
 			c.Close()
@@ -188,14 +228,29 @@ func (s *Server) Attach(id string, gw netip.Addr, p Policy) error {
 		return fail(fmt.Errorf("egress transparent listen: %w", err))
 	}
 	b.closers = append(b.closers, transLn)
+	proxyLn = s.guard(b, proxyLn, "proxy", ProxyPort, func(c net.Conn) { writeConnLimit(c, b.connLim.max) })
+	transLn = s.guard(b, transLn, "transparent", TransparentPort, func(net.Conn) {})
 	dnsClosers, err := s.serveDNS(b, gw)
 	if err != nil {
 		return fail(err)
 	}
 	b.closers = append(b.closers, dnsClosers...)
 	hs := &http.Server{
-		Handler:           s.proxyHandler(b),
-		ReadHeaderTimeout: handshakeTimeout,
+		Handler: s.proxyHandler(b),
+		// Each connection is the sandbox's to close on a rule change
+		// (track.go); a hijacked one is tracked by the tunnel.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				b.track(c)
+			case http.StateClosed, http.StateHijacked:
+				b.untrack(c)
+			}
+		},
+		ReadHeaderTimeout: s.opts.HandshakeTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
@@ -208,7 +263,7 @@ func (s *Server) Attach(id string, gw netip.Addr, p Policy) error {
 }
 
 // SetPolicy replaces a sandbox's rules; new connections and lookups see
-// them at once.
+// them at once, and open connections the new rules refuse are closed.
 func (s *Server) SetPolicy(id string, p Policy) bool {
 	s.mu.Lock()
 	b, ok := s.boxes[id]
@@ -217,6 +272,7 @@ func (s *Server) SetPolicy(id string, p Policy) bool {
 		b.mu.Lock()
 		b.policy = p
 		b.mu.Unlock()
+		s.recheck(b)
 	}
 	return ok
 }
@@ -240,6 +296,7 @@ func (s *Server) Detach(id string) {
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
+	b.refusals.close()
 }
 
 // Close detaches every sandbox.
@@ -256,17 +313,66 @@ func (s *Server) Close() {
 	s.tr.CloseIdleConnections()
 }
 
+func (s *Server) newBox(id string, peer netip.Addr, p Policy) *box {
+	return &box{
+		id: id, peer: peer, policy: p, conns: map[net.Conn]*admission{}, grants: map[int][]string{},
+		refusals: &refusalLog{window: s.opts.RefusalWindow, budget: s.opts.RefusalBudget, emit: s.record, id: id},
+		connLim:  &connLimit{max: int64(s.opts.MaxConns)},
+		dnsSem:   make(chan struct{}, s.opts.MaxDNS),
+	}
+}
+
+// guard wraps a sandbox's TCP listener: only the sandbox's address is
+// served (peer.go), and no more than its connection limit (limits.go);
+// over answers a connection past the limit before it is closed.
+func (s *Server) guard(b *box, ln net.Listener, name string, port int, over func(net.Conn)) net.Listener {
+	return &limitListener{
+		Listener: &peerListener{Listener: ln, peer: b.peer, drop: s.dropped(b, name)},
+		limit:    b.connLim,
+		over: func(c net.Conn) {
+			over(c)
+			s.refuse(b, "", port, ruleConnLimit, name)
+		},
+	}
+}
+
+// dropped logs (at debug, rate-limited) a connection or query that came
+// from an address other than the sandbox's.
+func (s *Server) dropped(b *box, listener string) func(net.Addr) {
+	return func(from net.Addr) {
+		if s.logLim.allow("drop/" + b.id + "/" + listener) {
+			s.log.Debug("egress: dropped a client that is not the sandbox", "sandbox", b.id, "listener", listener, "from", from.String(), "want", b.peer.String())
+		}
+	}
+}
+
+// refuse records a refusal: logged and passed to OnRefuse, coalesced per
+// destination and window (limits.go).
 func (s *Server) refuse(b *box, host string, port int, rule, via string) {
-	s.log.Warn("egress refused", "sandbox", b.id, "host", host, "port", port, "rule", rule, "via", via)
+	b.refusals.add(Refusal{Sandbox: b.id, Host: host, Port: port, Rule: rule, Via: via})
+}
+
+func (s *Server) record(r Refusal) {
+	switch {
+	case r.Others:
+		s.log.Warn("egress refused, not recorded one by one", "sandbox", r.Sandbox, "count", r.Repeats)
+	case r.Repeats > 0:
+		s.log.Warn("egress refused again", "sandbox", r.Sandbox, "host", r.Host, "port", r.Port, "rule", r.Rule, "via", r.Via, "repeats", r.Repeats)
+	default:
+		s.log.Warn("egress refused", "sandbox", r.Sandbox, "host", r.Host, "port", r.Port, "rule", r.Rule, "via", r.Via)
+	}
 	if s.opts.OnRefuse != nil {
-		s.opts.OnRefuse(Refusal{Sandbox: b.id, Host: host, Port: port, Rule: rule, Via: via})
+		s.opts.OnRefuse(r)
 	}
 }
 
 // check applies rules and ports to a destination; it returns the refusing
 // rule or "".
 func (s *Server) check(b *box, host string, port int) string {
-	p := b.current()
+	return checkPolicy(b.current(), host, port)
+}
+
+func checkPolicy(p Policy, host string, port int) string {
 	d := p.Decide(host)
 	if !d.Allowed {
 		return d.Rule
@@ -287,7 +393,7 @@ func (s *Server) dialChecked(ctx context.Context, host string, port int) (net.Co
 	var lastErr error = &errRefused{rule: "forbidden-address"}
 	d := net.Dialer{Timeout: dialTimeout}
 	for _, a := range addrs {
-		if Forbidden(a, s.opts.Permitted) {
+		if s.forbiddenDst(a) {
 			continue
 		}
 		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
@@ -349,26 +455,58 @@ func (s *Server) proxyHandler(b *box) http.Handler {
 			http.Error(w, "paddock egress: bad host", http.StatusBadRequest)
 			return
 		}
-		if rule := s.check(b, host, port); rule != "" {
+		release, rule := s.admit(b, host, port, connOf(r))
+		if rule != "" {
 			s.refuse(b, host, port, rule, "proxy")
 			writeRefusal(w, host, port, rule)
 			return
 		}
-		s.forward(b, w, r, host, port, "proxy")
+		defer release()
+		s.forward(b, w, r, host, port, "proxy", nil)
 	})
 }
 
 // hopHeaders are per-connection and never forwarded.
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
-func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host string, port int, via string) {
+// removeHopHeaders deletes a message's hop-by-hop fields: the standard
+// ones, and every field its Connection (or Proxy-Connection) header names
+// (RFC 9110, 7.6.1), which concern this connection only and must not be
+// passed on by a proxy either way.
+func removeHopHeaders(h http.Header) {
+	for _, c := range []string{"Connection", "Proxy-Connection"} {
+		for _, v := range h.Values(c) {
+			for _, f := range strings.Split(v, ",") {
+				if f = textproto.TrimString(f); f != "" {
+					h.Del(f)
+				}
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}
+
+// forward sends a plain HTTP request upstream and relays the response.
+// When hijack is set and the request asks to upgrade its connection (a
+// WebSocket), the upgrade is passed on, and if the upstream switches
+// protocols hijack gets the response and the upstream connection to
+// splice with the sandbox's.
+func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host string, port int, via string, hijack func(*http.Response, io.ReadWriteCloser)) {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	out := r.Clone(context.WithValue(r.Context(), ctxKey{}, addr))
 	out.RequestURI = ""
 	out.URL.Scheme = "http"
 	out.URL.Host = addr
-	for _, h := range hopHeaders {
-		out.Header.Del(h)
+	upgrade := ""
+	if hijack != nil {
+		upgrade = upgradeOf(r.Header)
+	}
+	removeHopHeaders(out.Header)
+	if upgrade != "" {
+		out.Header.Set("Connection", "Upgrade")
+		out.Header.Set("Upgrade", upgrade)
 	}
 	resp, err := s.tr.RoundTrip(out)
 	if err != nil {
@@ -381,216 +519,64 @@ func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host st
 		http.Error(w, "paddock egress: upstream: "+err.Error(), http.StatusBadGateway)
 		return
 	}
-	defer resp.Body.Close()
-	for _, h := range hopHeaders {
-		resp.Header.Del(h)
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		rwc, ok := resp.Body.(io.ReadWriteCloser)
+		if upgrade == "" || !ok {
+			resp.Body.Close()
+			http.Error(w, "paddock egress: the upstream switched protocols unasked", http.StatusBadGateway)
+			return
+		}
+		to := resp.Header.Get("Upgrade")
+		removeHopHeaders(resp.Header)
+		resp.Header.Set("Connection", "Upgrade")
+		resp.Header.Set("Upgrade", to)
+		hijack(resp, rwc)
+		return
 	}
+	defer resp.Body.Close()
+	removeHopHeaders(resp.Header)
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
+	copyFlushing(w, resp.Body)
 }
 
-func (s *Server) handleConnect(b *box, w http.ResponseWriter, r *http.Request) {
-	host, port, ok := splitHostPort(r.Host, 0)
-	if !ok || port == 0 {
-		http.Error(w, "paddock egress: CONNECT needs host:port", http.StatusBadRequest)
-		return
+// upgradeOf returns the protocol a request asks to upgrade its connection
+// to (Connection: upgrade with an Upgrade field), or "".
+func upgradeOf(h http.Header) string {
+	to := h.Get("Upgrade")
+	if to == "" {
+		return ""
 	}
-	if rule := s.check(b, host, port); rule != "" {
-		s.refuse(b, host, port, rule, "connect")
-		writeRefusal(w, host, port, rule)
-		return
-	}
-	up, err := s.dialChecked(r.Context(), host, port)
-	if err != nil {
-		var ref *errRefused
-		if errors.As(err, &ref) {
-			s.refuse(b, host, port, ref.rule, "connect")
-			writeRefusal(w, host, port, ref.rule)
-			return
-		}
-		http.Error(w, "paddock egress: upstream: "+err.Error(), http.StatusBadGateway)
-		return
-	}
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		up.Close()
-		http.Error(w, "paddock egress: cannot tunnel", http.StatusInternalServerError)
-		return
-	}
-	conn, brw, err := hj.Hijack()
-	if err != nil {
-		up.Close()
-		return
-	}
-	if !b.track(conn) {
-		up.Close()
-		return
-	}
-	defer b.untrack(conn)
-	if !b.track(up) {
-		conn.Close()
-		return
-	}
-	defer b.untrack(up)
-	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		conn.Close()
-		up.Close()
-		return
-	}
-	br := brw.Reader
-	// A TLS tunnel must name the host it was granted: otherwise an allowed
-	// CONNECT could carry a session to any name the upstream serves.
-	_ = conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	if first, err := br.Peek(1); err == nil && first[0] == recordTypeHandshake {
-		sni, hello, err := readClientHello(br)
-		if err != nil || !strings.EqualFold(strings.TrimSuffix(sni, "."), strings.TrimSuffix(host, ".")) {
-			s.refuse(b, host, port, "sni-mismatch", "connect")
-			conn.Close()
-			up.Close()
-			return
-		}
-		if s.intercepts(b, host) {
-			s.intercept(b, conn, hello, br, up, host, port, "connect")
-			return
-		}
-		if _, err := up.Write(hello); err != nil {
-			conn.Close()
-			up.Close()
-			return
-		}
-	}
-	_ = conn.SetReadDeadline(time.Time{})
-	splice(conn, br, up)
-}
-
-// splice copies both ways until either side is done.
-func splice(client net.Conn, clientR io.Reader, up net.Conn) {
-	done := make(chan struct{}, 2)
-	go func() {
-		_, _ = io.Copy(up, clientR)
-		if tc, ok := up.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
-		done <- struct{}{}
-	}()
-	go func() {
-		_, _ = io.Copy(client, up)
-		if tc, ok := client.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
-		done <- struct{}{}
-	}()
-	<-done
-	<-done
-	client.Close()
-	up.Close()
-}
-
-// serveTransparent handles connections the firewall redirected from ports
-// 80 and 443: the original port comes from conntrack, the host from the
-// Host header or the TLS SNI.
-func (s *Server) serveTransparent(b *box, ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			s.handleTransparent(b, c)
-		}()
-	}
-}
-
-func (s *Server) handleTransparent(b *box, c net.Conn) {
-	defer c.Close()
-	if !b.track(c) {
-		return
-	}
-	defer b.untrack(c)
-	orig, err := originalDst(c)
-	if err != nil {
-		s.log.Warn("transparent: no original destination", "sandbox", b.id, "err", err)
-		return
-	}
-	port := int(orig.Port())
-	br := bufio.NewReaderSize(c, 4096)
-	_ = c.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	first, err := br.Peek(1)
-	if err != nil {
-		return
-	}
-	if first[0] == recordTypeHandshake {
-		sni, hello, err := readClientHello(br)
-		if err != nil || sni == "" {
-			s.refuse(b, orig.Addr().String(), port, "direct-ip", "transparent")
-			return
-		}
-		if rule := s.check(b, sni, port); rule != "" {
-			s.refuse(b, sni, port, rule, "transparent")
-			return
-		}
-		up, err := s.dialChecked(context.Background(), sni, port)
-		if err != nil {
-			var ref *errRefused
-			if errors.As(err, &ref) {
-				s.refuse(b, sni, port, ref.rule, "transparent")
+	for _, v := range h.Values("Connection") {
+		for _, f := range strings.Split(v, ",") {
+			if strings.EqualFold(textproto.TrimString(f), "upgrade") {
+				return to
 			}
-			return
 		}
-		if !b.track(up) {
-			return
-		}
-		defer b.untrack(up)
-		if s.intercepts(b, sni) {
-			s.intercept(b, c, hello, br, up, sni, port, "transparent")
-			return
-		}
-		if _, err := up.Write(hello); err != nil {
-			up.Close()
-			return
-		}
-		_ = c.SetReadDeadline(time.Time{})
-		splice(c, br, up)
-		return
 	}
-	// Plain HTTP: each request is checked on its own Host, so a kept-alive
-	// connection cannot switch to a host the rules refuse.
-	hb := &headerBudget{r: br}
-	hbr := bufio.NewReader(hb)
+	return ""
+}
+
+// copyFlushing relays a response body, flushing after every read so that
+// streamed responses (server-sent events, long polls) are not held in a
+// buffer until it fills.
+func copyFlushing(w http.ResponseWriter, r io.Reader) {
+	f, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
 	for {
-		// The bufio reader may already hold part of the next request, so
-		// the budget leaves room for one buffer beyond the header bound.
-		hb.arm(maxHeaderBytes + int64(hbr.Size()))
-		req, err := http.ReadRequest(hbr)
-		hb.disarm()
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if f != nil {
+				f.Flush()
+			}
+		}
 		if err != nil {
 			return
 		}
-		_ = c.SetReadDeadline(time.Time{})
-		host, _, ok := splitHostPort(req.Host, port)
-		rw := newConnResponseWriter(c)
-		if !ok || req.Host == "" {
-			s.refuse(b, orig.Addr().String(), port, "direct-ip", "transparent")
-			writeRefusal(rw, orig.Addr().String(), port, "direct-ip")
-			rw.finish(req)
-			return
-		}
-		if rule := s.check(b, host, port); rule != "" {
-			s.refuse(b, host, port, rule, "transparent")
-			writeRefusal(rw, host, port, rule)
-			rw.finish(req)
-			return
-		}
-		req.RequestURI = ""
-		s.forward(b, rw, req, host, port, "transparent")
-		if !rw.finish(req) {
-			return
-		}
-		_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
 	}
 }

@@ -270,10 +270,21 @@ echo scanned`
 
 	t.Run("uninject then delete", func(t *testing.T) {
 		d.must("net", "uninject", id, "--host", "api.test.example")
-		if _, stderr, code := curl("https://api.test.example/after-uninject"); code == 0 {
-			// With no rule the host is spliced: the sandbox's curl now
-			// meets the upstream's own certificate, which it does not trust.
-			t.Fatalf("still intercepted after uninject: %q", stderr)
+		// With no rule the host is spliced: the sandbox's curl now meets
+		// the upstream's own certificate, which its bundle does not hold
+		// (curl's exit 60), and no request reaches the upstream.
+		_, stderr, code := curl("https://api.test.example/after-uninject")
+		if code != 60 || !strings.Contains(stderr, "SSL certificate problem") {
+			t.Fatalf("after uninject: exit %d %q, want curl's certificate failure (60)", code, stderr)
+		}
+		if got := up.saw(func(s string) bool { return strings.Contains(s, "/after-uninject") }); len(got) > 0 {
+			t.Fatalf("the upstream received %v", got)
+		}
+		// Trusting the upstream's own CA, the same request goes through,
+		// spliced and without the header.
+		out, stderr, code := curl("--cacert", "/tmp/up.pem", "https://api.test.example/after-uninject")
+		if code != 0 || !strings.Contains(out, "served api.test.example/after-uninject authorized=false") {
+			t.Fatalf("spliced after uninject: exit %d %q %q", code, out, stderr)
 		}
 		d.must("secret", "rm", "tok")
 		if ls := d.must("secret", "ls"); strings.Contains(ls, "tok") {

@@ -46,6 +46,41 @@ func listenInNetns(t *testing.T, name, addr string) net.Listener {
 	}
 }
 
+// listenPacketInNetns opens a UDP socket inside the named network
+// namespace, as listenInNetns does for TCP.
+func listenPacketInNetns(t *testing.T, name, addr string) net.PacketConn {
+	t.Helper()
+	pcc := make(chan net.PacketConn, 1)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		f, err := os.Open("/run/netns/" + name)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- err
+			return
+		}
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			errc <- err
+			return
+		}
+		pcc <- pc
+	}()
+	select {
+	case pc := <-pcc:
+		t.Cleanup(func() { pc.Close() })
+		return pc
+	case err := <-errc:
+		t.Fatalf("listen on udp %s in netns %s: %v", addr, name, err)
+		return nil
+	}
+}
+
 // newTestHost makes the network namespace name, a test host standing for
 // the internet: a veth pair whose host end has hostCIDR and whose other end
 // (eth0 inside) has nsAddr/30. Both are removed when the test ends.

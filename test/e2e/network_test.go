@@ -2,11 +2,16 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/miekg/dns"
 )
 
 // netUpstream is a network namespace standing for the internet: reachable
@@ -17,10 +22,65 @@ func netUpstream(t *testing.T, name, hostIf, hostCIDR, nsAddr string) {
 	// The listener is created inside the namespace; it stays there.
 	ln := listenInNetns(t, name, nsAddr+":80")
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" { // a long stream, until the client goes
+			for range 300 {
+				if _, err := fmt.Fprintln(w, "tick"); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			return
+		}
 		fmt.Fprintf(w, "upstream says hello to %s", r.Host)
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
+}
+
+// upstreamDNS is a resolver in a test host's namespace standing for the
+// daemon's upstream: it answers every A query with one address and counts,
+// per name, the queries that reach it.
+type upstreamDNS struct {
+	mu    sync.Mutex
+	names map[string]int
+}
+
+func (u *upstreamDNS) count(name string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.names[dns.Fqdn(name)]
+}
+
+// newUpstreamDNS serves DNS on addr:53 (UDP) in the namespace ns.
+func newUpstreamDNS(t *testing.T, ns, addr string) *upstreamDNS {
+	t.Helper()
+	u := &upstreamDNS{names: map[string]int{}}
+	pc := listenPacketInNetns(t, ns, net.JoinHostPort(addr, "53"))
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		if len(r.Question) == 1 {
+			u.mu.Lock()
+			u.names[strings.ToLower(r.Question[0].Name)]++
+			u.mu.Unlock()
+			if r.Question[0].Qtype == dns.TypeA {
+				rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A " + addr)
+				m.Answer = append(m.Answer, rr)
+			}
+		}
+		_ = w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go srv.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return u
 }
 
 // pyGet fetches a URL from inside the sandbox the way most programs do
@@ -46,6 +106,25 @@ try:
     print(s.recv(4096).decode(errors="replace"))
 except Exception as e:
     print("ERR", type(e).__name__, e)
+`
+
+// pyStream reads a streamed response through the proxy until the
+// connection ends, and says how it ended.
+const pyStream = `
+import sys, socket, time
+s = socket.create_connection((sys.argv[1], 3128), timeout=40)
+s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % sys.argv[2]).encode())
+start, n = time.time(), 0
+while True:
+    try:
+        d = s.recv(4096)
+    except Exception as e:
+        print("ERR", type(e).__name__, e)
+        break
+    if not d:
+        print("CLOSED after %d bytes and %.0f s" % (n, time.time() - start))
+        break
+    n += len(d)
 `
 
 const pyResolve = `
@@ -84,16 +163,18 @@ func TestNetworkEgress(t *testing.T) {
 	up := plan.Upstream
 	netTag := plan.Tag
 	netUpstream(t, plan.NS, plan.HostIf, plan.HostCIDR, up)
+	// The daemon's upstream resolver, in the test host's namespace: it
+	// answers every name, so only the daemon's rules keep one from resolving.
+	upDNS := newUpstreamDNS(t, plan.NS, up)
 	// The iptables backend; TestNetworkNftables covers nftables.
 	d := startDaemon(t, daemonOpts{listen: true, env: []string{
 		"PADDOCK_FIREWALL=iptables",
 		"PADDOCK_NETWORK_RANGE=" + plan.Range,
-		fmt.Sprintf("PADDOCK_EGRESS_DNS_STATIC=up.test=%s;other.test=%s;x.evil.test=%s", up, up, up),
+		fmt.Sprintf("PADDOCK_EGRESS_DNS_STATIC=up.test=%s;other.test=%s", up, up),
 		"PADDOCK_EGRESS_PERMIT=" + plan.Permit,
-		// Nothing listens there: no lookup may leave this machine.
-		"PADDOCK_EGRESS_DNS_UPSTREAM=127.0.0.1:9",
+		"PADDOCK_EGRESS_DNS_UPSTREAM=" + net.JoinHostPort(up, "53"),
 	}})
-	id := strings.TrimSpace(d.must("create", "--allow-host", "up.test", "--allow-host", "*.evil.test", "--deny-host", "*.evil.test"))
+	id := strings.TrimSpace(d.must("create", "--allow-host", "up.test", "--allow-host", "fwd.test", "--allow-host", "*.evil.test", "--deny-host", "*.evil.test"))
 	py := func(script string, args ...string) string {
 		t.Helper()
 		out, _, _ := d.run(append([]string{"exec", id, "--", "python3", "-c", script}, args...)...)
@@ -116,9 +197,14 @@ func TestNetworkEgress(t *testing.T) {
 		{"direct IP refused", pyRaw, []string{up, "80", up}, "refused by rule direct-ip"},
 		{"direct IP with an allowed Host is governed", pyRaw, []string{up, "80", "up.test"}, "upstream says hello to up.test"},
 		{"metadata address refused", pyRaw, []string{"169.254.169.254", "80", "169.254.169.254"}, "refused by rule direct-ip"},
-		{"daemon TCP API unreachable", pyRaw, []string{gw, apiPort, "x"}, "ERR"},
-		{"upstream other port unreachable", pyRaw, []string{up, "22", "x"}, "ERR"},
+		// Dropped (a timeout), not refused: a refusal would mean a host
+		// stack answered. The same probe reaches what the sandbox may use.
+		{"daemon TCP API unreachable", pyConnect, []string{gw, apiPort}, "ERR TimeoutError"},
+		{"the proxy port on the same address answers", pyConnect, []string{gw, "3128"}, "CONNECTED"},
+		{"upstream other port unreachable", pyConnect, []string{up, "22"}, "ERR TimeoutError"},
+		{"the upstream's port 80 answers", pyConnect, []string{up, "80"}, "CONNECTED"},
 		{"allowed name resolves", pyResolve, []string{"up.test"}, up},
+		{"allowed name resolves through the upstream", pyResolve, []string{"fwd.test"}, up},
 		{"denied name does not resolve", pyResolve, []string{"x.evil.test"}, "ERR"},
 	}
 	for _, c := range cases {
@@ -128,6 +214,54 @@ func TestNetworkEgress(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the host cannot use the sandbox's proxy or resolver", func(t *testing.T) {
+		// The host routes to the gateway (its own address); the listeners
+		// serve the sandbox's address only.
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(gw, "3128"), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprint(c, "GET http://up.test/ HTTP/1.1\r\nHost: up.test\r\n\r\n")
+		if b, _ := io.ReadAll(c); len(b) > 0 {
+			t.Fatalf("the proxy answered the host: %q", b)
+		}
+		m := new(dns.Msg)
+		m.SetQuestion("up.test.", dns.TypeA)
+		if r, _, err := (&dns.Client{Timeout: 3 * time.Second}).Exchange(m, net.JoinHostPort(gw, "53")); err == nil {
+			t.Fatalf("the resolver answered the host: %v", r)
+		}
+	})
+
+	t.Run("only allowed names reach the upstream resolver", func(t *testing.T) {
+		if n := upDNS.count("fwd.test"); n == 0 {
+			t.Fatal("the allowed name never reached the upstream: the resolver is not what answered")
+		}
+		for _, name := range []string{"x.evil.test", "up.test"} { // denied; answered from the static map
+			if n := upDNS.count(name); n != 0 {
+				t.Fatalf("%s reached the upstream %d times", name, n)
+			}
+		}
+	})
+
+	t.Run("mode none has loopback only", func(t *testing.T) {
+		none := strings.TrimSpace(d.must("create"))
+		t.Cleanup(func() { d.run("rm", none) })
+		out, _, _ := d.run("exec", none, "--", "ls", "/sys/class/net")
+		if strings.Fields(out) == nil || strings.Join(strings.Fields(out), " ") != "lo" {
+			t.Fatalf("interfaces: %q", out)
+		}
+		// The probe that reaches the upstream from the egress sandbox (above).
+		out, _, _ = d.run("exec", none, "--", "python3", "-c", pyConnect, up, "80")
+		if !strings.Contains(out, "Network is unreachable") {
+			t.Fatalf("connect from a none sandbox: %q", out)
+		}
+		out, _, _ = d.run("exec", none, "--", "python3", "-c", pyResolve, "up.test")
+		if !strings.Contains(out, "ERR") {
+			t.Fatalf("resolve from a none sandbox: %q", out)
+		}
+	})
 
 	t.Run("info names the firewall", func(t *testing.T) {
 		if out := d.must("info"); !strings.Contains(out, "firewall iptables") {
@@ -169,6 +303,28 @@ func TestNetworkEgress(t *testing.T) {
 		}
 		if show := d.must("net", "show", id); !strings.Contains(show, "deny: *.evil.test other.test") {
 			t.Fatalf("net show: %s", show)
+		}
+	})
+
+	t.Run("a deny rule closes an open connection", func(t *testing.T) {
+		done := make(chan string, 1)
+		go func() {
+			out, _, _ := d.run("exec", id, "--", "python3", "-c", pyStream, gw, "http://up.test/slow")
+			done <- strings.TrimSpace(out)
+		}()
+		time.Sleep(3 * time.Second) // the stream is flowing
+		d.must("net", "deny", id, "up.test")
+		t.Cleanup(func() { d.must("net", "allow", id, "up.test") })
+		select {
+		case out := <-done:
+			if !strings.HasPrefix(out, "CLOSED after") || strings.Contains(out, "after 0 bytes") {
+				t.Fatalf("stream: %q", out)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the stream outlived the deny rule")
+		}
+		if led := d.must("ledger", id, "--json"); !strings.Contains(led, "rules-changed") || !strings.Contains(led, "deny:up.test") {
+			t.Fatalf("ledger has no rules-changed refusal:\n%s", led)
 		}
 	})
 
