@@ -4,6 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -346,4 +349,83 @@ func FuzzImport(f *testing.F) {
 			}
 		}
 	})
+}
+
+// archiveOf builds an exported snapshot file around layer tars whose
+// digests and sizes the manifest states truthfully: the checksums pass, so
+// only the extractor's own rules stand between the file and the host.
+func archiveOf(t *testing.T, layers ...[]byte) []byte {
+	t.Helper()
+	m := Manifest{Format: ArchiveFormat, ImageDigest: "sha256:" + strings.Repeat("a", 64), CreatedAt: time.Unix(1, 0).UTC()}
+	for _, l := range layers {
+		sum := sha256.Sum256(l)
+		m.Layers = append(m.Layers, Layer{Digest: "sha256:" + hex.EncodeToString(sum[:]), Size: int64(len(l))})
+	}
+	mb, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	write := func(name string, data []byte) {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(data))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(manifestName, mb)
+	for i, l := range layers {
+		write(layerEntry(m.Layers[i].Digest), l)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestImportRefusesEscapingLayers: a snapshot file whose checksums are
+// all correct is still refused when a layer would escape the store, and
+// leaves no layer and nothing beside the store.
+func TestImportRefusesEscapingLayers(t *testing.T) {
+	requireRoot(t)
+	reg := func(name string) *tar.Header { return &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: 1} }
+	good := tarOf(t, &tar.Header{Typeflag: tar.TypeDir, Name: "home/", Mode: 0o755}, reg("home/ok"))
+	for _, tc := range []struct {
+		name string
+		hdrs []*tar.Header
+	}{
+		{"dotdot", []*tar.Header{reg("../../escaped")}},
+		{"absolute", []*tar.Header{reg("/tmp/escaped")}},
+		{"symlink then write", []*tar.Header{{Typeflag: tar.TypeSymlink, Name: "l", Linkname: "/tmp"}, reg("l/escaped")}},
+		{"hardlink out", []*tar.Header{{Typeflag: tar.TypeLink, Name: "h", Linkname: "../../../etc/passwd"}}},
+		{"device node", []*tar.Header{{Typeflag: tar.TypeChar, Name: "mem", Devmajor: 1, Devminor: 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			before, err := s.Layers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The hostile layer sits above a good one, so the import has
+			// already added a layer when it meets it.
+			_, err = s.Import(context.Background(), bytes.NewReader(archiveOf(t, good, tarOf(t, tc.hdrs...))), Limits{})
+			if !errors.Is(err, ErrUnsafeArchive) {
+				t.Fatalf("import = %v, want an unsafe-archive error", err)
+			}
+			after, err := s.Layers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(after) != len(before) {
+				t.Fatalf("layers after a refused import: %v (before %v)", after, before)
+			}
+			for _, d := range []string{s.Dir(), filepath.Dir(s.Dir()), "/tmp"} {
+				if _, err := os.Lstat(filepath.Join(d, "escaped")); err == nil {
+					t.Fatalf("a file was written outside the layer: %s", filepath.Join(d, "escaped"))
+				}
+			}
+		})
+	}
 }
