@@ -393,6 +393,11 @@ func (c *Controller) Delete(ctx context.Context, ref string) error {
 }
 
 func (c *Controller) destroy(ctx context.Context, ref, reason string) error {
+	// A destroy that has been asked for is carried out even when the
+	// caller goes away meanwhile (a client killed while it waits for the
+	// sandbox's lock, an MCP process ending): otherwise the sandbox would
+	// outlive the one request meant to end it.
+	ctx = context.WithoutCancel(ctx)
 	rec, err := c.resolve(ctx, ref)
 	if err != nil {
 		return err
@@ -403,7 +408,7 @@ func (c *Controller) destroy(ctx context.Context, ref, reason string) error {
 	if rec, err = c.resolve(ctx, rec.ID); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	ctx, cancel := context.WithTimeout(ctx, teardownTimeout)
 	defer cancel()
 	if err := c.setState(ctx, rec, api.StateDestroying, reason, true); err != nil {
 		return err

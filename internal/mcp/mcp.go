@@ -71,6 +71,11 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[*mcpsdk.ServerSession]*session
 	closed   bool
+	// ending counts sessions whose end is being handled by their own
+	// goroutine, so Close can wait for them: a stdio server's process
+	// exits when Run returns, and must not take an unfinished destroy
+	// with it.
+	ending sync.WaitGroup
 }
 
 // session is what the server remembers of one MCP session.
@@ -143,9 +148,9 @@ func (s *Server) HTTPHandler() http.Handler {
 	})
 }
 
-// Close ends every session's default sandbox that this server owns. It is
-// called when the stdio session ends; the daemon's HTTP sessions end one by
-// one instead.
+// Close ends every session's default sandbox that this server owns, and
+// waits for the ends already under way. It is called when the stdio session
+// ends; the daemon's HTTP sessions end one by one instead.
 func (s *Server) Close(ctx context.Context) {
 	s.mu.Lock()
 	s.closed = true
@@ -155,6 +160,7 @@ func (s *Server) Close(ctx context.Context) {
 	for _, st := range all {
 		s.endSession(ctx, st)
 	}
+	s.ending.Wait()
 }
 
 // state returns the session's state, registering it (and its end) on first
@@ -182,9 +188,13 @@ func (s *Server) state(ss *mcpsdk.ServerSession) (*session, error) {
 		cur, ok := s.sessions[ss]
 		if ok {
 			delete(s.sessions, ss)
+			// Added under mu, so a Close that no longer finds the
+			// session in the map waits for this end instead.
+			s.ending.Add(1)
 		}
 		s.mu.Unlock()
 		if ok {
+			defer s.ending.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			s.endSession(ctx, cur)
