@@ -26,6 +26,12 @@ const forkParallel = 4
 // independent sandboxes with the source's runtime, size, environment and
 // idle policy. If any copy fails, the copies made are destroyed.
 func (c *Controller) Fork(ctx context.Context, ref string, req api.ForkRequest) (*api.ForkResult, error) {
+	return c.fork(ctx, ref, req, nil)
+}
+
+// fork is Fork; each, when set, adjusts every copy's create request
+// (forkeach.go).
+func (c *Controller) fork(ctx context.Context, ref string, req api.ForkRequest, each ForkCopyFunc) (*api.ForkResult, error) {
 	n := req.Count
 	if n == 0 {
 		n = 1
@@ -46,6 +52,7 @@ func (c *Controller) Fork(ctx context.Context, ref string, req api.ForkRequest) 
 		return nil, err
 	}
 	c.touch(rec.ID)
+	src := c.toAPI(rec)
 	snap, err := c.snapshotLocked(ctx, rec, "", forkSnapshotTTL)
 	unlock()
 	if err != nil {
@@ -82,6 +89,10 @@ func (c *Controller) Fork(ctx context.Context, ref string, req api.ForkRequest) 
 			r := base
 			if req.NamePrefix != "" {
 				r.Name = fmt.Sprintf("%s-%d", req.NamePrefix, i+1)
+			}
+			if each != nil {
+				r.Labels = maps.Clone(r.Labels)
+				each(src, i, &r)
 			}
 			sb, err := c.Create(ctx, r)
 			if err != nil {
