@@ -78,6 +78,10 @@ type Config struct {
 	// SnapshotStoreMax caps the bytes of the local snapshot and backup
 	// store ($PADDOCK_SNAPSHOT_STORE_MAX); 0 = no cap.
 	SnapshotStoreMax int64 `json:"snapshot_store_max,omitempty"`
+	// E2BDefaultNetwork is the network of a sandbox created through the
+	// E2B API whose request says nothing about internet access
+	// ($PADDOCK_E2B_DEFAULT_NETWORK): "none" (default) or "all" (e2b.go).
+	E2BDefaultNetwork string `json:"e2b_default_network"`
 }
 
 // Default returns the embedded defaults.
@@ -109,6 +113,7 @@ func Default() Config {
 		SnapshotExpiryInterval: time.Minute,
 		PreviewListen:          DefaultPreviewListen,
 		PreviewDomain:          "localhost",
+		E2BDefaultNetwork:      E2BNetworkNone,
 	}
 }
 
@@ -159,6 +164,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 		}
 		c.PrepareDefaultImage = b
 	}
+	c.applyE2BEnv(getenv)
 	return c.applyStorageEnv(getenv)
 }
 
@@ -203,6 +209,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("snapshot_expiry_interval %s: want 1s to 24h", c.SnapshotExpiryInterval))
 	}
 	errs = append(errs, c.validatePreview()...)
+	errs = append(errs, c.validateE2B()...)
 	errs = append(errs, c.validateStorage()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
