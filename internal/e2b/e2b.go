@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent"
@@ -36,8 +37,11 @@ type Options struct {
 	HashKey func(secret string) []byte
 	// Next serves everything that is neither E2B's API nor its data plane
 	// (Paddock's own /v1 API).
-	Next   http.Handler
-	Logger *slog.Logger
+	Next http.Handler
+	// DefaultNetwork is what a create that says nothing about internet
+	// access gets: config.E2BNetworkNone ("" too) or config.E2BNetworkAll.
+	DefaultNetwork string
+	Logger         *slog.Logger
 }
 
 // Handler routes one listener's requests between the data plane, the E2B
@@ -46,6 +50,9 @@ type Handler struct {
 	opts Options
 	log  *slog.Logger
 	mux  *http.ServeMux
+	// secretsMu makes a secret's existence check and store one step for
+	// this API's creates and updates (secrets.go).
+	secretsMu sync.Mutex
 }
 
 // maxBody bounds E2B JSON request bodies.
@@ -80,6 +87,16 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /sandboxes/{id}/resume", h.resume)
 	m.HandleFunc("POST /v2/sandboxes/{id}/connect", h.connect)
 	m.HandleFunc("GET /sandboxes/{id}/metrics", h.metrics)
+	m.HandleFunc("PUT /sandboxes/{id}/network", h.setNetwork)
+	m.HandleFunc("POST /sandboxes/{id}/fork", h.fork)
+	m.HandleFunc("POST /sandboxes/{id}/snapshots", h.createSnapshot)
+	m.HandleFunc("GET /snapshots", h.listSnapshots)
+	m.HandleFunc("DELETE /templates/{id}", h.deleteTemplate)
+	m.HandleFunc("GET /secrets", h.listSecrets)
+	m.HandleFunc("POST /secrets", h.createSecret)
+	m.HandleFunc("GET /secrets/{id}", h.getSecret)
+	m.HandleFunc("POST /secrets/{id}", h.updateSecret)
+	m.HandleFunc("DELETE /secrets/{id}", h.deleteSecret)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.NotFound("this Paddock daemon does not serve %s %s of E2B's API (see the README's E2B section for what is supported)", r.Method, r.URL.Path))
 	})

@@ -111,18 +111,16 @@ func TestParseListQuery(t *testing.T) {
 }
 
 func TestUnsupported(t *testing.T) {
-	yes, no := true, false
 	tests := []struct {
 		name string
 		body newSandbox
 		bad  bool
 	}{
 		{name: "plain", body: newSandbox{TemplateID: "base"}},
-		{name: "internet off", body: newSandbox{AllowInternetAccess: &no}},
-		{name: "internet on", body: newSandbox{AllowInternetAccess: &yes}, bad: true},
 		{name: "volumes", body: newSandbox{VolumeMounts: []any{map[string]string{"name": "v"}}}, bad: true},
-		{name: "egress rules", body: newSandbox{Network: &networkConfig{AllowOut: []string{"1.1.1.1"}}}, bad: true},
-		{name: "private traffic", body: newSandbox{Network: &networkConfig{AllowPublicTraffic: &no}}},
+		{name: "mcp", body: newSandbox{MCP: map[string]any{"x": 1}}, bad: true},
+		{name: "iam tokens", body: newSandbox{IAM: map[string]any{"tokens": map[string]any{}}}, bad: true},
+		{name: "empty iam", body: newSandbox{IAM: map[string]any{}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -173,7 +175,7 @@ func (h *Handler) serveDataPlane(w http.ResponseWriter, r *http.Request, t targe
 		}
 	} else {
 		port := t.port
-		rp.Transport = &http.Transport{
+		tr := &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				return ag.DialPort(ctx, port)
 			},
@@ -181,13 +183,44 @@ func (h *Handler) serveDataPlane(w http.ResponseWriter, r *http.Request, t targe
 			DisableKeepAlives:  true,
 			DisableCompression: true,
 		}
+		scheme := "http"
+		if slices.Contains(parseHTTPSPorts(sb.Labels[labelHTTPSPorts]), port) {
+			// network.httpsPorts: the service speaks TLS. Its certificate
+			// is not verified (as on E2B, so self-signed ones work): the
+			// connection runs through the sandbox's own agent to its own
+			// loopback, and the daemon sends nothing of its own over it.
+			scheme = "https"
+			tr.DialTLSContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+				c, err := ag.DialPort(ctx, port)
+				if err != nil {
+					return nil, err
+				}
+				tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true, ServerName: "localhost"}) //nolint:gosec // see above
+				if err := tc.HandshakeContext(ctx); err != nil {
+					c.Close()
+					return nil, fmt.Errorf("TLS to port %d (listed in httpsPorts): %w", port, err)
+				}
+				return tc, nil
+			}
+		}
+		rp.Transport = tr
+		mask := sb.Labels[labelMaskHost]
 		rp.Rewrite = func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Scheme = scheme
 			pr.Out.URL.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-			pr.Out.Host = pr.In.Host // servers in the sandbox see the name the client used
+			pr.Out.Host = outHost(pr.In.Host, mask, port)
 		}
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// outHost is the Host a sandbox's server sees: the name the client used,
+// or network.maskRequestHost with ${PORT} replaced by the port.
+func outHost(in, mask string, port int) string {
+	if mask == "" {
+		return in
+	}
+	return strings.ReplaceAll(mask, "${PORT}", strconv.Itoa(port))
 }
 
 // envdPaths are the agent routes that make up envd's surface; everything

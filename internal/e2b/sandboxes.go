@@ -22,6 +22,8 @@ const (
 	labelEnvdToken    = "paddock.dev/e2b-envd-token"
 	labelTrafficToken = "paddock.dev/e2b-traffic-token"
 	labelAutoPause    = "paddock.dev/e2b-auto-pause"
+	labelMaskHost     = "paddock.dev/e2b-mask-host"   // network.maskRequestHost
+	labelHTTPSPorts   = "paddock.dev/e2b-https-ports" // network.httpsPorts, comma-separated
 )
 
 // E2B timeouts are whole seconds. The default is E2B's API default (the
@@ -65,22 +67,38 @@ func timeoutSeconds(v *int64, def int64) (time.Duration, error) {
 }
 
 // unsupported refuses options whose meaning Paddock cannot honour, rather
-// than silently creating a sandbox that behaves differently.
+// than silently creating a sandbox that behaves differently. The network
+// options are checked in network.go.
 func unsupported(b *newSandbox) error {
 	switch {
 	case len(b.VolumeMounts) > 0:
 		return errdefs.Invalid("volumeMounts are not supported by Paddock")
 	case b.MCP != nil:
 		return errdefs.Invalid("the MCP gateway is not supported by Paddock")
-	case b.AllowInternetAccess != nil && *b.AllowInternetAccess:
-		return errdefs.Invalid("allow_internet_access is not supported: Paddock sandboxes created through the E2B API have loopback-only networking")
-	}
-	if n := b.Network; n != nil {
-		if len(n.AllowOut) > 0 || len(n.DenyOut) > 0 || n.Rules != nil || n.EgressProxy != nil {
-			return errdefs.Invalid("network egress rules are not supported: Paddock sandboxes created through the E2B API have loopback-only networking")
-		}
+	case !emptyObject(b.IAM):
+		return errdefs.Invalid("iam (workload identity tokens) is not supported by Paddock; inject credentials with Secret and network.rules")
 	}
 	return nil
+}
+
+// emptyObject reports whether a JSON value is absent, null or {}.
+func emptyObject(v any) bool {
+	if v == nil {
+		return true
+	}
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 0
+}
+
+// setLifetime applies an E2B timeout: the hard lifetime, or with
+// auto-pause the idle time after which the idle policy stops the sandbox
+// (files kept; the next connect or request starts it again).
+func setLifetime(req *api.CreateSandboxRequest, timeout time.Duration, autoPause bool) {
+	if autoPause {
+		req.SleepAfter, req.KeepAlive, req.Timeout = timeout.String(), false, ""
+		return
+	}
+	req.SleepAfter, req.KeepAlive, req.Timeout = "", true, timeout.String()
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
@@ -98,15 +116,26 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	netPolicy, err := createNetwork(&body, h.opts.DefaultNetwork)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	mask, httpsPorts, err := checkPorts(body.Network)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	template := body.TemplateID
 	if template == "" {
 		template = defaultImage
 	}
-	image := template
-	if img, ok := templateImages[template]; ok {
-		image = img
+	image, fromSnapshot, err := h.resolveTemplate(r.Context(), template)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
-	labels := make(map[string]string, len(body.Metadata)+4)
+	labels := make(map[string]string, len(body.Metadata)+6)
 	for k, v := range body.Metadata {
 		if strings.HasPrefix(k, reservedPrefix) {
 			writeError(w, errdefs.Invalid("metadata key %q: the prefix %s is reserved", k, reservedPrefix))
@@ -117,32 +146,30 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	labels[labelTemplate] = template
 	// Secure unless asked otherwise: the SDKs send the token they are given
 	// on every envd request, so this costs a client nothing.
-	var envdToken, trafficToken string
 	if body.Secure == nil || *body.Secure {
-		envdToken = newToken()
-		labels[labelEnvdToken] = envdToken
+		labels[labelEnvdToken] = newToken()
 	}
 	if n := body.Network; n != nil && n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic {
-		trafficToken = newToken()
-		labels[labelTrafficToken] = trafficToken
+		labels[labelTrafficToken] = newToken()
 	}
-	req := api.CreateSandboxRequest{Image: image, Env: body.EnvVars, Labels: labels}
-	if body.AutoPause != nil && *body.AutoPause {
-		// E2B pauses at the timeout; Paddock's idle policy stops the
-		// sandbox after that much inactivity, keeping its files, and the
-		// next connect (or request) starts it again.
+	if mask != "" {
+		labels[labelMaskHost] = mask
+	}
+	if httpsPorts != "" {
+		labels[labelHTTPSPorts] = httpsPorts
+	}
+	autoPause := body.AutoPause != nil && *body.AutoPause
+	if autoPause {
 		labels[labelAutoPause] = "true"
-		req.SleepAfter = timeout.String()
-	} else {
-		req.KeepAlive = true
-		req.Timeout = timeout.String()
 	}
+	req := api.CreateSandboxRequest{Image: image, FromSnapshot: fromSnapshot, Env: body.EnvVars, Labels: labels, Network: netPolicy}
+	setLifetime(&req, timeout, autoPause)
 	sb, err := h.opts.Controller.Create(r.Context(), req)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	h.log.Info("e2b sandbox created", "sandbox", sb.ID, "template", template)
+	h.log.Info("e2b sandbox created", "sandbox", sb.ID, "template", template, "from_snapshot", fromSnapshot, "internet", internetAccess(sb.Network))
 	writeJSON(w, http.StatusCreated, toSandbox(sb))
 }
 
@@ -170,9 +197,11 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, sandboxDetail{
-		listedSandbox:      toListed(sb),
-		EnvdAccessToken:    sb.Labels[labelEnvdToken],
-		TrafficAccessToken: sb.Labels[labelTrafficToken],
+		listedSandbox:       toListed(sb),
+		EnvdAccessToken:     sb.Labels[labelEnvdToken],
+		TrafficAccessToken:  sb.Labels[labelTrafficToken],
+		AllowInternetAccess: internetAccess(sb.Network),
+		Network:             networkInfoOf(sb),
 	})
 }
 

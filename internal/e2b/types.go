@@ -1,6 +1,9 @@
 package e2b
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // These are E2B's wire shapes (its public OpenAPI document), as the `e2b`
 // SDKs read and write them. Field names are E2B's, not Paddock's.
@@ -22,17 +25,47 @@ type newSandbox struct {
 	AutoResume          any               `json:"autoResume,omitempty"`
 }
 
-// networkConfig is the part of E2B's network options Paddock can honour:
-// whether the sandbox's ports need a traffic token. Egress rules are
-// refused when present (sandboxes have loopback-only networking).
+// networkConfig is E2B's SandboxNetworkConfig: egress rules (network.go),
+// and how the sandbox's ports are reached (proxy.go).
 type networkConfig struct {
-	AllowPublicTraffic *bool    `json:"allowPublicTraffic,omitempty"`
-	AllowOut           []string `json:"allowOut,omitempty"`
-	DenyOut            []string `json:"denyOut,omitempty"`
-	Rules              any      `json:"rules,omitempty"`
-	EgressProxy        any      `json:"egressProxy,omitempty"`
-	MaskRequestHost    *string  `json:"maskRequestHost,omitempty"`
-	HTTPSPorts         any      `json:"httpsPorts,omitempty"`
+	AllowPublicTraffic *bool                    `json:"allowPublicTraffic,omitempty"`
+	AllowOut           []string                 `json:"allowOut,omitempty"`
+	DenyOut            []string                 `json:"denyOut,omitempty"`
+	Rules              map[string][]networkRule `json:"rules,omitempty"`
+	EgressProxy        json.RawMessage          `json:"egressProxy,omitempty"`
+	MaskRequestHost    *string                  `json:"maskRequestHost,omitempty"`
+	HTTPSPorts         []int                    `json:"httpsPorts,omitempty"`
+}
+
+// networkRule is one of a host's transform rules: headers set on the
+// sandbox's HTTPS requests to that host.
+type networkRule struct {
+	Transform *networkTransform `json:"transform,omitempty"`
+}
+
+type networkTransform struct {
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// networkUpdate is the body of PUT /sandboxes/{id}/network: it replaces
+// the egress rules, and a field left out is cleared.
+type networkUpdate struct {
+	AllowInternetAccess *bool                    `json:"allow_internet_access,omitempty"`
+	AllowOut            []string                 `json:"allowOut,omitempty"`
+	DenyOut             []string                 `json:"denyOut,omitempty"`
+	Rules               map[string][]networkRule `json:"rules,omitempty"`
+	EgressProxy         json.RawMessage          `json:"egressProxy,omitempty"`
+}
+
+// networkInfo is the network getInfo reports: what the sandbox has, not
+// what was asked for.
+type networkInfo struct {
+	AllowOut           []string                 `json:"allowOut"`
+	DenyOut            []string                 `json:"denyOut"`
+	Rules              map[string][]networkRule `json:"rules,omitempty"`
+	AllowPublicTraffic bool                     `json:"allowPublicTraffic"`
+	MaskRequestHost    string                   `json:"maskRequestHost,omitempty"`
+	HTTPSPorts         []int                    `json:"httpsPorts,omitempty"`
 }
 
 // sandbox is E2B's "Sandbox": what create and connect return.
@@ -70,6 +103,10 @@ type sandboxDetail struct {
 	EnvdAccessToken    string `json:"envdAccessToken,omitempty"`
 	TrafficAccessToken string `json:"trafficAccessToken,omitempty"`
 	Domain             string `json:"domain,omitempty"`
+	// AllowInternetAccess says whether the sandbox can reach any host
+	// name (through the proxy); Network what it can reach.
+	AllowInternetAccess bool        `json:"allowInternetAccess"`
+	Network             networkInfo `json:"network"`
 }
 
 // timeoutBody is the body of POST /sandboxes/{id}/timeout and
