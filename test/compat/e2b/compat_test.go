@@ -56,7 +56,8 @@ type daemon struct {
 	logs              *syncBuffer
 }
 
-func startDaemon(t *testing.T) *daemon {
+// startDaemon starts the daemon with env added to this process's.
+func startDaemon(t *testing.T, env ...string) *daemon {
 	t.Helper()
 	// Short paths: agent sockets live under the state dir (107-byte limit).
 	dir, err := os.MkdirTemp("/tmp", "pdc-")
@@ -83,7 +84,7 @@ func startDaemon(t *testing.T) *daemon {
 	d := &daemon{bin: bin, socket: filepath.Join(dir, "p.sock"), addr: addr, logs: &syncBuffer{}}
 	d.client = &paddock.Client{Socket: d.socket}
 	cmd := exec.Command(bin, "serve", "--state-dir", filepath.Join(dir, "s"), "--socket", d.socket, "--listen", addr, "--log-level", "debug")
-	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREPARE_DEFAULT_IMAGE=false")
+	cmd.Env = append(append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREPARE_DEFAULT_IMAGE=false"), env...)
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -164,7 +165,8 @@ func npmCI(t *testing.T) {
 
 func TestE2BSDK(t *testing.T) {
 	requireTools(t)
-	d := startDaemon(t)
+	up := newUpstream(t) // netstate_test.go
+	d := startDaemon(t, up.env...)
 	key := d.e2bKey(t)
 	npmCI(t)
 	// The SDK's requests time out after 60 s; build the image first so the
@@ -184,6 +186,18 @@ func TestE2BSDK(t *testing.T) {
 		t.Logf("node --test:\n%s", out)
 		if err != nil {
 			t.Fatalf("the E2B SDK suite failed: %v", err)
+		}
+	})
+
+	t.Run("snapshots, fork, network and secrets", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "state.test.mjs")
+		cmd.Env = append(append(os.Environ(), d.e2bEnv(key)...), up.nodeEnv()...)
+		out, err := cmd.CombinedOutput()
+		t.Logf("node --test:\n%s", out)
+		if err != nil {
+			t.Fatalf("the E2B SDK state suite failed: %v", err)
 		}
 	})
 
