@@ -321,7 +321,21 @@ type CreateKeyRequest struct {
 	// ("e2b_" + hex, what E2B's SDKs expect in E2B_API_KEY). Both work on
 	// every route.
 	Format string `json:"format,omitempty"`
+	// Scope is KeyScopeOwn (default: the key sees only what it created)
+	// or KeyScopeAll (everything on the daemon). A key with scope own may
+	// create only keys of scope own.
+	Scope string `json:"scope,omitempty"`
 }
+
+// API key scopes: what a key's requests see and act on.
+const (
+	// KeyScopeOwn sees sandboxes, snapshots, backups, secrets and
+	// ledgers the key created, and shared resources (images, templates,
+	// pools, the policy); anything else does not exist for it.
+	KeyScopeOwn = "own"
+	// KeyScopeAll sees everything, as the unix socket's caller does.
+	KeyScopeAll = "all"
+)
 
 // API key formats.
 const (
@@ -331,9 +345,11 @@ const (
 
 // Key is an API key's public record; its secret is stored only hashed.
 type Key struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Prefix    string    `json:"prefix"`
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Prefix string `json:"prefix"`
+	// Scope is KeyScopeOwn or KeyScopeAll.
+	Scope     string    `json:"scope"`
 	CreatedAt time.Time `json:"created_at"`
 }
 

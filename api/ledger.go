@@ -119,6 +119,9 @@ type Backup struct {
 	Location  string     `json:"location,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// CreatedBy owns the backup: the API key id of the caller that made
+	// it, CallerLocal for the unix socket, absent for older backups.
+	CreatedBy string `json:"created_by,omitempty"`
 }
 
 // BackupList is the body of GET /v1/backups.

@@ -11,8 +11,12 @@ type Secret struct {
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
-	// UsedBy are the sandboxes whose injection rules reference it.
+	// UsedBy are the sandboxes whose injection rules reference it (those
+	// the caller can see).
 	UsedBy []string `json:"used_by,omitempty"`
+	// CreatedBy owns the secret: the API key id of the caller that first
+	// set it, CallerLocal for the unix socket, absent for older secrets.
+	CreatedBy string `json:"created_by,omitempty"`
 }
 
 // SecretList is the body of GET /v1/secrets.

@@ -66,6 +66,11 @@ type Snapshot struct {
 	TTL string `json:"ttl"`
 	// ExpiresAt is absent when the snapshot never expires.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// CreatedBy owns the snapshot: the API key id of the caller that took
+	// or imported it (of the sandbox's creator for fork and idle
+	// snapshots), CallerLocal for the unix socket, absent for snapshots
+	// older than owners.
+	CreatedBy string `json:"created_by,omitempty"`
 }
 
 // SnapshotList is the body of GET /v1/snapshots.

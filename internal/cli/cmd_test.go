@@ -305,7 +305,14 @@ func TestImagesKeysVersion(t *testing.T) {
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "pdk_key1_secret" || !strings.Contains(r.stderr, "not shown again") {
 		t.Fatalf("keys create: %+v", r)
 	}
-	if r := runCLI(t, s, "", "keys", "ls"); r.code != 0 || !strings.Contains(r.stdout, "key1") || strings.Contains(r.stdout, "secret") {
+	if r := runCLI(t, s, "", "keys", "create", "--scope", "all", "ops"); r.code != 0 || !strings.Contains(r.stderr, "scope all") {
+		t.Fatalf("keys create --scope all: %+v", r)
+	}
+	if r := runCLI(t, s, "", "keys", "create", "--scope", "some", "bad"); r.code == 0 || !strings.Contains(r.stderr, `--scope "some"`) {
+		t.Fatalf("keys create --scope some: %+v", r)
+	}
+	if r := runCLI(t, s, "", "keys", "ls"); r.code != 0 || !strings.Contains(r.stdout, "key1") || strings.Contains(r.stdout, "secret") ||
+		!strings.Contains(r.stdout, "SCOPE") || !strings.Contains(r.stdout, "own") || !strings.Contains(r.stdout, "all") {
 		t.Fatalf("keys ls: %+v", r)
 	}
 	if r := runCLI(t, s, "", "keys", "rm", "key1"); r.code != 0 {

@@ -57,22 +57,6 @@ type compiledPolicy struct {
 	active   bool
 }
 
-type callerKey struct{}
-
-// WithCaller marks ctx as coming from the API key with id keyID. Creates
-// record it and count it against the key's quota.
-func WithCaller(ctx context.Context, keyID string) context.Context {
-	return context.WithValue(ctx, callerKey{}, keyID)
-}
-
-// Caller is the id of the API key ctx comes from, or api.CallerLocal.
-func Caller(ctx context.Context) string {
-	if id, ok := ctx.Value(callerKey{}).(string); ok && id != "" {
-		return id
-	}
-	return api.CallerLocal
-}
-
 // ParsePolicy reads a policy document (JSON), refusing unknown fields and
 // anything that does not validate.
 func ParsePolicy(data []byte) (api.Policy, error) {

@@ -137,7 +137,7 @@ func (c *Controller) CreateBackup(ctx context.Context, ref string, req api.Creat
 	bk := &store.Backup{
 		ID: newBackupID(), SandboxID: id, SandboxName: rec.Name, Path: req.Path,
 		Excludes: slices.Clone(req.Exclude), Storage: storageLocal,
-		CreatedAt: time.Now().UTC().Round(0),
+		CreatedAt: time.Now().UTC().Round(0), Owner: Caller(ctx),
 	}
 	if !never {
 		bk.ExpiresAt = bk.CreatedAt.Add(ttl)
@@ -241,7 +241,7 @@ func toAPIBackup(b *store.Backup) *api.Backup {
 	out := &api.Backup{
 		ID: b.ID, SandboxID: b.SandboxID, SandboxName: b.SandboxName, Path: b.Path,
 		Exclude: b.Excludes, SizeBytes: b.SizeBytes, SHA256: b.SHA256,
-		CreatedAt: b.CreatedAt,
+		CreatedAt: b.CreatedAt, CreatedBy: b.Owner,
 	}
 	out.Storage, out.Location = storageAPI(b.Storage)
 	if !b.ExpiresAt.IsZero() {
@@ -251,12 +251,26 @@ func toAPIBackup(b *store.Backup) *api.Backup {
 	return out
 }
 
-// getBackup returns a backup that exists and has not expired.
-func (c *Controller) getBackup(ctx context.Context, id string) (*store.Backup, error) {
+// visibleBackup returns a backup ctx's caller may see; another owner's is
+// not found, with the store's own words for a missing one.
+func (c *Controller) visibleBackup(ctx context.Context, id string) (*store.Backup, error) {
 	if !backupIDRE.MatchString(id) {
 		return nil, errdefs.Invalid("%q is not a backup id (bk followed by 20 letters or digits)", id)
 	}
 	b, err := c.opts.Store.GetBackup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !visible(ctx, b.Owner) {
+		return nil, errdefs.NotFound("backup %q", id)
+	}
+	return b, nil
+}
+
+// getBackup returns a backup ctx's caller may see that exists and has not
+// expired.
+func (c *Controller) getBackup(ctx context.Context, id string) (*store.Backup, error) {
+	b, err := c.visibleBackup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -275,9 +289,9 @@ func (c *Controller) GetBackup(ctx context.Context, id string) (*api.Backup, err
 	return toAPIBackup(b), nil
 }
 
-// ListBackups lists unexpired backups, of one sandbox when ref is set
-// (also of a destroyed one, by id, or by name while its ledger is kept).
-// Expired backups are deleted on the way.
+// ListBackups lists unexpired backups ctx's caller may see, of one sandbox
+// when ref is set (also of a destroyed one, by id, or by name while its
+// ledger is kept). Expired backups are deleted on the way.
 func (c *Controller) ListBackups(ctx context.Context, ref string) ([]api.Backup, error) {
 	if err := c.purgeBackups(ctx); err != nil {
 		c.log.Warn("backup expiry", "err", err)
@@ -301,24 +315,28 @@ func (c *Controller) ListBackups(ctx context.Context, ref string) ([]api.Backup,
 	now := time.Now()
 	out := make([]api.Backup, 0, len(bs))
 	for _, b := range bs {
-		if b.ExpiresAt.IsZero() || now.Before(b.ExpiresAt) {
+		if (b.ExpiresAt.IsZero() || now.Before(b.ExpiresAt)) && visible(ctx, b.Owner) {
 			out = append(out, *toAPIBackup(b))
 		}
 	}
 	return out, nil
 }
 
-// DeleteBackup removes a backup. A local archive goes after its record
-// (a leftover file is swept by the purge); an S3 object goes first, and
-// if that fails the record stays, so the object is never orphaned.
+// DeleteBackup removes a backup ctx's caller may see.
 func (c *Controller) DeleteBackup(ctx context.Context, id string) error {
-	if !backupIDRE.MatchString(id) {
-		return errdefs.Invalid("%q is not a backup id (bk followed by 20 letters or digits)", id)
-	}
-	b, err := c.opts.Store.GetBackup(ctx, id)
+	b, err := c.visibleBackup(ctx, id)
 	if err != nil {
 		return err
 	}
+	return c.deleteBackup(ctx, b)
+}
+
+// deleteBackup removes a backup, whoever owns it. A local archive goes
+// after its record (a leftover file is swept by the purge); an S3 object
+// goes first, and if that fails the record stays, so the object is never
+// orphaned.
+func (c *Controller) deleteBackup(ctx context.Context, b *store.Backup) error {
+	id := b.ID
 	if b.Storage != storageLocal {
 		if err := c.removeArchive(ctx, b); err != nil {
 			return err
@@ -395,7 +413,7 @@ func (c *Controller) purgeBackups(ctx context.Context) error {
 		if b.Storage != storageLocal && s3Down {
 			continue
 		}
-		if err := c.DeleteBackup(ctx, b.ID); err != nil {
+		if err := c.deleteBackup(ctx, b); err != nil {
 			if errors.Is(err, errdefs.ErrUnavailable) {
 				s3Down = true
 			}

@@ -206,7 +206,8 @@ func (c *Controller) forget(id string) {
 	delete(c.entries, id)
 }
 
-// resolve finds a live sandbox record by id or name.
+// resolve finds a live sandbox record by id or name that ctx's caller may
+// see; one it may not is not found, exactly like one that does not exist.
 func (c *Controller) resolve(ctx context.Context, ref string) (*store.Sandbox, error) {
 	if !validRef(ref) {
 		return nil, errdefs.Invalid("%q is not a valid sandbox id or name", ref)
@@ -225,7 +226,7 @@ func (c *Controller) resolve(ctx context.Context, ref string) (*store.Sandbox, e
 		}
 		return nil, err
 	}
-	if rec.State == api.StateDestroyed {
+	if rec.State == api.StateDestroyed || !visible(ctx, rec.KeyID) {
 		return nil, errdefs.NotFound("sandbox %q", ref)
 	}
 	return rec, nil

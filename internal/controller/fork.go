@@ -53,7 +53,9 @@ func (c *Controller) fork(ctx context.Context, ref string, req api.ForkRequest, 
 	}
 	c.touch(rec.ID)
 	src := c.toAPI(rec)
-	snap, err := c.snapshotLocked(ctx, rec, "", forkSnapshotTTL)
+	// The fork's snapshot is the source sandbox's owner's, like the
+	// sandbox it copies.
+	snap, err := c.snapshotLocked(ctx, rec, "", forkSnapshotTTL, rec.KeyID)
 	unlock()
 	if err != nil {
 		return nil, err
@@ -185,6 +187,7 @@ func (c *Controller) snapshotIdle(ctx context.Context, id, reason string) error 
 		ID: newID(), SandboxID: rec.ID, Image: rec.Image, ImageDigest: rec.ImageDigest,
 		Parent: rec.SnapshotID, Layers: chain, Size: top.Size,
 		CreatedAt: now, TTL: DefaultSnapshotTTL, ExpiresAt: expiry(now, DefaultSnapshotTTL),
+		Owner: rec.KeyID, // the sandbox's owner: it restores from it
 	}
 	if err := c.opts.Store.CreateSnapshot(ctx, snap); err != nil {
 		c.snaps.mu.Unlock() // the unrecorded layer is collected later

@@ -72,6 +72,9 @@ func (c *Controller) imagesInUse(ctx context.Context) (map[string]string, error)
 // template uses it; its layers go at the next GC. With gc set, that GC
 // runs straight away.
 func (c *Controller) RemoveImage(ctx context.Context, ref string, gc bool) (*image.Image, *image.GCResult, error) {
+	if err := requireScopeAll(ctx, "deleting an image"); err != nil { // scope.go
+		return nil, nil, err
+	}
 	ic, err := c.collector()
 	if err != nil {
 		return nil, nil, err
@@ -107,6 +110,9 @@ func (c *Controller) RemoveImage(ctx context.Context, ref string, gc bool) (*ima
 // GCImages deletes every layer that no image, sandbox, snapshot or template
 // references.
 func (c *Controller) GCImages(ctx context.Context) (image.GCResult, error) {
+	if err := requireScopeAll(ctx, "image garbage collection"); err != nil {
+		return image.GCResult{}, err
+	}
 	ic, err := c.collector()
 	if err != nil {
 		return image.GCResult{}, err

@@ -133,7 +133,8 @@ func (c *Controller) recordTransition(ctx context.Context, rec *store.Sandbox, f
 }
 
 // ledgerTarget finds whose ledger ref names: a live sandbox first, then a
-// destroyed one whose ledger is still kept.
+// destroyed one whose ledger is still kept. Either must be one ctx's
+// caller may see: the ledger of another owner's sandbox is not found.
 func (c *Controller) ledgerTarget(ctx context.Context, ref string) (id, name string, err error) {
 	rec, err := c.resolve(ctx, ref)
 	if err == nil {
@@ -150,8 +151,12 @@ func (c *Controller) ledgerTarget(ctx context.Context, ref string) (id, name str
 		}
 		return "", "", lerr
 	}
+	owner := "" // a record gone with its sandbox: only callers who see all see its ledger
 	if old, gerr := c.opts.Store.GetSandbox(ctx, id); gerr == nil {
-		name = old.Name
+		name, owner = old.Name, old.KeyID
+	}
+	if !visible(ctx, owner) {
+		return "", "", errdefs.NotFound("sandbox %q (and no ledger kept for it)", ref)
 	}
 	return id, name, nil
 }

@@ -49,8 +49,9 @@ type NetSetup struct {
 	TrustBundle string
 }
 
-// admitNetwork validates a create request's network.
-func (c *Controller) admitNetwork(req *api.CreateSandboxRequest, rtName string) (*api.NetworkPolicy, error) {
+// admitNetwork validates a create request's network; its injection rules
+// may name only secrets the caller may see.
+func (c *Controller) admitNetwork(ctx context.Context, req *api.CreateSandboxRequest, rtName string) (*api.NetworkPolicy, error) {
 	if req.Network == nil || req.Network.Mode == "" || req.Network.Mode == api.NetworkNone {
 		if req.Network != nil && (len(req.Network.AllowHosts) > 0 || len(req.Network.DenyHosts) > 0) {
 			return nil, errdefs.Invalid("network: host rules need mode %q", api.NetworkEgress)
@@ -63,11 +64,27 @@ func (c *Controller) admitNetwork(req *api.CreateSandboxRequest, rtName string) 
 	if c.opts.Network == nil {
 		return nil, fmt.Errorf("network mode egress: this daemon has no networking (needs root, iproute2 and iptables): %w", errdefs.ErrUnavailable)
 	}
+	if err := c.checkInjectionSecrets(ctx, req.Network.Inject); err != nil { // secrets.go
+		return nil, err
+	}
 	p, err := c.opts.Network.Validate(*req.Network)
 	if err != nil {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// recheckInjectionSecrets runs once a new sandbox's policy is recorded and
+// before anything in it runs: a secret its rules name may have been
+// deleted and set again by another owner since admission. From now on the
+// recorded rules keep it from being deleted, so the check holds.
+func (c *Controller) recheckInjectionSecrets(ctx context.Context, p *api.NetworkPolicy) error {
+	if p == nil || len(p.Inject) == 0 {
+		return nil
+	}
+	c.secretsMu.Lock()
+	defer c.secretsMu.Unlock()
+	return c.checkInjectionSecrets(ctx, p.Inject)
 }
 
 // prepareNetwork sets up an egress sandbox's network before its container

@@ -74,6 +74,9 @@ func (p *poolState) identifierLock(pool string) *sync.Mutex {
 
 // SetPool creates or changes a warm pool.
 func (c *Controller) SetPool(ctx context.Context, name string, req api.SetPoolRequest) (*api.Pool, error) {
+	if err := requireScopeAll(ctx, "setting a pool"); err != nil { // scope.go
+		return nil, err
+	}
 	if !nameRE.MatchString(name) {
 		return nil, errdefs.Invalid("pool name %q: use 1-63 letters, digits, '-', '_' or '.'", truncate(name, 80))
 	}
@@ -137,6 +140,9 @@ func (c *Controller) ListPools(ctx context.Context) ([]api.Pool, error) {
 // DeletePool removes a pool and destroys its unclaimed sandboxes;
 // sandboxes already served keep running.
 func (c *Controller) DeletePool(ctx context.Context, name string) error {
+	if err := requireScopeAll(ctx, "deleting a pool"); err != nil {
+		return err
+	}
 	if !nameRE.MatchString(name) {
 		return errdefs.Invalid("pool name %q is not valid", truncate(name, 80))
 	}
@@ -292,7 +298,7 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) {
 	}
 	c.pools.mu.Unlock()
 	for i := 0; i < need; i++ {
-		go c.refill(WithCaller(context.WithoutCancel(ctx), poolCaller), p, tpl)
+		go c.refill(WithCaller(context.WithoutCancel(ctx), poolCaller, api.KeyScopeAll), p, tpl)
 	}
 }
 

@@ -75,7 +75,7 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	if _, err := c.backend(rtName); err != nil {
 		return nil, err
 	}
-	netPolicy, err := c.admitNetwork(&req, rtName) // network.go
+	netPolicy, err := c.admitNetwork(ctx, &req, rtName) // network.go
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	if req.Name != "" && idRE.MatchString(req.Name) {
 		// A name that is some sandbox's id would make addressing ambiguous.
 		if other, err := c.opts.Store.GetSandbox(ctx, req.Name); err == nil && other.State != api.StateDestroyed {
-			return nil, fmt.Errorf("name %q is the id of another sandbox: %w", req.Name, errdefs.ErrConflict)
+			return nil, errSandboxNameTaken(req.Name)
 		}
 	}
 	e := c.entry(rec.ID)
@@ -122,7 +122,7 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	if err := c.admitAndRecord(ctx, rec); err != nil { // policy and quotas (admission.go)
 		c.forget(rec.ID)
 		if errors.Is(err, errdefs.ErrConflict) && req.Name != "" {
-			return nil, fmt.Errorf("a sandbox named %q already exists: %w", req.Name, errdefs.ErrConflict)
+			return nil, errSandboxNameTaken(req.Name)
 		}
 		return nil, err
 	}
@@ -134,6 +134,12 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	defer cancel()
 	if netPolicy != nil {
 		if _, err := c.prepareNetwork(sctx, rec.ID, netPolicy); err != nil {
+			c.failStart(sctx, rec, err)
+			return nil, err
+		}
+		if err := c.recheckInjectionSecrets(sctx, netPolicy); err != nil {
+			// The recorded rules go too, so no later start uses them.
+			c.releaseNetwork(sctx, rec.ID)
 			c.failStart(sctx, rec, err)
 			return nil, err
 		}
@@ -240,7 +246,8 @@ func (c *Controller) Get(ctx context.Context, ref string) (*api.Sandbox, error) 
 	return c.toAPI(rec), nil
 }
 
-// List returns the live sandboxes carrying every given label.
+// List returns the live sandboxes carrying every given label that ctx's
+// caller may see.
 func (c *Controller) List(ctx context.Context, labels map[string]string) ([]api.Sandbox, error) {
 	recs, err := c.opts.Store.ListSandboxes(ctx, labels)
 	if err != nil {
@@ -248,7 +255,9 @@ func (c *Controller) List(ctx context.Context, labels map[string]string) ([]api.
 	}
 	out := make([]api.Sandbox, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, *c.toAPI(r))
+		if visible(ctx, r.KeyID) {
+			out = append(out, *c.toAPI(r))
+		}
 	}
 	return out, nil
 }

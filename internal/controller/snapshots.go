@@ -56,7 +56,7 @@ func (c *Controller) CreateSnapshot(ctx context.Context, ref string, req api.Cre
 	}
 	defer unlock()
 	c.touch(rec.ID)
-	snap, err := c.snapshotLocked(ctx, rec, req.Name, ttl)
+	snap, err := c.snapshotLocked(ctx, rec, req.Name, ttl, Caller(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -73,12 +73,12 @@ func (c *Controller) validSnapshotName(ctx context.Context, name string) error {
 	if idRE.MatchString(name) {
 		// A name that could be an id would make addressing ambiguous.
 		if _, err := c.opts.Store.GetSnapshot(ctx, name); err == nil {
-			return fmt.Errorf("name %q is the id of another snapshot: %w", name, errdefs.ErrConflict)
+			return errSnapshotNameTaken(name)
 		}
 	}
 	if s, err := c.opts.Store.GetSnapshotByName(ctx, name); err == nil {
 		if !c.expired(s) {
-			return fmt.Errorf("a snapshot named %q already exists: %w", name, errdefs.ErrConflict)
+			return errSnapshotNameTaken(name)
 		}
 		// Expired, not collected yet: it is no longer listed, so its name
 		// is free. Its layers go with the next collection.
@@ -91,9 +91,10 @@ func (c *Controller) validSnapshotName(ctx context.Context, name string) error {
 }
 
 // snapshotLocked copies rec's writable layer into the store and records a
-// snapshot of it. A running sandbox is frozen for the copy and thawed
-// after, whatever happened. The caller holds the sandbox's owner lock.
-func (c *Controller) snapshotLocked(ctx context.Context, rec *store.Sandbox, name string, ttl time.Duration) (*store.Snapshot, error) {
+// snapshot of it, owned by owner. A running sandbox is frozen for the copy
+// and thawed after, whatever happened. The caller holds the sandbox's
+// owner lock.
+func (c *Controller) snapshotLocked(ctx context.Context, rec *store.Sandbox, name string, ttl time.Duration, owner string) (*store.Snapshot, error) {
 	chain, top, err := c.captureLayer(ctx, rec)
 	if err != nil {
 		return nil, err
@@ -112,8 +113,12 @@ func (c *Controller) snapshotLocked(ctx context.Context, rec *store.Sandbox, nam
 		CreatedAt:   now,
 		TTL:         ttl,
 		ExpiresAt:   expiry(now, ttl),
+		Owner:       owner,
 	}
 	if err := c.opts.Store.CreateSnapshot(context.WithoutCancel(ctx), snap); err != nil {
+		if errors.Is(err, errdefs.ErrConflict) && name != "" {
+			return nil, errSnapshotNameTaken(name)
+		}
 		return nil, err
 	}
 	c.log.Info("snapshot taken", "sandbox", rec.ID, "snapshot", snap.ID, "layer", top.Digest, "size", top.Size)
@@ -228,7 +233,7 @@ func (c *Controller) snapshotAPI(s *store.Snapshot) *api.Snapshot {
 	out := &api.Snapshot{
 		ID: s.ID, Name: s.Name, Size: s.Size, Image: s.Image, ImageDigest: s.ImageDigest,
 		Parent: s.Parent, Sandbox: s.SandboxID, CreatedAt: s.CreatedAt, Layers: []string{},
-		TTL: ttlString(s.TTL),
+		TTL: ttlString(s.TTL), CreatedBy: s.Owner,
 	}
 	for _, l := range s.Layers {
 		out.Layers = append(out.Layers, l.Digest)
@@ -242,8 +247,9 @@ func (c *Controller) snapshotAPI(s *store.Snapshot) *api.Snapshot {
 	return out
 }
 
-// resolveSnapshot finds a snapshot by id or name. An expired snapshot the
-// collector has not deleted yet is not found either.
+// resolveSnapshot finds a snapshot by id or name that ctx's caller may
+// see (another owner's is not found, as if it did not exist). An expired
+// snapshot the collector has not deleted yet is not found either.
 func (c *Controller) resolveSnapshot(ctx context.Context, ref string) (*store.Snapshot, error) {
 	if !validRef(ref) {
 		return nil, errdefs.Invalid("%q is not a valid snapshot id or name", truncate(ref, 80))
@@ -251,6 +257,9 @@ func (c *Controller) resolveSnapshot(ctx context.Context, ref string) (*store.Sn
 	s, err := c.lookupSnapshot(ctx, ref)
 	if err != nil {
 		return nil, err
+	}
+	if !visible(ctx, s.Owner) {
+		return nil, errdefs.NotFound("snapshot %q", ref)
 	}
 	if c.expired(s) {
 		return nil, errdefs.NotFound("snapshot %q (it expired at %s)", ref, s.ExpiresAt.Format(time.RFC3339))
@@ -280,7 +289,8 @@ func (c *Controller) GetSnapshot(ctx context.Context, ref string) (*api.Snapshot
 	return c.snapshotAPI(s), nil
 }
 
-// ListSnapshots lists every snapshot that has not expired, oldest first.
+// ListSnapshots lists every snapshot ctx's caller may see that has not
+// expired, oldest first.
 func (c *Controller) ListSnapshots(ctx context.Context) ([]api.Snapshot, error) {
 	list, err := c.opts.Store.ListSnapshots(ctx)
 	if err != nil {
@@ -288,7 +298,7 @@ func (c *Controller) ListSnapshots(ctx context.Context) ([]api.Snapshot, error) 
 	}
 	out := make([]api.Snapshot, 0, len(list))
 	for _, s := range list {
-		if !c.expired(s) {
+		if !c.expired(s) && visible(ctx, s.Owner) {
 			out = append(out, *c.snapshotAPI(s))
 		}
 	}
@@ -515,7 +525,7 @@ func (c *Controller) ImportSnapshot(ctx context.Context, r io.Reader, opts Impor
 	now := c.now()
 	s := &store.Snapshot{
 		ID: newID(), Name: name, Image: m.Image, ImageDigest: m.ImageDigest,
-		CreatedAt: now, TTL: ttl, ExpiresAt: expiry(now, ttl),
+		CreatedAt: now, TTL: ttl, ExpiresAt: expiry(now, ttl), Owner: Caller(ctx),
 	}
 	for _, l := range m.Layers {
 		s.Layers = append(s.Layers, store.SnapshotLayer{Digest: l.Digest, Size: l.Size, Added: l.Added})

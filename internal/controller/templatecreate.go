@@ -131,7 +131,7 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 			return nil, err
 		}
 		if _, err := c.opts.Store.GetSandboxByName(ctx, req.Name); err == nil {
-			return nil, fmt.Errorf("a sandbox named %q already exists: %w", req.Name, errdefs.ErrConflict)
+			return nil, errSandboxNameTaken(req.Name)
 		}
 	}
 	if err := validateLabels(req.Labels); err != nil {
@@ -170,7 +170,7 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 		e.mu.Unlock()
 		if err != nil {
 			if errors.Is(err, errdefs.ErrConflict) {
-				return nil, fmt.Errorf("a sandbox named %q already exists: %w", req.Name, errdefs.ErrConflict)
+				return nil, errSandboxNameTaken(req.Name)
 			}
 			return nil, err
 		}

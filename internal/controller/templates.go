@@ -434,6 +434,9 @@ func (c *Controller) ListTemplates(ctx context.Context) ([]api.Template, error) 
 // DeleteTemplate removes a template and its build cache. Sandboxes made
 // from it keep running; pools of it stop refilling and say why.
 func (c *Controller) DeleteTemplate(ctx context.Context, name string) error {
+	if err := requireScopeAll(ctx, "deleting a template"); err != nil { // scope.go
+		return err
+	}
 	if !nameRE.MatchString(name) {
 		return errdefs.Invalid("template name %q is not valid", truncate(name, 80))
 	}

@@ -120,16 +120,16 @@ func (s *secretBox) open(name string, sealed []byte) ([]byte, error) {
 }
 
 func toAPISecret(r *store.Secret) api.Secret {
-	return api.Secret{Name: r.Name, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	return api.Secret{Name: r.Name, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, CreatedBy: r.Owner}
 }
 
-func (s *secretBox) Set(ctx context.Context, name string, value []byte) (api.Secret, bool, error) {
+func (s *secretBox) Set(ctx context.Context, name, owner string, anyOwner bool, value []byte) (api.Secret, bool, error) {
 	sealed, err := s.seal(name, value)
 	if err != nil {
 		return api.Secret{}, false, err
 	}
-	rec := &store.Secret{Name: name, Sealed: sealed}
-	created, err := s.st.PutSecret(ctx, rec)
+	rec := &store.Secret{Name: name, Sealed: sealed, Owner: owner}
+	created, err := s.st.PutSecret(ctx, rec, anyOwner)
 	if err != nil {
 		return api.Secret{}, false, err
 	}
@@ -157,6 +157,18 @@ func (s *secretBox) Delete(ctx context.Context, name string) error {
 	return s.st.DeleteSecret(ctx, name)
 }
 
+func (s *secretBox) Owner(ctx context.Context, name string) (string, bool, error) {
+	r, err := s.st.GetSecret(ctx, name)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return r.Owner, true, nil
+}
+
+// Exists reports whether a secret is stored, whoever owns it.
 func (s *secretBox) Exists(ctx context.Context, name string) (bool, error) {
 	_, err := s.st.GetSecret(ctx, name)
 	if errors.Is(err, errdefs.ErrNotFound) {

@@ -21,7 +21,7 @@ func TestSecretBox(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	box := newSecretBox(dir, st)
 	const value = "value-7d3f1c9e2b"
-	if _, created, err := box.Set(t.Context(), "tok", []byte(value)); err != nil || !created {
+	if _, created, err := box.Set(t.Context(), "tok", "0123456789abcdef", false, []byte(value)); err != nil || !created {
 		t.Fatalf("set: %v %v", created, err)
 	}
 	fi, err := os.Stat(filepath.Join(dir, secretKeyFile))
@@ -42,6 +42,19 @@ func TestSecretBox(t *testing.T) {
 	if ok, err := box.Exists(t.Context(), "nope"); ok || err != nil {
 		t.Fatalf("exists(nope): %v %v", ok, err)
 	}
+	if owner, ok, err := box.Owner(t.Context(), "tok"); owner != "0123456789abcdef" || !ok || err != nil {
+		t.Fatalf("owner: %q %v %v", owner, ok, err)
+	}
+	if _, ok, err := box.Owner(t.Context(), "nope"); ok || err != nil {
+		t.Fatalf("owner(nope): %v %v", ok, err)
+	}
+	// Another owner may not replace it; it keeps its value.
+	if _, _, err := box.Set(t.Context(), "tok", "fedcba9876543210", false, []byte("other")); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("set by another owner: %v", err)
+	}
+	if got, err := box.Reveal("tok"); err != nil || got != value {
+		t.Fatalf("after a refused set: %q %v", got, err)
+	}
 
 	// The database with another key (a copy without the key file) opens nothing.
 	other := newSecretBox(t.TempDir(), st)
@@ -50,7 +63,7 @@ func TestSecretBox(t *testing.T) {
 	}
 	// A sealed value moved to another name does not open either.
 	rec.Name = "moved"
-	if _, err := st.PutSecret(t.Context(), rec); err != nil {
+	if _, err := st.PutSecret(t.Context(), rec, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := box.Reveal("moved"); !errors.Is(err, errdefs.ErrFailedPrecondition) {

@@ -125,7 +125,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Admission quotas count by the caller's key, as on /v1.
-	h.mux.ServeHTTP(w, r.WithContext(controller.WithCaller(r.Context(), keyID)))
+	h.mux.ServeHTTP(w, r.WithContext(controller.WithCaller(r.Context(), keyID, h.opts.Controller.KeyScope(r.Context(), keyID))))
 }
 
 // authenticate admits a request with a valid Paddock API key, as E2B's

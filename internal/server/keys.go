@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -57,8 +58,9 @@ func (s *Server) requireKey(next http.Handler) http.Handler {
 			writeError(w, err)
 			return
 		}
-		// The caller's key id is what admission counts quotas by.
-		next.ServeHTTP(w, r.WithContext(controller.WithCaller(r.Context(), k.ID)))
+		// The caller's key id is what admission counts quotas by and what
+		// owns what it creates; its scope is what it may see.
+		next.ServeHTTP(w, r.WithContext(controller.WithCaller(r.Context(), k.ID, k.Scope)))
 	})
 }
 
@@ -70,6 +72,20 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 	}
 	if !keyNameRE.MatchString(req.Name) {
 		writeError(w, errdefs.Invalid("key name %q: use 1-63 letters, digits, '-', '_' or '.'", req.Name))
+		return
+	}
+	scope := req.Scope
+	switch scope {
+	case "":
+		scope = api.KeyScopeOwn
+	case api.KeyScopeOwn, api.KeyScopeAll:
+	default:
+		writeError(w, errdefs.Invalid("key scope %.40q: want %s or %s", req.Scope, api.KeyScopeOwn, api.KeyScopeAll))
+		return
+	}
+	if scope == api.KeyScopeAll && controller.CallerScope(r.Context()) != api.KeyScopeAll {
+		// A key that could mint a key of scope all could see everything.
+		writeError(w, fmt.Errorf("API key %s has scope own and may create only keys of scope own: %w", controller.Caller(r.Context()), errdefs.ErrPermissionDenied))
 		return
 	}
 	prefix := KeyPrefix
@@ -91,6 +107,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		Name:       req.Name,
 		Prefix:     secret[:len(prefix)+6],
 		SecretHash: HashKey(secret),
+		Scope:      scope,
 		CreatedAt:  time.Now().UTC(),
 	}
 	if err := s.opts.Store.CreateKey(r.Context(), k); err != nil {
@@ -122,5 +139,5 @@ func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func toAPIKey(k *store.Key) api.Key {
-	return api.Key{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt}
+	return api.Key{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Scope: k.Scope, CreatedAt: k.CreatedAt}
 }

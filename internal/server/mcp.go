@@ -122,23 +122,16 @@ func (s *Server) actFor(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if len(id) > 128 || !s.keyExists(r.Context(), id) {
+		if len(id) > 128 {
 			writeError(w, errdefs.ErrUnauthenticatedf("%s names no API key", callerHeader))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(controller.WithCaller(r.Context(), id)))
-	})
-}
-
-func (s *Server) keyExists(ctx context.Context, id string) bool {
-	keys, err := s.opts.Store.ListKeys(ctx)
-	if err != nil {
-		return false
-	}
-	for _, k := range keys {
-		if k.ID == id {
-			return true
+		k, err := s.opts.Store.GetKey(r.Context(), id)
+		if err != nil {
+			writeError(w, errdefs.ErrUnauthenticatedf("%s names no API key", callerHeader))
+			return
 		}
-	}
-	return false
+		// The key's scope comes with it: an MCP client sees what its key sees.
+		next.ServeHTTP(w, r.WithContext(controller.WithCaller(r.Context(), k.ID, k.Scope)))
+	})
 }

@@ -100,6 +100,9 @@ type Backup struct {
 	Storage     string // "local"
 	CreatedAt   time.Time
 	ExpiresAt   time.Time // zero: never
+	// Owner is the caller that made the backup: an API key id, "local"
+	// for the unix socket, "" for backups older than owners.
+	Owner string
 }
 
 // BackupStore keeps backup records.

@@ -31,6 +31,9 @@ type Snapshot struct {
 	// zero: never. ExpiresAt is zero exactly when TTL is.
 	TTL       time.Duration
 	ExpiresAt time.Time
+	// Owner is the caller the snapshot belongs to: an API key id, "local"
+	// for the unix socket, "" for snapshots older than owners.
+	Owner string
 }
 
 // SnapshotStore keeps snapshot records. Errors wrap errdefs sentinels:

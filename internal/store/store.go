@@ -46,7 +46,9 @@ type Key struct {
 	Name       string
 	Prefix     string // first characters of the secret, for display
 	SecretHash []byte // sha256 of the secret
-	CreatedAt  time.Time
+	// Scope is api.KeyScopeOwn or api.KeyScopeAll; "" is stored as own.
+	Scope     string
+	CreatedAt time.Time
 }
 
 // StateChange is one lifecycle transition of a sandbox, kept so an operator
@@ -80,6 +82,8 @@ type Store interface {
 	ListKeys(ctx context.Context) ([]*Key, error)
 	// KeyByHash finds the key whose SecretHash equals hash.
 	KeyByHash(ctx context.Context, hash []byte) (*Key, error)
+	// GetKey finds a key by id.
+	GetKey(ctx context.Context, id string) (*Key, error)
 	DeleteKey(ctx context.Context, id string) error
 
 	// AppendStateChange records one transition; At defaults to now.

@@ -136,7 +136,7 @@ func (st *Store) PurgeIdempotency(ctx context.Context, t time.Time) (int64, erro
 	return n, err
 }
 
-const backupColumns = `id, sandbox_id, sandbox_name, path, excludes, size_bytes, sha256, storage, created_at, expires_at`
+const backupColumns = `id, sandbox_id, sandbox_name, path, excludes, size_bytes, sha256, storage, created_at, expires_at, owner`
 
 func validateBackup(b *store.Backup) error {
 	if b == nil {
@@ -153,7 +153,7 @@ func validateBackup(b *store.Backup) error {
 		max      int
 	}{
 		{"sandbox name", b.SandboxName, maxNameLen}, {"path", b.Path, maxLedgerPath},
-		{"sha256", b.SHA256, maxTextLen}, {"storage", b.Storage, maxTextLen},
+		{"sha256", b.SHA256, maxTextLen}, {"storage", b.Storage, maxTextLen}, {"owner", b.Owner, maxIDLen},
 	} {
 		if err := checkText(f.field, f.v, f.max); err != nil {
 			return err
@@ -192,9 +192,9 @@ func (st *Store) CreateBackup(ctx context.Context, b *store.Backup) error {
 		return errdefs.Invalid("excludes cannot be encoded")
 	}
 	return st.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO backups (`+backupColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO backups (`+backupColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			b.ID, b.SandboxID, b.SandboxName, b.Path, string(ex), b.SizeBytes, b.SHA256, b.Storage,
-			b.CreatedAt.UnixNano(), nanos(b.ExpiresAt))
+			b.CreatedAt.UnixNano(), nanos(b.ExpiresAt), b.Owner)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("backup %q already exists: %w", b.ID, errdefs.ErrConflict)
 		}
@@ -212,7 +212,7 @@ func scanBackup(sc scanner) (*store.Backup, error) {
 		created int64
 		expires sql.NullInt64
 	)
-	if err := sc.Scan(&b.ID, &b.SandboxID, &b.SandboxName, &b.Path, &ex, &b.SizeBytes, &b.SHA256, &b.Storage, &created, &expires); err != nil {
+	if err := sc.Scan(&b.ID, &b.SandboxID, &b.SandboxName, &b.Path, &ex, &b.SizeBytes, &b.SHA256, &b.Storage, &created, &expires, &b.Owner); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(ex), &b.Excludes); err != nil {

@@ -6,11 +6,16 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
-// CreateKey inserts k. A zero CreatedAt becomes now and is written back.
+// keyColumns are read in scanKey's order.
+const keyColumns = `id, name, prefix, secret_hash, scope, created_at`
+
+// CreateKey inserts k. A zero CreatedAt becomes now and an empty Scope
+// becomes own (the narrower one); both are written back.
 func (st *Store) CreateKey(ctx context.Context, k *store.Key) error {
 	if err := validateKey(k); err != nil {
 		return err
@@ -19,10 +24,14 @@ func (st *Store) CreateKey(ctx context.Context, k *store.Key) error {
 	if created.IsZero() {
 		created = now()
 	}
+	scope := k.Scope
+	if scope == "" {
+		scope = api.KeyScopeOwn
+	}
 	err := st.writeTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
-			`INSERT INTO api_keys (id, name, prefix, secret_hash, created_at) VALUES (?, ?, ?, ?, ?)`,
-			k.ID, k.Name, k.Prefix, k.SecretHash, nanos(created))
+			`INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
+			k.ID, k.Name, k.Prefix, k.SecretHash, scope, nanos(created))
 		if isUniqueViolation(err) {
 			// The hash colliding means the same secret twice, which only a
 			// broken generator produces; either way the key is refused.
@@ -36,7 +45,7 @@ func (st *Store) CreateKey(ctx context.Context, k *store.Key) error {
 	if err != nil {
 		return err
 	}
-	k.CreatedAt = created
+	k.CreatedAt, k.Scope = created, scope
 	return nil
 }
 
@@ -45,7 +54,7 @@ func scanKey(sc scanner) (*store.Key, error) {
 		k       store.Key
 		created sql.NullInt64
 	)
-	if err := sc.Scan(&k.ID, &k.Name, &k.Prefix, &k.SecretHash, &created); err != nil {
+	if err := sc.Scan(&k.ID, &k.Name, &k.Prefix, &k.SecretHash, &k.Scope, &created); err != nil {
 		return nil, err
 	}
 	k.CreatedAt = fromNanos(created)
@@ -55,7 +64,7 @@ func scanKey(sc scanner) (*store.Key, error) {
 // ListKeys returns every key, oldest first.
 func (st *Store) ListKeys(ctx context.Context) ([]*store.Key, error) {
 	rows, err := st.r.QueryContext(ctx,
-		`SELECT id, name, prefix, secret_hash, created_at FROM api_keys ORDER BY created_at, rowid`)
+		`SELECT `+keyColumns+` FROM api_keys ORDER BY created_at, rowid`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list keys: %w", ctxErr(ctx, err))
 	}
@@ -82,12 +91,27 @@ func (st *Store) KeyByHash(ctx context.Context, hash []byte) (*store.Key, error)
 		return nil, errdefs.Invalid("key secret hash must be %d bytes", secretHashLength)
 	}
 	k, err := scanKey(st.r.QueryRowContext(ctx,
-		`SELECT id, name, prefix, secret_hash, created_at FROM api_keys WHERE secret_hash = ?`, hash))
+		`SELECT `+keyColumns+` FROM api_keys WHERE secret_hash = ?`, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errdefs.NotFound("key")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: find key: %w", ctxErr(ctx, err))
+	}
+	return k, nil
+}
+
+// GetKey finds the key with id.
+func (st *Store) GetKey(ctx context.Context, id string) (*store.Key, error) {
+	if err := checkID("key id", id); err != nil {
+		return nil, err
+	}
+	k, err := scanKey(st.r.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errdefs.NotFound("key %q", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get key: %w", ctxErr(ctx, err))
 	}
 	return k, nil
 }

@@ -22,26 +22,47 @@ func checkSecretName(name string) error {
 	return nil
 }
 
-// PutSecret creates or replaces a sealed secret.
-func (st *Store) PutSecret(ctx context.Context, s *store.Secret) (bool, error) {
+// errSecretNameTaken is the conflict PutSecret returns for a name another
+// owner holds. It says the name is taken and nothing about the holder.
+func errSecretNameTaken(name string) error {
+	return fmt.Errorf("secret name %q is taken: %w", name, errdefs.ErrConflict)
+}
+
+const secretColumns = `name, sealed, owner, created_at, updated_at`
+
+// PutSecret creates a sealed secret, or replaces the value of one the
+// same owner holds (any owner's with anyOwner). The owner check and the
+// write are one transaction, so two owners setting one new name never
+// both succeed.
+func (st *Store) PutSecret(ctx context.Context, s *store.Secret, anyOwner bool) (bool, error) {
 	if err := checkSecretName(s.Name); err != nil {
 		return false, err
 	}
 	if len(s.Sealed) < 29 || len(s.Sealed) > 70000 {
 		return false, errdefs.Invalid("sealed secret of %d bytes is out of bounds", len(s.Sealed))
 	}
+	if err := checkText("secret owner", s.Owner, maxIDLen); err != nil {
+		return false, err
+	}
 	t := now()
-	var created bool
+	var (
+		created bool
+		owner   = s.Owner
+	)
 	err := st.writeTx(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM secrets WHERE name = ?`, s.Name).Scan(&n); err != nil {
-			return fmt.Errorf("store: put secret %q: %w", s.Name, ctxErr(ctx, err))
+		err := tx.QueryRowContext(ctx, `SELECT owner FROM secrets WHERE name = ?`, s.Name).Scan(&owner)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			created, owner = true, s.Owner
+			_, err = tx.ExecContext(ctx,
+				`INSERT INTO secrets (`+secretColumns+`) VALUES (?, ?, ?, ?, ?)`,
+				s.Name, s.Sealed, s.Owner, nanos(t), nanos(t))
+		case err != nil:
+		case owner != s.Owner && !anyOwner:
+			return errSecretNameTaken(s.Name)
+		default:
+			_, err = tx.ExecContext(ctx, `UPDATE secrets SET sealed = ?, updated_at = ? WHERE name = ?`, s.Sealed, nanos(t), s.Name)
 		}
-		created = n == 0
-		_, err := tx.ExecContext(ctx,
-			`INSERT INTO secrets (name, sealed, created_at, updated_at) VALUES (?, ?, ?, ?)
-			 ON CONFLICT (name) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at`,
-			s.Name, s.Sealed, nanos(t), nanos(t))
 		if err != nil {
 			return fmt.Errorf("store: put secret %q: %w", s.Name, ctxErr(ctx, err))
 		}
@@ -50,7 +71,7 @@ func (st *Store) PutSecret(ctx context.Context, s *store.Secret) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	s.UpdatedAt = t
+	s.UpdatedAt, s.Owner = t, owner
 	if created {
 		s.CreatedAt = t
 	}
@@ -62,7 +83,7 @@ func scanSecret(sc scanner) (*store.Secret, error) {
 		s                store.Secret
 		created, updated sql.NullInt64
 	)
-	if err := sc.Scan(&s.Name, &s.Sealed, &created, &updated); err != nil {
+	if err := sc.Scan(&s.Name, &s.Sealed, &s.Owner, &created, &updated); err != nil {
 		return nil, err
 	}
 	s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
@@ -75,7 +96,7 @@ func (st *Store) GetSecret(ctx context.Context, name string) (*store.Secret, err
 		return nil, err
 	}
 	s, err := scanSecret(st.r.QueryRowContext(ctx,
-		`SELECT name, sealed, created_at, updated_at FROM secrets WHERE name = ?`, name))
+		`SELECT `+secretColumns+` FROM secrets WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errdefs.NotFound("secret %q does not exist", name)
 	}
@@ -87,7 +108,7 @@ func (st *Store) GetSecret(ctx context.Context, name string) (*store.Secret, err
 
 // ListSecrets lists every secret by name.
 func (st *Store) ListSecrets(ctx context.Context) ([]*store.Secret, error) {
-	rows, err := st.r.QueryContext(ctx, `SELECT name, sealed, created_at, updated_at FROM secrets ORDER BY name`)
+	rows, err := st.r.QueryContext(ctx, `SELECT `+secretColumns+` FROM secrets ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list secrets: %w", ctxErr(ctx, err))
 	}

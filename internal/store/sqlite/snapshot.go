@@ -12,7 +12,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
-const snapshotColumns = `id, name, sandbox_id, image, image_digest, parent, layers, size, created_at, expires_at, ttl_ns`
+const snapshotColumns = `id, name, sandbox_id, image, image_digest, parent, layers, size, created_at, expires_at, ttl_ns, owner`
 
 // maxSnapshotLayers bounds a stored chain; the controller's bound is lower.
 const maxSnapshotLayers = 128
@@ -26,7 +26,7 @@ func validateSnapshot(s *store.Snapshot) error {
 	}
 	for _, f := range []struct{ field, v string }{
 		{"snapshot name", s.Name}, {"sandbox id", s.SandboxID}, {"image", s.Image},
-		{"image digest", s.ImageDigest}, {"parent", s.Parent},
+		{"image digest", s.ImageDigest}, {"parent", s.Parent}, {"owner", s.Owner},
 	} {
 		if err := checkText(f.field, f.v, maxTextLen); err != nil {
 			return err
@@ -71,7 +71,7 @@ func scanSnapshot(sc scanner) (*store.Snapshot, error) {
 		ttl              int64
 	)
 	if err := sc.Scan(&s.ID, &s.Name, &s.SandboxID, &s.Image, &s.ImageDigest, &s.Parent,
-		&layers, &s.Size, &created, &expires, &ttl); err != nil {
+		&layers, &s.Size, &created, &expires, &ttl, &s.Owner); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(layers), &s.Layers); err != nil {
@@ -95,9 +95,9 @@ func (st *Store) CreateSnapshot(ctx context.Context, s *store.Snapshot) error {
 		return errdefs.Invalid("snapshot layers cannot be encoded")
 	}
 	return st.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			s.ID, s.Name, s.SandboxID, s.Image, s.ImageDigest, s.Parent, string(layers), s.Size,
-			nanos(s.CreatedAt), nanos(s.ExpiresAt), int64(s.TTL))
+			nanos(s.CreatedAt), nanos(s.ExpiresAt), int64(s.TTL), s.Owner)
 		if isUniqueViolation(err) {
 			if s.Name != "" {
 				return fmt.Errorf("a snapshot named %q already exists: %w", s.Name, errdefs.ErrConflict)

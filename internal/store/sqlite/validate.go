@@ -180,6 +180,11 @@ func validateKey(k *store.Key) error {
 	if len(k.SecretHash) != secretHashLength {
 		return errdefs.Invalid("key secret hash must be %d bytes", secretHashLength)
 	}
+	switch k.Scope {
+	case "", api.KeyScopeOwn, api.KeyScopeAll:
+	default:
+		return errdefs.Invalid("key scope %q: want %s or %s", truncate(k.Scope), api.KeyScopeOwn, api.KeyScopeAll)
+	}
 	return checkTime("created_at", k.CreatedAt)
 }
 

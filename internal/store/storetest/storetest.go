@@ -39,6 +39,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"CanceledContext", testCanceledContext},
 		{"Keys", testKeys},
 		{"KeyConflicts", testKeyConflicts},
+		{"KeyScopes", testKeyScopes},
+		{"Owners", testOwners},
 		{"StateHistory", testStateHistory},
 		{"ConcurrentCreateUpdate", testConcurrentCreateUpdate},
 		{"ConcurrentSameName", testConcurrentSameName},

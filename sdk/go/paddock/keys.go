@@ -8,14 +8,23 @@ import (
 	"github.com/paddock-dev/paddock/api"
 )
 
-// CreateKey creates an API key. Its Secret is in the result and is never
-// shown again.
+// CreateKey creates an API key of the daemon's default scope (own: it sees
+// only what it creates). Its Secret is in the result and is never shown
+// again.
 func (c *Client) CreateKey(ctx context.Context, name string) (*api.CreatedKey, error) {
-	if name == "" {
+	return c.CreateKeyWith(ctx, api.CreateKeyRequest{Name: name})
+}
+
+// CreateKeyWith creates an API key with every option of
+// api.CreateKeyRequest: its format and its scope (api.KeyScopeOwn, the
+// default, or api.KeyScopeAll). Its Secret is in the result and is never
+// shown again.
+func (c *Client) CreateKeyWith(ctx context.Context, req api.CreateKeyRequest) (*api.CreatedKey, error) {
+	if req.Name == "" {
 		return nil, fmt.Errorf("key name is empty: %w", ErrInvalidArgument)
 	}
 	var k api.CreatedKey
-	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/keys", jsonBody: api.CreateKeyRequest{Name: name}}, &k)
+	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/keys", jsonBody: req}, &k)
 	if err != nil {
 		return nil, err
 	}

@@ -197,7 +197,11 @@ func (s *Server) keysRoot(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		id := fmt.Sprintf("key%d", len(s.keys)+1)
-		k := api.Key{ID: id, Name: req.Name, Prefix: "pdk_" + id, CreatedAt: time.Now().UTC()}
+		scope := req.Scope
+		if scope == "" {
+			scope = api.KeyScopeOwn
+		}
+		k := api.Key{ID: id, Name: req.Name, Prefix: "pdk_" + id, Scope: scope, CreatedAt: time.Now().UTC()}
 		s.keys[id] = k
 		writeJSON(w, http.StatusCreated, api.CreatedKey{Key: k, Secret: "pdk_" + id + "_secret"})
 	case http.MethodGet:

@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// A request's caller is who it comes from (an API key id, or
+// api.CallerLocal for the unix socket) and what that caller may see (the
+// key's scope). Sandboxes, snapshots, backups, secrets and ledgers record
+// the caller that made them as their owner; a caller of scope own sees
+// only what it owns, and everything else is not found (never denied, which
+// would tell it that the thing exists).
+
+type callerKey struct{}
+
+type caller struct {
+	id    string
+	scope string
+}
+
+// WithCaller marks ctx as coming from the API key keyID of the given scope
+// (api.KeyScopeOwn or api.KeyScopeAll; anything else counts as own).
+// Creates record the key as owner and count against its quota.
+func WithCaller(ctx context.Context, keyID, scope string) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller{id: keyID, scope: scope})
+}
+
+// Caller is the id of the API key ctx comes from, or api.CallerLocal.
+func Caller(ctx context.Context) string {
+	if c, ok := ctx.Value(callerKey{}).(caller); ok && c.id != "" {
+		return c.id
+	}
+	return api.CallerLocal
+}
+
+// CallerScope is the scope of the caller ctx comes from: api.KeyScopeAll
+// for the unix socket (and for work the daemon does on its own),
+// api.KeyScopeOwn for every key whose scope is not exactly all.
+func CallerScope(ctx context.Context) string {
+	c, ok := ctx.Value(callerKey{}).(caller)
+	if !ok || c.id == "" || c.id == api.CallerLocal || c.scope == api.KeyScopeAll {
+		return api.KeyScopeAll
+	}
+	return api.KeyScopeOwn
+}
+
+// maySee is the one rule of visibility: whether a caller of the given
+// scope sees what owner made. The local caller and keys of scope all see
+// everything; a key of scope own sees what it owns, and never what belongs
+// to no one (records older than owners, owner "").
+func maySee(callerID, scope, owner string) bool {
+	if callerID == api.CallerLocal || scope == api.KeyScopeAll {
+		return true
+	}
+	return owner != "" && owner == callerID
+}
+
+// visible applies maySee to ctx's caller.
+func visible(ctx context.Context, owner string) bool {
+	return maySee(Caller(ctx), CallerScope(ctx), owner)
+}
+
+// requireScopeAll refuses an operation on what all callers share (images,
+// templates, pools) to a key of scope own: one tenant must not remove what
+// the others use.
+func requireScopeAll(ctx context.Context, what string) error {
+	if CallerScope(ctx) == api.KeyScopeAll {
+		return nil
+	}
+	return fmt.Errorf("%s needs an API key of scope all or the daemon's unix socket; API key %s has scope own: %w",
+		what, Caller(ctx), errdefs.ErrPermissionDenied)
+}
+
+// KeyScope returns the scope of the API key id, for front ends that know a
+// key only by its id. A key that cannot be read counts as own, the
+// narrower scope.
+func (c *Controller) KeyScope(ctx context.Context, id string) string {
+	k, err := c.opts.Store.GetKey(ctx, id)
+	if err != nil {
+		if !errors.Is(err, errdefs.ErrNotFound) {
+			c.log.Warn("read key scope", "key", id, "err", err)
+		}
+		return api.KeyScopeOwn
+	}
+	if k.Scope == api.KeyScopeAll {
+		return api.KeyScopeAll
+	}
+	return api.KeyScopeOwn
+}
+
+// visibleSandboxes is the set of sandbox ids ctx's caller sees, or nil when
+// it sees every one.
+func (c *Controller) visibleSandboxes(ctx context.Context) (map[string]bool, error) {
+	if CallerScope(ctx) == api.KeyScopeAll {
+		return nil, nil
+	}
+	recs, err := c.opts.Store.ListSandboxes(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, r := range recs {
+		if visible(ctx, r.KeyID) {
+			out[r.ID] = true
+		}
+	}
+	return out, nil
+}
+
+// Names are global: two owners cannot hold one name. A name another owner
+// holds is refused with these, which say the name is taken and nothing of
+// who holds it or what it names.
+
+func errSandboxNameTaken(name string) error {
+	return fmt.Errorf("sandbox name %q is taken: %w", name, errdefs.ErrConflict)
+}
+
+func errSnapshotNameTaken(name string) error {
+	return fmt.Errorf("snapshot name %q is taken: %w", name, errdefs.ErrConflict)
+}

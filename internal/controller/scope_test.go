@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// TestMaySee is the visibility rule, whole: every caller kind against
+// every owner kind.
+func TestMaySee(t *testing.T) {
+	const keyA, keyB = "0123456789abcdef", "fedcba9876543210"
+	tests := []struct {
+		name                 string
+		caller, scope, owner string
+		want                 bool
+	}{
+		{"own key, its own", keyA, api.KeyScopeOwn, keyA, true},
+		{"own key, another key's", keyA, api.KeyScopeOwn, keyB, false},
+		{"own key, the socket's", keyA, api.KeyScopeOwn, api.CallerLocal, false},
+		{"own key, older than owners", keyA, api.KeyScopeOwn, "", false},
+		{"own key, the pool's", keyA, api.KeyScopeOwn, poolCaller, false},
+		{"unknown scope counts as own", keyA, "everything", keyB, false},
+		{"empty scope counts as own", keyA, "", keyB, false},
+		{"all key, another key's", keyA, api.KeyScopeAll, keyB, true},
+		{"all key, older than owners", keyA, api.KeyScopeAll, "", true},
+		{"all key, the socket's", keyA, api.KeyScopeAll, api.CallerLocal, true},
+		{"socket, a key's", api.CallerLocal, api.KeyScopeAll, keyB, true},
+		{"socket is all whatever the scope says", api.CallerLocal, api.KeyScopeOwn, keyB, true},
+		{"socket, older than owners", api.CallerLocal, "", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := maySee(tt.caller, tt.scope, tt.owner); got != tt.want {
+				t.Errorf("maySee(%q, %q, %q) = %v, want %v", tt.caller, tt.scope, tt.owner, got, tt.want)
+			}
+			// The context form agrees with the rule.
+			ctx := WithCaller(context.Background(), tt.caller, tt.scope)
+			if got := visible(ctx, tt.owner); got != tt.want {
+				t.Errorf("visible(WithCaller(%q, %q), %q) = %v, want %v", tt.caller, tt.scope, tt.owner, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCallerScope: no caller is the socket (scope all); a key's scope is
+// all only when it says exactly that.
+func TestCallerScope(t *testing.T) {
+	tests := []struct {
+		name       string
+		ctx        context.Context
+		wantCaller string
+		wantScope  string
+	}{
+		{"no caller", context.Background(), api.CallerLocal, api.KeyScopeAll},
+		{"own key", WithCaller(context.Background(), "k1", api.KeyScopeOwn), "k1", api.KeyScopeOwn},
+		{"all key", WithCaller(context.Background(), "k1", api.KeyScopeAll), "k1", api.KeyScopeAll},
+		{"unknown scope", WithCaller(context.Background(), "k1", "ALL"), "k1", api.KeyScopeOwn},
+		{"empty id is the socket", WithCaller(context.Background(), "", api.KeyScopeOwn), api.CallerLocal, api.KeyScopeAll},
+		{"the socket named", WithCaller(context.Background(), api.CallerLocal, api.KeyScopeOwn), api.CallerLocal, api.KeyScopeAll},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Caller(tt.ctx); got != tt.wantCaller {
+				t.Errorf("Caller = %q, want %q", got, tt.wantCaller)
+			}
+			if got := CallerScope(tt.ctx); got != tt.wantScope {
+				t.Errorf("CallerScope = %q, want %q", got, tt.wantScope)
+			}
+			err := requireScopeAll(tt.ctx, "deleting a pool")
+			if (tt.wantScope == api.KeyScopeAll) != (err == nil) {
+				t.Errorf("requireScopeAll = %v with scope %s", err, tt.wantScope)
+			}
+			if err != nil && !errors.Is(err, errdefs.ErrPermissionDenied) {
+				t.Errorf("requireScopeAll = %v, want permission denied", err)
+			}
+		})
+	}
+}
