@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -144,10 +145,14 @@ func idemAllowed(r *http.Request) error {
 	return nil
 }
 
-// idemID qualifies the key by the caller's credential, hashed, so one
-// caller cannot read another's replies by guessing keys.
+// idemID qualifies the key by the caller (the API key the request was
+// authenticated with, or the key the MCP server acts for) and its
+// credential, hashed, so one caller cannot read another's replies by
+// guessing keys, whichever header carries its key.
 func idemID(r *http.Request, key string) string {
 	h := sha256.New()
+	io.WriteString(h, controller.Caller(r.Context()))
+	h.Write([]byte{0})
 	io.WriteString(h, r.Header.Get("Authorization"))
 	h.Write([]byte{0})
 	io.WriteString(h, key)

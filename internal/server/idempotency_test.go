@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/store"
 	"github.com/paddock-dev/paddock/internal/store/sqlite"
 )
@@ -194,6 +195,46 @@ func TestIdempotencyPerCredential(t *testing.T) {
 	}
 	if h.runs.Load() != 2 {
 		t.Fatalf("two callers with one key: %d runs, want 2", h.runs.Load())
+	}
+}
+
+// Callers partition keys whatever header carries their credential: two API
+// keys sent as X-API-Key (no Authorization header) never share a slot, nor
+// does either with the unix socket's caller.
+func TestIdempotencyPerCaller(t *testing.T) {
+	st := openStore(t, filepath.Join(t.TempDir(), "db"))
+	h := &counting{}
+	s := &Server{opts: Options{Store: st}, log: slog.New(slog.DiscardHandler)}
+	// As requireKey and actFor do: the caller is in the context.
+	asCaller := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		if id := r.Header.Get("X-API-Key"); id != "" {
+			ctx = controller.WithCaller(ctx, id, api.KeyScopeOwn)
+		}
+		s.idempotent(h).ServeHTTP(w, r.WithContext(ctx))
+	})
+	srv := httptest.NewServer(asCaller)
+	t.Cleanup(srv.Close)
+	bodies := map[string]string{}
+	for _, caller := range []string{"key-a", "key-b", "", "key-a"} {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/sandboxes", strings.NewReader("{}"))
+		req.Header.Set(api.IdempotencyKeyHeader, "same")
+		if caller != "" {
+			req.Header.Set("X-API-Key", caller)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if prev, ok := bodies[caller]; ok && prev != string(b) {
+			t.Errorf("%q's retry got %s, want its own reply %s", caller, b, prev)
+		}
+		bodies[caller] = string(b)
+	}
+	if h.runs.Load() != 3 {
+		t.Fatalf("three callers with one key: %d runs, want 3", h.runs.Load())
 	}
 }
 
