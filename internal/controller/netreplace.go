@@ -32,6 +32,17 @@ func (c *Controller) ReplaceNetworkPolicy(ctx context.Context, ref string, p api
 	// the change.
 	c.secretsMu.Lock()
 	defer c.secretsMu.Unlock()
+	// Rules kept as they were were checked when they were set; new and
+	// changed ones may name only secrets the caller sees (secrets.go).
+	var added []api.Injection
+	for _, in := range p.Inject {
+		if !slices.Contains(cur.Inject, in) {
+			added = append(added, in)
+		}
+	}
+	if err := c.checkInjectionSecrets(ctx, added); err != nil {
+		return nil, err
+	}
 	next, err := c.opts.Network.Validate(p)
 	if err != nil {
 		return nil, err
