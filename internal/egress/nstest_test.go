@@ -7,13 +7,13 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/paddock-dev/paddock/internal/testnet"
 )
 
 // testSlots is how many runs of these tests may share a host (checkouts of
@@ -22,35 +22,7 @@ import (
 // two runs never remove or shadow each other's.
 const testSlots = 16
 
-var (
-	slotOnce sync.Once
-	slotNum  int
-	slotErr  error
-)
-
-func slot(t testing.TB) int {
-	t.Helper()
-	slotOnce.Do(func() {
-		for i := range testSlots {
-			f, err := os.OpenFile(filepath.Join(os.TempDir(), fmt.Sprintf("paddock-egress-test-%d.lock", i)), os.O_RDWR|os.O_CREATE, 0o600)
-			if err != nil {
-				slotErr = err
-				return
-			}
-			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-				f.Close()
-				continue
-			}
-			slotNum = i // the file stays open: the lock lasts as long as the process
-			return
-		}
-		slotErr = fmt.Errorf("all %d egress test slots are taken", testSlots)
-	})
-	if slotErr != nil {
-		t.Fatal(slotErr)
-	}
-	return slotNum
-}
+func slot(t testing.TB) int { return testnet.Claim(t, "paddock-egress-test", testSlots) }
 
 // testRange is this run's sandbox range number k (one per kind of test).
 func testRange(t testing.TB, k int) netip.Prefix {

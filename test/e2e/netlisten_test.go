@@ -3,9 +3,7 @@ package e2e
 import (
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -79,27 +77,4 @@ func listenPacketInNetns(t *testing.T, name, addr string) net.PacketConn {
 		t.Fatalf("listen on udp %s in netns %s: %v", addr, name, err)
 		return nil
 	}
-}
-
-// newTestHost makes the network namespace name, a test host standing for
-// the internet: a veth pair whose host end has hostCIDR and whose other end
-// (eth0 inside) has nsAddr/30. Both are removed when the test ends.
-func newTestHost(t *testing.T, name, hostIf, hostCIDR, nsAddr string) {
-	t.Helper()
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	_ = exec.Command("ip", "netns", "del", name).Run()
-	_ = exec.Command("ip", "link", "del", hostIf).Run()
-	run("ip", "netns", "add", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-	run("ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostIf).Run() })
-	run("ip", "addr", "add", hostCIDR, "dev", hostIf)
-	run("ip", "link", "set", hostIf, "up")
-	run("ip", "-n", name, "addr", "add", nsAddr+"/30", "dev", "eth0")
-	run("ip", "-n", name, "link", "set", "eth0", "up")
 }

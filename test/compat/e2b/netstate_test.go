@@ -18,12 +18,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/paddock-dev/paddock/internal/testnet"
 )
 
 // The network half of the suite: the daemon gets an upstream standing for
@@ -37,48 +37,12 @@ import (
 // Names the daemon's resolver answers with the upstream's address, and one
 // that resolves to loopback (a forbidden destination whatever the rules).
 const (
-	upAllowed   = "allowed.e2b.test"
-	upOther     = "other.e2b.test"
-	upDenied    = "denied.e2b.test"
-	upAPI       = "api.e2b.test" // HTTPS, for transform rules
-	upLoopback  = "loopback.e2b.test"
-	netSlots    = 32
-	netSlotFile = "paddock-e2e-net-%d.lock" // shared with test/e2e
+	upAllowed  = "allowed.e2b.test"
+	upOther    = "other.e2b.test"
+	upDenied   = "denied.e2b.test"
+	upAPI      = "api.e2b.test" // HTTPS, for transform rules
+	upLoopback = "loopback.e2b.test"
 )
-
-var (
-	slotOnce sync.Once
-	slotNum  int
-	slotErr  error
-)
-
-// netSlot claims a slot no other concurrent test run on the host holds,
-// through the same lock files test/e2e's network tests take: daemons given
-// one range remove each other's namespaces as orphans, and two upstreams of
-// one name delete each other.
-func netSlot(t *testing.T) int {
-	t.Helper()
-	slotOnce.Do(func() {
-		for i := range netSlots {
-			f, err := os.OpenFile(filepath.Join(os.TempDir(), fmt.Sprintf(netSlotFile, i)), os.O_RDWR|os.O_CREATE, 0o600)
-			if err != nil {
-				slotErr = err
-				return
-			}
-			if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-				f.Close()
-				continue
-			}
-			slotNum = i // never closed: held until the process exits
-			return
-		}
-		slotErr = fmt.Errorf("all %d network test slots are taken by other runs", netSlots)
-	})
-	if slotErr != nil {
-		t.Fatal(slotErr)
-	}
-	return slotNum
-}
 
 // upstream is the test's internet: one namespace, its servers, and the
 // daemon environment that points at it.
@@ -97,13 +61,13 @@ func newUpstream(t *testing.T) *upstream {
 			t.Skipf("needs %s for the network tests", bin)
 		}
 	}
-	s := netSlot(t)
+	s := testnet.Slot(t)
 	// The same ranges test/e2e derives from a slot (test number 0); the
 	// slot is this process's alone, so nothing else on the host uses them.
 	rng := fmt.Sprintf("100.%d.200.0/24", 64+s)
 	ns, hostIf := fmt.Sprintf("pcmp-up-%d", s), fmt.Sprintf("pcmpup-%d", s)
 	hostCIDR, addr, permit := fmt.Sprintf("198.19.%d.1/30", s), fmt.Sprintf("198.19.%d.2", s), fmt.Sprintf("198.19.%d.0/30", s)
-	newTestHost(t, ns, hostIf, hostCIDR, addr)
+	testnet.NewHost(t, ns, hostIf, hostCIDR, addr)
 
 	plain := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "upstream says hello to %s", r.Host)
@@ -198,30 +162,6 @@ func newLeaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, host s
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-// newTestHost makes the namespace name with a veth pair: the host end
-// hostIf with hostCIDR, eth0 inside with nsAddr/30. Both go when the test
-// ends.
-func newTestHost(t *testing.T, name, hostIf, hostCIDR, nsAddr string) {
-	t.Helper()
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	// Left over from a run of this slot that was killed: the slot is ours.
-	_ = exec.Command("ip", "netns", "del", name).Run()
-	_ = exec.Command("ip", "link", "del", hostIf).Run()
-	run("ip", "netns", "add", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-	run("ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostIf).Run() })
-	run("ip", "addr", "add", hostCIDR, "dev", hostIf)
-	run("ip", "link", "set", hostIf, "up")
-	run("ip", "-n", name, "addr", "add", nsAddr+"/30", "dev", "eth0")
-	run("ip", "-n", name, "link", "set", "eth0", "up")
 }
 
 // listenInNetns opens a TCP listener inside the named namespace; the

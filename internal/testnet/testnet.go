@@ -1,0 +1,119 @@
+// Package testnet gives network tests of different packages (test/e2e,
+// test/compat/e2b) what they must share to run side by side on one host:
+// a slot no other test process holds, the ranges and names derived from
+// it, and test hosts in network namespaces standing for the internet. It
+// is imported by tests only.
+package testnet
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Slots is how many test processes may run the network tests of
+// test/e2e and test/compat/e2b on one host at once.
+const Slots = 32
+
+var (
+	claimsMu sync.Mutex
+	claims   = map[string]int{}
+)
+
+// Claim takes, for the life of the test process, one of slots slots of the
+// family (a lock file each, under the temporary directory) that no other
+// process on the host holds, and returns its number; later calls with the
+// same family return the same. Tests derive every range, address and name
+// they make from it: two daemons given the same network range each take
+// the other's namespaces for orphans and remove them, and two upstreams of
+// one name delete each other, so runs sharing a machine (one package's
+// beside another's, an engineer's beside CI's) must share neither.
+func Claim(t testing.TB, family string, slots int) int {
+	t.Helper()
+	claimsMu.Lock()
+	defer claimsMu.Unlock()
+	if n, ok := claims[family]; ok {
+		return n
+	}
+	for i := range slots {
+		f, err := os.OpenFile(filepath.Join(os.TempDir(), fmt.Sprintf("%s-%d.lock", family, i)), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			continue
+		}
+		// Never closed: the lock is held until the process exits.
+		claims[family] = i
+		return i
+	}
+	t.Fatalf("all %d %s test slots are taken by other runs", slots, family)
+	return 0
+}
+
+// Slot is the process's slot for the network tests of test/e2e and
+// test/compat/e2b, which share one family so that they never meet.
+func Slot(t testing.TB) int { return Claim(t, "paddock-e2e-net", Slots) }
+
+// Plan is one network test's range and upstream, unique on the host.
+type Plan struct {
+	Range    string // PADDOCK_NETWORK_RANGE
+	Tag      string // names the daemon's chains, interfaces and namespaces
+	NS       string // the upstream's namespace
+	HostIf   string // the host end of the upstream's veth
+	HostCIDR string
+	Upstream string // the upstream's address
+	Permit   string // PADDOCK_EGRESS_PERMIT covering it
+}
+
+// NewPlan gives test number n (distinct per test within a process, below
+// 64) its plan. Ranges stay in 100.64.0.0/11, clear of the daemon's
+// default range; upstreams in 198.19.<slot>.0/24.
+func NewPlan(t testing.TB, n int) Plan {
+	t.Helper()
+	s := Slot(t)
+	p := Plan{
+		Range:    fmt.Sprintf("100.%d.%d.0/24", 64+s, 200+n),
+		NS:       fmt.Sprintf("pe2e-up%d-%d", n, s),
+		HostIf:   fmt.Sprintf("pe2eup%d-%d", n, s),
+		HostCIDR: fmt.Sprintf("198.19.%d.%d/30", s, 4*n+1),
+		Upstream: fmt.Sprintf("198.19.%d.%d", s, 4*n+2),
+		Permit:   fmt.Sprintf("198.19.%d.%d/30", s, 4*n),
+	}
+	sum := sha256.Sum256([]byte(p.Range))
+	p.Tag = hex.EncodeToString(sum[:2])
+	return p
+}
+
+// NewHost makes the network namespace name, a test host standing for the
+// internet: a veth pair whose host end has hostCIDR and whose other end
+// (eth0 inside) has nsAddr/30. Both are removed when the test ends.
+func NewHost(t testing.TB, name, hostIf, hostCIDR, nsAddr string) {
+	t.Helper()
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	// Left over from a run of this slot that was killed: the slot is ours.
+	_ = exec.Command("ip", "netns", "del", name).Run()
+	_ = exec.Command("ip", "link", "del", hostIf).Run()
+	run("ip", "netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	run("ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostIf).Run() })
+	run("ip", "addr", "add", hostCIDR, "dev", hostIf)
+	run("ip", "link", "set", hostIf, "up")
+	run("ip", "-n", name, "addr", "add", nsAddr+"/30", "dev", "eth0")
+	run("ip", "-n", name, "link", "set", "eth0", "up")
+}
