@@ -89,9 +89,36 @@ func (r *Resolver) exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 		return nil, err
 	}
 	r.Forwarded.Add(1)
-	c := &dns.Client{Timeout: 5 * time.Second}
-	resp, _, err := c.ExchangeContext(ctx, m, up)
+	// Asked over UDP with room for a large answer; one that still does
+	// not fit comes back truncated and is asked again over TCP, so the
+	// proxy and the sandboxes never take part of an answer for all of it.
+	q := m.Copy()
+	if q.IsEdns0() == nil {
+		q.SetEdns0(upstreamUDPSize, false)
+	}
+	c := &dns.Client{Timeout: 5 * time.Second, UDPSize: upstreamUDPSize}
+	resp, _, err := c.ExchangeContext(ctx, q, up)
+	if err == nil && resp != nil && resp.Truncated {
+		tc := &dns.Client{Net: "tcp", Timeout: 5 * time.Second}
+		resp, _, err = tc.ExchangeContext(ctx, q, up)
+	}
 	return resp, err
+}
+
+// upstreamUDPSize is the EDNS buffer size asked of the upstream: the size
+// DNS flag day 2020 settled on, which avoids IP fragmentation.
+const upstreamUDPSize = 1232
+
+// fitUDP truncates a reply to what the client said it can take over UDP
+// (512 bytes without EDNS, its EDNS buffer size with, never less than 512
+// nor more than 4096), setting TC when records had to go, so that the
+// client asks again over TCP instead of reading a cut message.
+func fitUDP(resp, req *dns.Msg) {
+	size := dns.MinMsgSize
+	if o := req.IsEdns0(); o != nil {
+		size = min(max(int(o.UDPSize()), dns.MinMsgSize), 4096)
+	}
+	resp.Truncate(size)
 }
 
 // dnsHandler answers a sandbox's queries (answerQuery).
@@ -99,7 +126,11 @@ func (s *Server) dnsHandler(b *box) dns.HandlerFunc {
 	return func(w dns.ResponseWriter, req *dns.Msg) {
 		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 		defer cancel()
-		_ = w.WriteMsg(s.serveQuery(ctx, b, req))
+		resp := s.serveQuery(ctx, b, req)
+		if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+			fitUDP(resp, req)
+		}
+		_ = w.WriteMsg(resp)
 	}
 }
 
