@@ -86,6 +86,10 @@ func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 			_, _ = w.Write(big)
 			return
 		}
+		if r.URL.Path == "/peer" { // which upstream connection carried the request
+			fmt.Fprint(w, r.RemoteAddr)
+			return
+		}
 		if r.URL.Path == "/hop" { // says which request fields arrived, sends its own hop fields
 			w.Header().Set("Connection", "X-Hop-Resp, Keep-Alive")
 			w.Header().Set("X-Hop-Resp", "for this hop only")

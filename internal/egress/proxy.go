@@ -87,7 +87,6 @@ type Options struct {
 type Server struct {
 	opts Options
 	log  *slog.Logger
-	tr   *http.Transport
 
 	mu     sync.Mutex
 	boxes  map[string]*box
@@ -108,9 +107,10 @@ type box struct {
 	grants  map[int][]string // temporary allow rules (per command)
 	nextID  int
 
-	refusals *refusalLog   // coalesces refusals (limits.go)
-	connLim  *connLimit    // open connections on the TCP listeners
-	dnsSem   chan struct{} // DNS queries in progress
+	refusals *refusalLog     // coalesces refusals (limits.go)
+	connLim  *connLimit      // open connections on the TCP listeners
+	dnsSem   chan struct{}   // DNS queries in progress
+	tr       *http.Transport // upstream connections, this sandbox's alone
 }
 
 func (b *box) current() Policy {
@@ -180,14 +180,22 @@ func New(opts Options) *Server {
 			s.log.Error("egress: cannot list the host's addresses; refusing every destination until it can", "err", err)
 		}
 	}}
-	s.tr = &http.Transport{
+	return s
+}
+
+// newTransport is a sandbox's own pool of upstream connections. Pools are
+// never shared: a connection one sandbox opened (and any state an upstream
+// ties to a connection, such as connection-based authentication) is never
+// handed to another sandbox's request, and what a sandbox keeps open
+// upstream ends with it.
+func (s *Server) newTransport() *http.Transport {
+	return &http.Transport{
 		Proxy:                 nil,
 		DialContext:           s.dialFromContext,
 		MaxIdleConnsPerHost:   4,
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: 60 * time.Second,
 	}
-	return s
 }
 
 // errRefused carries the rule that refused a destination.
@@ -296,6 +304,7 @@ func (s *Server) Detach(id string) {
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
+	b.tr.CloseIdleConnections()
 	b.refusals.close()
 }
 
@@ -310,7 +319,6 @@ func (s *Server) Close() {
 	for _, id := range ids {
 		s.Detach(id)
 	}
-	s.tr.CloseIdleConnections()
 }
 
 func (s *Server) newBox(id string, peer netip.Addr, p Policy) *box {
@@ -319,6 +327,7 @@ func (s *Server) newBox(id string, peer netip.Addr, p Policy) *box {
 		refusals: &refusalLog{window: s.opts.RefusalWindow, budget: s.opts.RefusalBudget, emit: s.record, id: id},
 		connLim:  &connLimit{max: int64(s.opts.MaxConns)},
 		dnsSem:   make(chan struct{}, s.opts.MaxDNS),
+		tr:       s.newTransport(),
 	}
 }
 
@@ -508,7 +517,7 @@ func (s *Server) forward(b *box, w http.ResponseWriter, r *http.Request, host st
 		out.Header.Set("Connection", "Upgrade")
 		out.Header.Set("Upgrade", upgrade)
 	}
-	resp, err := s.tr.RoundTrip(out)
+	resp, err := b.tr.RoundTrip(out)
 	if err != nil {
 		var ref *errRefused
 		if errors.As(err, &ref) {
