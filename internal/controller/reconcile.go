@@ -91,10 +91,24 @@ func (c *Controller) reconcileOne(ctx context.Context, rec *store.Sandbox) {
 		switch status {
 		case runtime.StatusRunning, runtime.StatusPaused:
 			if status == runtime.StatusPaused {
-				if rec.State != api.StatePaused {
-					_ = c.setState(ctx, rec, api.StatePaused, "found paused at daemon start", true)
+				if rec.State == api.StatePaused {
+					return
 				}
-				return
+				// Running by the record, frozen by the runtime: a
+				// freeze for a snapshot (or a pause not yet recorded)
+				// that the daemon was killed in the middle of. Callers
+				// were told it runs, so it is thawed and adopted.
+				p, ok := b.(runtime.Pauser)
+				if !ok {
+					_ = c.setState(ctx, rec, api.StatePaused, "found frozen at daemon start by a runtime that cannot thaw", true)
+					return
+				}
+				if err := p.Resume(dctx, rec.ID); err != nil {
+					log.Error("thaw a sandbox found frozen", "err", err)
+					_ = c.setState(ctx, rec, api.StatePaused, "found frozen at daemon start and could not be thawed: "+err.Error(), true)
+					return
+				}
+				log.Info("thawed a sandbox found frozen at daemon start")
 			}
 			if err := c.adopt(ctx, e, rec); err != nil {
 				log.Error("re-adopt", "err", err)

@@ -136,6 +136,11 @@ func TestSnapshotDaemonKilled(t *testing.T) {
 			}
 		}
 		watchFor(t, 30*time.Second, "tmp/ to empty", func() bool { return len(tmpDirs(t, d)) == 0 })
+		// A kill during the copy leaves the source frozen; the restart
+		// thaws it, since its record says it runs.
+		if got, err := d.client.Get(ctxT(t, time.Minute), sb.ID); err != nil || got.State != api.StateRunning {
+			t.Fatalf("source after the restart: %v %+v, want running", err, got)
+		}
 		if out, code := execOut(t, d, sb.ID, "echo", "alive"); code != 0 || out != "alive\n" {
 			t.Fatalf("source after the kill: %d %q", code, out)
 		}
