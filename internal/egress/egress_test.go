@@ -24,6 +24,7 @@ import (
 
 	"github.com/paddock-dev/paddock/internal/egress"
 	"github.com/paddock-dev/paddock/internal/netns"
+	"github.com/paddock-dev/paddock/internal/testnet"
 )
 
 // env is a sandbox namespace behind the egress server, and an upstream
@@ -109,17 +110,7 @@ func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 			return
 		}
 		if r.URL.Path == "/slow" { // a long stream, until the client goes
-			for i := 0; i < 300; i++ {
-				if _, err := io.WriteString(w, "tick\n"); err != nil {
-					return
-				}
-				w.(http.Flusher).Flush()
-				select {
-				case <-r.Context().Done():
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
+			testnet.SlowStream(w, r)
 			return
 		}
 		fmt.Fprintf(w, "hello from %s", r.Host)
@@ -231,19 +222,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// countingDNS stands for the host's resolver: it answers every A query
-// with one address and counts the queries that reach it, per name.
+// countingDNS stands for the host's resolver, on loopback: it answers
+// every A query with one address and counts the queries that reach it.
 type countingDNS struct {
-	addr  string
-	mu    sync.Mutex
-	names map[string]int
+	*testnet.CountingDNS
+	addr string
 }
 
-func (c *countingDNS) count(name string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.names[dns.Fqdn(strings.ToLower(name))]
-}
+func (c *countingDNS) count(name string) int { return c.Count(name) }
 
 func startCountingDNS(t testing.TB, answer string) *countingDNS {
 	t.Helper()
@@ -251,27 +237,7 @@ func startCountingDNS(t testing.TB, answer string) *countingDNS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &countingDNS{addr: pc.LocalAddr().String(), names: map[string]int{}}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(r)
-		if len(r.Question) == 1 {
-			c.mu.Lock()
-			c.names[strings.ToLower(r.Question[0].Name)]++
-			c.mu.Unlock()
-			if r.Question[0].Qtype == dns.TypeA {
-				rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A " + answer)
-				m.Answer = append(m.Answer, rr)
-			}
-		}
-		_ = w.WriteMsg(m)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go srv.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return c
+	return &countingDNS{CountingDNS: testnet.ServeCountingDNS(t, pc, answer), addr: pc.LocalAddr().String()}
 }
 
 func (e *env) proxyClient(t testing.TB) *http.Client {

@@ -7,11 +7,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/internal/testnet"
 )
@@ -74,38 +71,9 @@ func sh(t testing.TB, args ...string) {
 	}
 }
 
-// inNS runs fn on a thread that has entered the namespace at path; sockets
-// fn creates stay in that namespace.
 func inNS(t testing.TB, path string, fn func() error) error {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		// The thread is left locked on purpose if restoring fails: Go then
-		// retires it instead of reusing it in the wrong namespace.
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer self.Close()
-		target, err := os.Open(path)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- ferr
-	}()
-	return <-errc
+	return testnet.InNS(path, fn)
 }
 
 // upstreamNS is a namespace standing for "the internet": it is reached from

@@ -9,13 +9,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 )
 
@@ -116,4 +122,96 @@ func NewHost(t testing.TB, name, hostIf, hostCIDR, nsAddr string) {
 	run("ip", "link", "set", hostIf, "up")
 	run("ip", "-n", name, "addr", "add", nsAddr+"/30", "dev", "eth0")
 	run("ip", "-n", name, "link", "set", "eth0", "up")
+}
+
+// InNS runs fn on a thread in the network namespace at path (a file under
+// /run/netns or /proc/<pid>/ns/net), so sockets fn opens belong to that
+// namespace and stay there whichever goroutine uses them afterwards.
+func InNS(path string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// The thread is left locked on purpose if restoring fails: Go then
+		// retires it instead of reusing it in the wrong namespace.
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer self.Close()
+		target, err := os.Open(path)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- err
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// CountingDNS is a test resolver standing for an upstream: it answers
+// every A query with one address and counts, per name, the queries that
+// reach it.
+type CountingDNS struct {
+	mu    sync.Mutex
+	names map[string]int
+}
+
+// Count is how many queries for name reached the resolver.
+func (c *CountingDNS) Count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.names[strings.ToLower(dns.Fqdn(name))]
+}
+
+// ServeCountingDNS serves DNS on pc until the test ends, answering A
+// queries with answer.
+func ServeCountingDNS(t testing.TB, pc net.PacketConn, answer string) *CountingDNS {
+	t.Helper()
+	c := &CountingDNS{names: map[string]int{}}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		if len(r.Question) == 1 {
+			c.mu.Lock()
+			c.names[strings.ToLower(r.Question[0].Name)]++
+			c.mu.Unlock()
+			if r.Question[0].Qtype == dns.TypeA {
+				rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A " + answer)
+				m.Answer = append(m.Answer, rr)
+			}
+		}
+		_ = w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return c
+}
+
+// SlowStream writes "tick" lines every 100 ms for 30 s, or until the
+// client goes: a long response for tests that cut connections.
+func SlowStream(w http.ResponseWriter, r *http.Request) {
+	for range 300 {
+		if _, err := io.WriteString(w, "tick\n"); err != nil {
+			return
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

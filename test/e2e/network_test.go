@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/paddock-dev/paddock/internal/testnet"
 )
 
 // netUpstream is a network namespace standing for the internet: reachable
@@ -23,17 +24,7 @@ func netUpstream(t *testing.T, name, hostIf, hostCIDR, nsAddr string) {
 	ln := listenInNetns(t, name, nsAddr+":80")
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" { // a long stream, until the client goes
-			for range 300 {
-				if _, err := fmt.Fprintln(w, "tick"); err != nil {
-					return
-				}
-				w.(http.Flusher).Flush()
-				select {
-				case <-r.Context().Done():
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
+			testnet.SlowStream(w, r)
 			return
 		}
 		fmt.Fprintf(w, "upstream says hello to %s", r.Host)
@@ -45,42 +36,15 @@ func netUpstream(t *testing.T, name, hostIf, hostCIDR, nsAddr string) {
 // upstreamDNS is a resolver in a test host's namespace standing for the
 // daemon's upstream: it answers every A query with one address and counts,
 // per name, the queries that reach it.
-type upstreamDNS struct {
-	mu    sync.Mutex
-	names map[string]int
-}
+type upstreamDNS struct{ *testnet.CountingDNS }
 
-func (u *upstreamDNS) count(name string) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.names[dns.Fqdn(name)]
-}
+func (u upstreamDNS) count(name string) int { return u.Count(name) }
 
 // newUpstreamDNS serves DNS on addr:53 (UDP) in the namespace ns.
-func newUpstreamDNS(t *testing.T, ns, addr string) *upstreamDNS {
+func newUpstreamDNS(t *testing.T, ns, addr string) upstreamDNS {
 	t.Helper()
-	u := &upstreamDNS{names: map[string]int{}}
 	pc := listenPacketInNetns(t, ns, net.JoinHostPort(addr, "53"))
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(r)
-		if len(r.Question) == 1 {
-			u.mu.Lock()
-			u.names[strings.ToLower(r.Question[0].Name)]++
-			u.mu.Unlock()
-			if r.Question[0].Qtype == dns.TypeA {
-				rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A " + addr)
-				m.Answer = append(m.Answer, rr)
-			}
-		}
-		_ = w.WriteMsg(m)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go srv.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return u
+	return upstreamDNS{testnet.ServeCountingDNS(t, pc, addr)}
 }
 
 // pyGet fetches a URL from inside the sandbox the way most programs do
