@@ -96,44 +96,38 @@ func (h *Handler) findSecret(r *http.Request, name string) (*api.Secret, error) 
 // createSecret: POST /secrets. A name in use is a 409 (E2B's create never
 // replaces; update does).
 func (h *Handler) createSecret(w http.ResponseWriter, r *http.Request) {
-	var body secretBody
-	if err := decode(w, r, &body); err != nil {
-		writeError(w, err)
-		return
-	}
-	name, err := secretName(body.Name)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	value, err := checkSecretBody(&body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	// Check and store as one step against this API's other writers.
-	h.secretsMu.Lock()
-	defer h.secretsMu.Unlock()
-	if old, err := h.findSecret(r, name); err != nil || old != nil {
-		if err == nil {
-			err = fmt.Errorf("a secret named %q exists; update it (Secret.update) or choose another name: %w", name, errdefs.ErrConflict)
-		}
-		writeError(w, err)
-		return
-	}
-	s, _, err := h.opts.Controller.SetSecret(r.Context(), name, value)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, toSecretInfo(s))
+	h.storeSecret(w, r, func(body *secretBody) (string, error) { return secretName(body.Name) },
+		func(name string, old *api.Secret) error {
+			if old != nil {
+				return fmt.Errorf("a secret named %q exists; update it (Secret.update) or choose another name: %w", name, errdefs.ErrConflict)
+			}
+			return nil
+		}, http.StatusCreated)
 }
 
 // updateSecret: POST /secrets/{id} replaces the value of an existing
 // secret; rules that name it use the new value from their next request.
 func (h *Handler) updateSecret(w http.ResponseWriter, r *http.Request) {
+	h.storeSecret(w, r, func(*secretBody) (string, error) { return secretRef(r.PathValue("id")), nil },
+		func(_ string, old *api.Secret) error {
+			if old == nil {
+				return errdefs.NotFound("secret %q", truncate(r.PathValue("id")))
+			}
+			return nil
+		}, http.StatusOK)
+}
+
+// storeSecret is create and update: the body's value is checked, the
+// secret named is looked up and judged by allow, and the value stored;
+// the lookup and the store are one step against this API's other writers.
+func (h *Handler) storeSecret(w http.ResponseWriter, r *http.Request, nameOf func(*secretBody) (string, error), allow func(string, *api.Secret) error, status int) {
 	var body secretBody
 	if err := decode(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	name, err := nameOf(&body)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -142,12 +136,11 @@ func (h *Handler) updateSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	name := secretRef(r.PathValue("id"))
 	h.secretsMu.Lock()
 	defer h.secretsMu.Unlock()
 	old, err := h.findSecret(r, name)
-	if err == nil && old == nil {
-		err = errdefs.NotFound("secret %q", truncate(r.PathValue("id")))
+	if err == nil {
+		err = allow(name, old)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -158,7 +151,7 @@ func (h *Handler) updateSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toSecretInfo(s))
+	writeJSON(w, status, toSecretInfo(s))
 }
 
 func (h *Handler) getSecret(w http.ResponseWriter, r *http.Request) {
