@@ -1,0 +1,282 @@
+// Package testdaemon runs the real paddock binary as a daemon for tests
+// outside test/e2e (the adversarial suite and the soak): it builds the
+// binary once per test process, starts `paddock serve` on a fresh state
+// dir, and on cleanup destroys what the daemon made and checks the host
+// for leftovers. It is imported by tests only.
+package testdaemon
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/sdk/go/paddock"
+)
+
+// RequireHost skips unless the machine can run sandboxes: root and runc,
+// and runsc when gvisor is set. CI has all of them, so nothing skips there.
+func RequireHost(t testing.TB, gvisor bool) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the daemon creates containers, mounts and cgroups")
+	}
+	tools := []string{"runc"}
+	if gvisor {
+		tools = append(tools, "runsc")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (apt-get install %s)", tool, tool)
+		}
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	buildErr  error
+)
+
+// repoRoot is the module's root, found from this file's path.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Binary builds bin/paddock as `make build` does, once per test process,
+// into a directory removed by Cleanup.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "pdbin")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "paddock")
+		cmd := exec.Command(filepath.Join(repoRoot(), "scripts", "build.sh"), binPath)
+		cmd.Dir = repoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Cleanup removes the binary; call it from TestMain after m.Run.
+func Cleanup() {
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+}
+
+// Options change how a daemon starts.
+type Options struct {
+	// Env is added to the daemon's environment.
+	Env []string
+	// Args are added to `paddock serve`.
+	Args []string
+}
+
+// Daemon is one running `paddock serve`.
+type Daemon struct {
+	t        testing.TB
+	opts     Options
+	StateDir string
+	Socket   string
+	Client   *paddock.Client
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	logs   lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// ImagesDir is the image store every daemon of the run shares, so Debian's
+// base image is built once per machine (PADDOCK_TEST_IMAGE_CACHE).
+func ImagesDir(t testing.TB) string {
+	if d := os.Getenv("PADDOCK_TEST_IMAGE_CACHE"); d != "" {
+		return d
+	}
+	return filepath.Join(os.TempDir(), "paddock-test-images")
+}
+
+// Start runs a daemon on a fresh state dir under a short path (agent
+// socket paths must fit in 107 bytes). t.Cleanup destroys its sandboxes,
+// stops it and fails the test if a container or mount of it is left.
+func Start(t testing.TB, o Options) *Daemon {
+	t.Helper()
+	RequireHost(t, false)
+	state, err := os.MkdirTemp("/tmp", "pa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{t: t, opts: o, StateDir: state, Socket: filepath.Join(state, "paddock.sock")}
+	d.Client = &paddock.Client{Socket: d.Socket}
+	d.Restart()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if !d.Running() {
+			d.Restart()
+		}
+		for range 3 {
+			list, err := d.Client.List(ctx, nil)
+			if err != nil || len(list) == 0 {
+				break
+			}
+			for _, s := range list {
+				_ = d.Client.Delete(ctx, s.ID)
+			}
+		}
+		d.Stop()
+		if left := Leftovers(state); len(left) > 0 {
+			t.Errorf("left behind by the daemon: %s", strings.Join(left, "; "))
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", d.Logs())
+		}
+		_ = os.RemoveAll(state)
+	})
+	return d
+}
+
+// Logs is everything the daemon printed.
+func (d *Daemon) Logs() string { return d.logs.String() }
+
+// Running says whether the daemon process is up.
+func (d *Daemon) Running() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cmd != nil
+}
+
+// Restart starts the daemon (again) and waits until it answers.
+func (d *Daemon) Restart() {
+	d.t.Helper()
+	args := append([]string{"serve", "--state-dir", d.StateDir, "--socket", d.Socket, "--log-level", "debug"}, d.opts.Args...)
+	cmd := exec.Command(Binary(d.t), args...)
+	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+ImagesDir(d.t), "PADDOCK_PREPARE_DEFAULT_IMAGE=false", "PADDOCK_PREVIEW_LISTEN=127.0.0.1:0")
+	cmd.Env = append(cmd.Env, d.opts.Env...)
+	cmd.Stdout, cmd.Stderr = &d.logs, &d.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	d.mu.Lock()
+	d.cmd, d.exited = cmd, exited
+	d.mu.Unlock()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		select {
+		case <-exited:
+			d.mu.Lock()
+			d.cmd = nil
+			d.mu.Unlock()
+			d.t.Fatalf("daemon exited at start:\n%s", d.Logs())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := d.Client.Health(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("daemon did not answer: %v\n%s", err, d.Logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop ends the daemon with SIGTERM (sandboxes keep running).
+func (d *Daemon) Stop() { d.end(syscall.SIGTERM) }
+
+// Kill9 ends the daemon with SIGKILL, as a crash would.
+func (d *Daemon) Kill9() { d.end(syscall.SIGKILL) }
+
+func (d *Daemon) end(sig syscall.Signal) {
+	d.mu.Lock()
+	cmd, exited := d.cmd, d.exited
+	d.cmd = nil
+	d.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// Leftovers lists the containers and mounts under a state dir: after a
+// daemon destroyed all its sandboxes and stopped, there must be none.
+// They are removed as they are found, so one failure does not leak into
+// the next test.
+func Leftovers(state string) []string {
+	var left []string
+	for _, rt := range []string{"runc", "runsc"} {
+		root := filepath.Join(state, "runtime", rt, "state")
+		if _, err := os.Stat(root); err != nil {
+			continue
+		}
+		out, err := exec.Command(rt, "--root", root, "list", "-q").Output()
+		if err != nil {
+			continue
+		}
+		for _, id := range strings.Fields(string(out)) {
+			left = append(left, rt+" container "+id)
+			_ = exec.Command(rt, "--root", root, "delete", "--force", id).Run()
+		}
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return left
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], state+"/") {
+			mounts = append(mounts, f[4])
+		}
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		left = append(left, "mount "+mounts[i])
+		_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
+	}
+	return left
+}
