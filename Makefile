@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/paddock-dev/paddock/internal/daemon.Version=$(VERSION)
 export CGO_ENABLED = 0
 
-.PHONY: all build run test deps generate vet bench clean
+.PHONY: all build run test deps generate vet bench soak clean
 
 all: build
 
@@ -34,6 +34,15 @@ vet:
 bench: build
 	PADDOCK_BENCH_DEPS=1 ./scripts/install-deps.sh
 	./bench/run.sh
+
+## soak: 100 sandboxes, 10,000 commands and 100 daemon kill -9s, with every
+## check after each; the figures go to bench/results/.
+soak:
+	@PADDOCK_TEST_DEPS=1 ./scripts/install-deps.sh
+	mkdir -p bench/results
+	PADDOCK_SOAK=100,10000,100 PADDOCK_SOAK_OUT=$(CURDIR)/bench/results/$$(date +%F)-soak.txt \
+		PADDOCK_TEST_IMAGE_CACHE=$${PADDOCK_TEST_IMAGE_CACHE:-/var/cache/paddock-test/images} \
+		$(GO) test -count=1 -v -timeout 90m -run 'TestSoak$$' ./test/adversarial/
 
 clean:
 	rm -rf bin .test-output internal/agentbin/paddock-agent.gz
