@@ -7,10 +7,10 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
-// transitions is the lifecycle of DESIGN.md: creating -> running <-> paused,
-// running -> stopping -> stopped -> running, any -> destroying -> destroyed,
-// and error from anywhere a step can fail. A stopped sandbox starts again
-// through creating (its filesystem is kept).
+// transitions is the sandbox lifecycle (docs/architecture.md): creating ->
+// running <-> paused, running -> stopping -> stopped -> running, any ->
+// destroying -> destroyed, and error from anywhere a step can fail. A
+// stopped sandbox starts again through creating (its filesystem is kept).
 var transitions = map[string][]string{
 	api.StateCreating:   {api.StateRunning, api.StateError, api.StateDestroying},
 	api.StateRunning:    {api.StatePaused, api.StateStopping, api.StateError, api.StateDestroying},

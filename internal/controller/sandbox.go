@@ -457,7 +457,7 @@ func (c *Controller) destroy(ctx context.Context, ref, reason string) error {
 }
 
 // Agent returns a running sandbox's agent client, starting a stopped
-// sandbox first (transparently, as DESIGN.md's lifecycle says), and counts
+// sandbox first (transparently: see docs/architecture.md), and counts
 // the call as activity. done must be called when the caller is finished.
 func (c *Controller) Agent(ctx context.Context, ref string) (ag *client.Client, id string, done func(), err error) {
 	rec, err := c.resolve(ctx, ref)
