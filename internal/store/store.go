@@ -47,7 +47,12 @@ type Key struct {
 	Prefix     string // first characters of the secret, for display
 	SecretHash []byte // sha256 of the secret
 	// Scope is api.KeyScopeOwn or api.KeyScopeAll; "" is stored as own.
-	Scope     string
+	Scope string
+	// CreatedBy is the caller that created the key: an API key id, or
+	// api.CallerLocal for the unix socket; "" for keys older than the
+	// record (migration 0011). A key of scope own manages only the keys
+	// it created.
+	CreatedBy string
 	CreatedAt time.Time
 }
 

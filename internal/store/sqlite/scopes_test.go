@@ -46,8 +46,8 @@ func TestMigrateScopesUpgrade(t *testing.T) {
 	st := openAt(t, path)
 
 	k, err := st.GetKey(ctx, "0123456789abcdef")
-	if err != nil || k.Scope != api.KeyScopeAll {
-		t.Fatalf("key from before scopes: %+v %v, want scope all", k, err)
+	if err != nil || k.Scope != api.KeyScopeAll || k.CreatedBy != "" {
+		t.Fatalf("key from before scopes: %+v %v, want scope all, created by no one", k, err)
 	}
 	snap, err := st.GetSnapshot(ctx, "snapold")
 	if err != nil || snap.Owner != "" {
