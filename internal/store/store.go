@@ -73,8 +73,10 @@ type StateChange struct {
 type Store interface {
 	CreateSandbox(ctx context.Context, s *Sandbox) error
 	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
-	// GetSandboxByName finds a sandbox that is not destroyed by name.
-	GetSandboxByName(ctx context.Context, name string) (*Sandbox, error)
+	// SandboxesByName lists the sandboxes that are not destroyed named
+	// name, oldest first, none being an empty list. Names are unique per
+	// owner (KeyID): two owners may each hold one.
+	SandboxesByName(ctx context.Context, name string) ([]*Sandbox, error)
 	// ListSandboxes returns sandboxes not destroyed, oldest first, whose
 	// labels include every pair in labels (nil = all).
 	ListSandboxes(ctx context.Context, labels map[string]string) ([]*Sandbox, error)

@@ -92,8 +92,8 @@ func testOwners(t *testing.T, s store.Store) {
 		}
 		byID, err := s.GetSnapshot(ctx, snaps[i].ID)
 		checkErr(t, "GetSnapshot", err, nil)
-		byName, err := s.GetSnapshotByName(ctx, snaps[i].Name)
-		checkErr(t, "GetSnapshotByName", err, nil)
+		byName, err := snapshotNamed(ctx, s, snaps[i].Name)
+		checkErr(t, "SnapshotsByName", err, nil)
 		bk, err := s.GetBackup(ctx, bks[i].ID)
 		checkErr(t, "GetBackup", err, nil)
 		if byID.Owner != owner || byName.Owner != owner || bk.Owner != owner {
