@@ -349,7 +349,11 @@ type Key struct {
 	Name   string `json:"name"`
 	Prefix string `json:"prefix"`
 	// Scope is KeyScopeOwn or KeyScopeAll.
-	Scope     string    `json:"scope"`
+	Scope string `json:"scope"`
+	// CreatedBy is the id of the API key that created this one, or
+	// CallerLocal for the unix socket; empty for keys made before it was
+	// recorded.
+	CreatedBy string    `json:"created_by,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 }
 

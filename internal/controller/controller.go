@@ -208,28 +208,25 @@ func (c *Controller) forget(id string) {
 
 // resolve finds a live sandbox record by id or name that ctx's caller may
 // see; one it may not is not found, exactly like one that does not exist.
+// An id wins over a name; a name is resolved by pickNamed.
 func (c *Controller) resolve(ctx context.Context, ref string) (*store.Sandbox, error) {
 	if !validRef(ref) {
 		return nil, errdefs.Invalid("%q is not a valid sandbox id or name", ref)
 	}
-	var rec *store.Sandbox
-	var err error
 	if idRE.MatchString(ref) {
-		rec, err = c.opts.Store.GetSandbox(ctx, ref)
-	}
-	if rec == nil || rec.State == api.StateDestroyed {
-		rec, err = c.opts.Store.GetSandboxByName(ctx, ref)
-	}
-	if err != nil {
-		if errors.Is(err, errdefs.ErrNotFound) {
-			return nil, errdefs.NotFound("sandbox %q", ref)
+		rec, err := c.opts.Store.GetSandbox(ctx, ref)
+		if err == nil && rec.State != api.StateDestroyed && visible(ctx, rec.KeyID) {
+			return rec, nil
 		}
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return nil, err
+		}
+	}
+	held, err := c.opts.Store.SandboxesByName(ctx, ref)
+	if err != nil {
 		return nil, err
 	}
-	if rec.State == api.StateDestroyed || !visible(ctx, rec.KeyID) {
-		return nil, errdefs.NotFound("sandbox %q", ref)
-	}
-	return rec, nil
+	return pickNamed(ctx, "sandbox", ref, held, func(s *store.Sandbox) string { return s.KeyID })
 }
 
 func (c *Controller) backend(name string) (runtime.Backend, error) {

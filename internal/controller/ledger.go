@@ -144,21 +144,26 @@ func (c *Controller) ledgerTarget(ctx context.Context, ref string) (id, name str
 		return "", "", err
 	}
 	c.purgeLedgers(ctx) // a ledger past its retention is gone on the dot, not at the next purge
-	id, lerr := c.opts.Store.LedgerSandbox(ctx, ref)
+	ids, lerr := c.opts.Store.LedgerSandboxes(ctx, ref)
 	if lerr != nil {
 		if errors.Is(lerr, errdefs.ErrNotFound) {
 			return "", "", errdefs.NotFound("sandbox %q (and no ledger kept for it)", ref)
 		}
 		return "", "", lerr
 	}
-	owner := "" // a record gone with its sandbox: only callers who see all see its ledger
-	if old, gerr := c.opts.Store.GetSandbox(ctx, id); gerr == nil {
-		name, owner = old.Name, old.KeyID
+	// Names are per owner: the newest ledger under a name may be another
+	// owner's sandbox; the caller's is the newest of those it sees.
+	for _, id := range ids {
+		owner := "" // a record gone with its sandbox: only callers who see all see its ledger
+		name := ""
+		if old, gerr := c.opts.Store.GetSandbox(ctx, id); gerr == nil {
+			name, owner = old.Name, old.KeyID
+		}
+		if visible(ctx, owner) {
+			return id, name, nil
+		}
 	}
-	if !visible(ctx, owner) {
-		return "", "", errdefs.NotFound("sandbox %q (and no ledger kept for it)", ref)
-	}
-	return id, name, nil
+	return "", "", errdefs.NotFound("sandbox %q (and no ledger kept for it)", ref)
 }
 
 // Ledger returns one page of a sandbox's ledger; it works after the sandbox

@@ -112,7 +112,7 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	tp.apply(rec)
 	if req.Name != "" && idRE.MatchString(req.Name) {
 		// A name that is some sandbox's id would make addressing ambiguous.
-		if other, err := c.opts.Store.GetSandbox(ctx, req.Name); err == nil && other.State != api.StateDestroyed {
+		if other, err := c.opts.Store.GetSandbox(ctx, req.Name); err == nil && other.State != api.StateDestroyed && visible(ctx, other.KeyID) {
 			return nil, errSandboxNameTaken(req.Name)
 		}
 	}

@@ -112,14 +112,42 @@ func (c *Controller) visibleSandboxes(ctx context.Context) (map[string]bool, err
 	return out, nil
 }
 
-// Names are global: two owners cannot hold one name. A name another owner
-// holds is refused with these, which say the name is taken and nothing of
-// who holds it or what it names.
+// Names are per owner: two owners may each hold a sandbox (or snapshot)
+// named dev, and creating one under a name only another owner holds
+// succeeds, so a name never tells one owner that another has something.
+// A name ctx's caller already holds is refused with these.
 
 func errSandboxNameTaken(name string) error {
-	return fmt.Errorf("sandbox name %q is taken: %w", name, errdefs.ErrConflict)
+	return fmt.Errorf("you already have a sandbox named %q: %w", name, errdefs.ErrConflict)
 }
 
 func errSnapshotNameTaken(name string) error {
-	return fmt.Errorf("snapshot name %q is taken: %w", name, errdefs.ErrConflict)
+	return fmt.Errorf("you already have a snapshot named %q: %w", name, errdefs.ErrConflict)
+}
+
+// pickNamed is what name means to ctx's caller among the things of kind
+// what that hold it (at most one per owner): the caller's own first; for
+// a caller that sees everything, else the one other owner's; when several
+// other owners hold it, a conflict asking for an id, since guessing would
+// act on the wrong one. A caller of scope own sees only its own, so for it
+// a name is never ambiguous and another owner's is not found.
+func pickNamed[T any](ctx context.Context, what, name string, held []T, owner func(T) string) (T, error) {
+	var zero T
+	me := Caller(ctx)
+	var seen []T
+	for _, x := range held {
+		if owner(x) == me {
+			return x, nil
+		}
+		if visible(ctx, owner(x)) {
+			seen = append(seen, x)
+		}
+	}
+	switch len(seen) {
+	case 0:
+		return zero, errdefs.NotFound("%s %q", what, name)
+	case 1:
+		return seen[0], nil
+	}
+	return zero, fmt.Errorf("%d owners each have a %s named %q; name it by its id: %w", len(seen), what, name, errdefs.ErrConflict)
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/paddock-dev/paddock/api"
@@ -76,6 +77,48 @@ func TestCallerScope(t *testing.T) {
 			}
 			if err != nil && !errors.Is(err, errdefs.ErrPermissionDenied) {
 				t.Errorf("requireScopeAll = %v, want permission denied", err)
+			}
+		})
+	}
+}
+
+// TestPickNamed: what a name means to each kind of caller when owners
+// share it: an own key only ever its own, an all caller its own first,
+// then the only other, and a conflict naming no owner when several hold it.
+func TestPickNamed(t *testing.T) {
+	const keyA, keyB, ops = "0123456789abcdef", "fedcba9876543210", "00000000000000aa"
+	type thing struct{ id, owner string }
+	owner := func(x thing) string { return x.owner }
+	a, b, o, l := thing{"sb-a", keyA}, thing{"sb-b", keyB}, thing{"sb-o", ops}, thing{"sb-l", api.CallerLocal}
+	tests := []struct {
+		name          string
+		caller, scope string
+		held          []thing
+		want          string
+		err           error
+	}{
+		{"own key, its own among others", keyA, api.KeyScopeOwn, []thing{b, a, o}, "sb-a", nil},
+		{"own key, only another's", keyA, api.KeyScopeOwn, []thing{b}, "", errdefs.ErrNotFound},
+		{"own key, only the socket's", keyA, api.KeyScopeOwn, []thing{l}, "", errdefs.ErrNotFound},
+		{"own key, none", keyA, api.KeyScopeOwn, nil, "", errdefs.ErrNotFound},
+		{"all key, its own first", ops, api.KeyScopeAll, []thing{a, b, o}, "sb-o", nil},
+		{"all key, the only holder", ops, api.KeyScopeAll, []thing{b}, "sb-b", nil},
+		{"all key, two holders", ops, api.KeyScopeAll, []thing{a, b}, "", errdefs.ErrConflict},
+		{"socket, its own first", api.CallerLocal, "", []thing{a, l, b}, "sb-l", nil},
+		{"socket, two holders", api.CallerLocal, "", []thing{a, b}, "", errdefs.ErrConflict},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := WithCaller(context.Background(), tt.caller, tt.scope)
+			got, err := pickNamed(ctx, "sandbox", "dev", tt.held, owner)
+			if !errors.Is(err, tt.err) || (tt.err == nil && err != nil) || got.id != tt.want {
+				t.Fatalf("pickNamed = %q, %v; want %q, %v", got.id, err, tt.want, tt.err)
+			}
+			if err != nil && (strings.Contains(err.Error(), keyA) || strings.Contains(err.Error(), keyB) || strings.Contains(err.Error(), "sb-")) {
+				t.Errorf("the error names an owner or a sandbox: %v", err)
+			}
+			if errors.Is(err, errdefs.ErrNotFound) && err.Error() != errdefs.NotFound("sandbox %q", "dev").Error() {
+				t.Errorf("not found %q differs from a name nobody holds", err)
 			}
 		})
 	}

@@ -63,6 +63,9 @@ func (c *Controller) CreateSnapshot(ctx context.Context, ref string, req api.Cre
 	return c.snapshotAPI(snap), nil
 }
 
+// validSnapshotName checks a name for a snapshot ctx's caller is about to
+// own: free among its own snapshots (other owners' names are theirs), and
+// not the id of a snapshot it sees.
 func (c *Controller) validSnapshotName(ctx context.Context, name string) error {
 	if name == "" {
 		return nil
@@ -72,11 +75,18 @@ func (c *Controller) validSnapshotName(ctx context.Context, name string) error {
 	}
 	if idRE.MatchString(name) {
 		// A name that could be an id would make addressing ambiguous.
-		if _, err := c.opts.Store.GetSnapshot(ctx, name); err == nil {
+		if s, err := c.opts.Store.GetSnapshot(ctx, name); err == nil && visible(ctx, s.Owner) {
 			return errSnapshotNameTaken(name)
 		}
 	}
-	if s, err := c.opts.Store.GetSnapshotByName(ctx, name); err == nil {
+	held, err := c.opts.Store.SnapshotsByName(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, s := range held {
+		if s.Owner != Caller(ctx) {
+			continue
+		}
 		if !c.expired(s) {
 			return errSnapshotNameTaken(name)
 		}
@@ -249,7 +259,8 @@ func (c *Controller) snapshotAPI(s *store.Snapshot) *api.Snapshot {
 
 // resolveSnapshot finds a snapshot by id or name that ctx's caller may
 // see (another owner's is not found, as if it did not exist). An expired
-// snapshot the collector has not deleted yet is not found either.
+// snapshot the collector has not deleted yet is not found either. An id
+// wins over a name; a name is resolved by pickNamed.
 func (c *Controller) resolveSnapshot(ctx context.Context, ref string) (*store.Snapshot, error) {
 	if !validRef(ref) {
 		return nil, errdefs.Invalid("%q is not a valid snapshot id or name", truncate(ref, 80))
@@ -257,9 +268,6 @@ func (c *Controller) resolveSnapshot(ctx context.Context, ref string) (*store.Sn
 	s, err := c.lookupSnapshot(ctx, ref)
 	if err != nil {
 		return nil, err
-	}
-	if !visible(ctx, s.Owner) {
-		return nil, errdefs.NotFound("snapshot %q", ref)
 	}
 	if c.expired(s) {
 		return nil, errdefs.NotFound("snapshot %q (it expired at %s)", ref, s.ExpiresAt.Format(time.RFC3339))
@@ -269,13 +277,25 @@ func (c *Controller) resolveSnapshot(ctx context.Context, ref string) (*store.Sn
 
 func (c *Controller) lookupSnapshot(ctx context.Context, ref string) (*store.Snapshot, error) {
 	if idRE.MatchString(ref) {
-		if s, err := c.opts.Store.GetSnapshot(ctx, ref); err == nil {
+		s, err := c.opts.Store.GetSnapshot(ctx, ref)
+		if err == nil && visible(ctx, s.Owner) {
 			return s, nil
 		}
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return nil, err
+		}
 	}
-	s, err := c.opts.Store.GetSnapshotByName(ctx, ref)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return nil, errdefs.NotFound("snapshot %q", ref)
+	held, err := c.opts.Store.SnapshotsByName(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	owner := func(s *store.Snapshot) string { return s.Owner }
+	// Another owner's expired snapshot, not collected yet, makes no name
+	// ambiguous; it is found only when nothing else is, to say it expired.
+	live := slices.DeleteFunc(slices.Clone(held), func(s *store.Snapshot) bool { return s.Owner != Caller(ctx) && c.expired(s) })
+	s, err := pickNamed(ctx, "snapshot", ref, live, owner)
+	if errors.Is(err, errdefs.ErrNotFound) && len(live) < len(held) {
+		return pickNamed(ctx, "snapshot", ref, held, owner)
 	}
 	return s, err
 }

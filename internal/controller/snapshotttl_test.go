@@ -107,7 +107,7 @@ func TestSnapshotTTLRenewal(t *testing.T) {
 	check("restored after the ttl change", "1h0m0s", day0.Add(41*day+90*time.Minute))
 
 	// A create refused after planning (the name is taken) renews nothing.
-	if err := c.opts.Store.CreateSandbox(ctx, &store.Sandbox{ID: "sbtaken", Name: "taken", State: api.StateStopped, CreatedAt: day0}); err != nil {
+	if err := c.opts.Store.CreateSandbox(ctx, &store.Sandbox{ID: "sbtaken", Name: "taken", State: api.StateStopped, CreatedAt: day0, KeyID: api.CallerLocal}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Set(day0.Add(41*day + 50*time.Minute))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
@@ -130,7 +131,11 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 		if err := validateName(req.Name); err != nil {
 			return nil, err
 		}
-		if _, err := c.opts.Store.GetSandboxByName(ctx, req.Name); err == nil {
+		held, err := c.opts.Store.SandboxesByName(ctx, req.Name)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(held, func(s *store.Sandbox) bool { return s.KeyID == Caller(ctx) }) {
 			return nil, errSandboxNameTaken(req.Name)
 		}
 	}

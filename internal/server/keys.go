@@ -108,6 +108,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		Prefix:     secret[:len(prefix)+6],
 		SecretHash: HashKey(secret),
 		Scope:      scope,
+		CreatedBy:  controller.Caller(r.Context()),
 		CreatedAt:  time.Now().UTC(),
 	}
 	if err := s.opts.Store.CreateKey(r.Context(), k); err != nil {
@@ -125,19 +126,46 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.KeyList{Keys: make([]api.Key, 0, len(keys))}
 	for _, k := range keys {
-		out.Keys = append(out.Keys, toAPIKey(k))
+		if mayManageKey(r, k) {
+			out.Keys = append(out.Keys, toAPIKey(k))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
-	if err := s.opts.Store.DeleteKey(r.Context(), r.PathValue("id")); err != nil {
+	id := r.PathValue("id")
+	if controller.CallerScope(r.Context()) != api.KeyScopeAll {
+		// A key's creator never changes, so reading it first is not a race.
+		k, err := s.opts.Store.GetKey(r.Context(), id)
+		if err == nil && !mayManageKey(r, k) {
+			err = errdefs.NotFound("key %q", id) // as the store says of a missing key
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	if err := s.opts.Store.DeleteKey(r.Context(), id); err != nil {
 		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// mayManageKey is whether r's caller sees and may delete k: the unix socket
+// and keys of scope all manage every key; a key of scope own only the keys
+// it created. Any other key does not exist for it, the key itself
+// included: a key that could delete its creator's siblings, or list them,
+// would learn who else uses the daemon.
+func mayManageKey(r *http.Request, k *store.Key) bool {
+	ctx := r.Context()
+	if controller.CallerScope(ctx) == api.KeyScopeAll {
+		return true
+	}
+	return k.CreatedBy != "" && k.CreatedBy == controller.Caller(ctx)
+}
+
 func toAPIKey(k *store.Key) api.Key {
-	return api.Key{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Scope: k.Scope, CreatedAt: k.CreatedAt}
+	return api.Key{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Scope: k.Scope, CreatedBy: k.CreatedBy, CreatedAt: k.CreatedAt}
 }

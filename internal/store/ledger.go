@@ -37,10 +37,12 @@ type LedgerStore interface {
 	// Ledger lists a sandbox's entries with Seq > after, oldest first, at
 	// most limit of them. An unknown sandbox has an empty ledger.
 	Ledger(ctx context.Context, sandboxID string, after int64, limit int) ([]LedgerEntry, error)
-	// LedgerSandbox returns the id of the sandbox whose ledger ref names:
-	// ref is an id, or a name recorded in entries (the newest such
-	// sandbox wins). ErrNotFound when no ledger matches.
-	LedgerSandbox(ctx context.Context, ref string) (string, error)
+	// LedgerSandboxes returns the ids of the sandboxes whose ledger ref
+	// may name: ref itself when a ledger has that id, then the sandboxes
+	// whose entries recorded ref as their name, newest first, at most
+	// MaxLedgerNameMatches of them (names are per owner, so several owners'
+	// sandboxes may have used one). ErrNotFound when no ledger matches.
+	LedgerSandboxes(ctx context.Context, ref string) ([]string, error)
 	// PurgeLedgers deletes the ledgers of sandboxes that are destroyed (or
 	// whose record is gone) and whose newest entry is older than before.
 	// Ledgers of sandboxes that still exist are kept whatever their age.
@@ -117,3 +119,7 @@ type BackupStore interface {
 	// ExpiredBackups lists backups whose ExpiresAt is set and not after t.
 	ExpiredBackups(ctx context.Context, t time.Time) ([]*Backup, error)
 }
+
+// MaxLedgerNameMatches bounds how many sandboxes LedgerSandboxes returns
+// for one name.
+const MaxLedgerNameMatches = 100

@@ -42,7 +42,10 @@ type Snapshot struct {
 type SnapshotStore interface {
 	CreateSnapshot(ctx context.Context, s *Snapshot) error
 	GetSnapshot(ctx context.Context, id string) (*Snapshot, error)
-	GetSnapshotByName(ctx context.Context, name string) (*Snapshot, error)
+	// SnapshotsByName lists the snapshots named name, oldest first, none
+	// being an empty list. Names are unique per Owner: two owners may each
+	// hold one.
+	SnapshotsByName(ctx context.Context, name string) ([]*Snapshot, error)
 	// ListSnapshots lists all snapshots, oldest first.
 	ListSnapshots(ctx context.Context) ([]*Snapshot, error)
 	// SetSnapshotTTL sets a snapshot's TTL and its expiry together (both

@@ -47,7 +47,12 @@ type Key struct {
 	Prefix     string // first characters of the secret, for display
 	SecretHash []byte // sha256 of the secret
 	// Scope is api.KeyScopeOwn or api.KeyScopeAll; "" is stored as own.
-	Scope     string
+	Scope string
+	// CreatedBy is the caller that created the key: an API key id, or
+	// api.CallerLocal for the unix socket; "" for keys older than the
+	// record (migration 0011). A key of scope own manages only the keys
+	// it created.
+	CreatedBy string
 	CreatedAt time.Time
 }
 
@@ -68,8 +73,10 @@ type StateChange struct {
 type Store interface {
 	CreateSandbox(ctx context.Context, s *Sandbox) error
 	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
-	// GetSandboxByName finds a sandbox that is not destroyed by name.
-	GetSandboxByName(ctx context.Context, name string) (*Sandbox, error)
+	// SandboxesByName lists the sandboxes that are not destroyed named
+	// name, oldest first, none being an empty list. Names are unique per
+	// owner (KeyID): two owners may each hold one.
+	SandboxesByName(ctx context.Context, name string) ([]*Sandbox, error)
 	// ListSandboxes returns sandboxes not destroyed, oldest first, whose
 	// labels include every pair in labels (nil = all).
 	ListSandboxes(ctx context.Context, labels map[string]string) ([]*Sandbox, error)

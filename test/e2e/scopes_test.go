@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os/exec"
@@ -52,7 +53,8 @@ func sorted(ids ...string) []string {
 // TestScopesIsolateKeys runs one daemon with two API keys of scope own and
 // one of scope all, each with its sandboxes, snapshots, backups, secrets
 // and ledgers: an own key sees only its own, every route to another's is
-// the same 404 as to nothing at all, names stay global, injection rules
+// the same 404 as to nothing at all, sandbox and snapshot names are per
+// owner while secret names stay global, injection rules
 // cannot name another key's secret, shared resources are only read, and
 // the all key and the unix socket see everything.
 func TestScopesIsolateKeys(t *testing.T) {
@@ -236,20 +238,28 @@ func TestScopesIsolateKeys(t *testing.T) {
 		t.Fatalf("a's ledger after b's attempts: %v", err)
 	}
 
-	t.Run("names are global", func(t *testing.T) {
-		for _, c := range []struct {
-			what string
-			resp keyResp
-		}{
-			{"sandbox", b.raw.do("POST", "/v1/sandboxes", `{"image":"busybox","name":"`+ha.name+`"}`)},
-			{"snapshot", b.raw.do("POST", "/v1/sandboxes/"+hb.sb+"/snapshots", `{"name":"`+ha.snapName+`"}`)},
-			{"secret", b.raw.do("PUT", "/v1/secrets/"+ha.sec, `{"value":"b-overwrites"}`)},
-		} {
-			r := c.resp
-			if r.status != http.StatusConflict || !strings.Contains(r.err.Message, "is taken") ||
-				strings.Contains(r.err.Message, ha.sb) || strings.Contains(r.err.Message, a.key.ID) || strings.Contains(r.err.Message, ha.snap) {
-				t.Errorf("%s name held by a: %d %s, want 409 saying only that the name is taken", c.what, r.status, r.body)
+	t.Run("names", func(t *testing.T) {
+		// Sandbox and snapshot names are per owner: b takes a's names
+		// without learning that a holds them.
+		sb := b.raw.do("POST", "/v1/sandboxes", `{"image":"busybox","name":"`+ha.name+`"}`)
+		if sb.status != http.StatusCreated {
+			t.Errorf("b's sandbox named as a's: %d %s, want 201", sb.status, sb.body)
+		}
+		sn := b.raw.do("POST", "/v1/sandboxes/"+hb.sb+"/snapshots", `{"name":"`+ha.snapName+`"}`)
+		if sn.status != http.StatusCreated {
+			t.Errorf("b's snapshot named as a's: %d %s, want 201", sn.status, sn.body)
+		}
+		var made api.Sandbox
+		if json.Unmarshal(sb.body, &made) == nil && made.ID != "" {
+			if err := b.sdk.Delete(ctx, made.ID); err != nil {
+				t.Error(err)
 			}
+		}
+		// Secret names are still global: another owner's is taken.
+		r := b.raw.do("PUT", "/v1/secrets/"+ha.sec, `{"value":"b-overwrites"}`)
+		if r.status != http.StatusConflict || !strings.Contains(r.err.Message, "is taken") ||
+			strings.Contains(r.err.Message, ha.sb) || strings.Contains(r.err.Message, a.key.ID) {
+			t.Errorf("secret name held by a: %d %s, want 409 saying only that the name is taken", r.status, r.body)
 		}
 		// a's secret is still a's, never replaced.
 		secs, _ := all.sdk.ListSecrets(ctx)

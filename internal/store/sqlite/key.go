@@ -12,7 +12,7 @@ import (
 )
 
 // keyColumns are read in scanKey's order.
-const keyColumns = `id, name, prefix, secret_hash, scope, created_at`
+const keyColumns = `id, name, prefix, secret_hash, scope, created_by, created_at`
 
 // CreateKey inserts k. A zero CreatedAt becomes now and an empty Scope
 // becomes own (the narrower one); both are written back.
@@ -30,8 +30,8 @@ func (st *Store) CreateKey(ctx context.Context, k *store.Key) error {
 	}
 	err := st.writeTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
-			`INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
-			k.ID, k.Name, k.Prefix, k.SecretHash, scope, nanos(created))
+			`INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, k.Name, k.Prefix, k.SecretHash, scope, k.CreatedBy, nanos(created))
 		if isUniqueViolation(err) {
 			// The hash colliding means the same secret twice, which only a
 			// broken generator produces; either way the key is refused.
@@ -54,7 +54,7 @@ func scanKey(sc scanner) (*store.Key, error) {
 		k       store.Key
 		created sql.NullInt64
 	)
-	if err := sc.Scan(&k.ID, &k.Name, &k.Prefix, &k.SecretHash, &k.Scope, &created); err != nil {
+	if err := sc.Scan(&k.ID, &k.Name, &k.Prefix, &k.SecretHash, &k.Scope, &k.CreatedBy, &created); err != nil {
 		return nil, err
 	}
 	k.CreatedAt = fromNanos(created)

@@ -144,25 +144,44 @@ func (st *Store) Ledger(ctx context.Context, sandboxID string, after int64, limi
 	return out, nil
 }
 
-// LedgerSandbox finds whose ledger ref names; an id wins over a name.
-func (st *Store) LedgerSandbox(ctx context.Context, ref string) (string, error) {
+// LedgerSandboxes finds whose ledgers ref may name: an id first, then the
+// sandboxes that used it as a name, newest first.
+func (st *Store) LedgerSandboxes(ctx context.Context, ref string) ([]string, error) {
 	if err := checkID("sandbox id or name", ref); err != nil {
-		return "", err
+		return nil, err
 	}
+	var out []string
 	var id string
 	err := st.r.QueryRowContext(ctx,
 		`SELECT sandbox_id FROM ledger WHERE sandbox_id = ? LIMIT 1`, ref).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = st.r.QueryRowContext(ctx,
-			`SELECT sandbox_id FROM ledger WHERE sandbox_name = ? ORDER BY seq DESC LIMIT 1`, ref).Scan(&id)
+	switch {
+	case err == nil:
+		out = append(out, id)
+	case !errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("store: find the ledger of %q: %w", ref, ctxErr(ctx, err))
 	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", errdefs.NotFound("no ledger for sandbox %q", ref)
-	}
+	rows, err := st.r.QueryContext(ctx,
+		`SELECT sandbox_id FROM ledger WHERE sandbox_name = ? GROUP BY sandbox_id ORDER BY max(seq) DESC LIMIT ?`,
+		ref, store.MaxLedgerNameMatches)
 	if err != nil {
-		return "", fmt.Errorf("store: find the ledger of %q: %w", ref, ctxErr(ctx, err))
+		return nil, fmt.Errorf("store: find the ledgers named %q: %w", ref, ctxErr(ctx, err))
 	}
-	return id, nil
+	defer rows.Close()
+	for rows.Next() {
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: find the ledgers named %q: %w", ref, err)
+		}
+		if len(out) == 0 || id != out[0] {
+			out = append(out, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: find the ledgers named %q: %w", ref, ctxErr(ctx, err))
+	}
+	if len(out) == 0 {
+		return nil, errdefs.NotFound("no ledger for sandbox %q", ref)
+	}
+	return out, nil
 }
 
 // PurgeLedgers deletes expired ledgers of sandboxes that are gone.

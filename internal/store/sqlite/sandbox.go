@@ -136,15 +136,16 @@ func (st *Store) CreateSandbox(ctx context.Context, s *store.Sandbox) error {
 	return nil
 }
 
-// checkNameFree reports ErrConflict when another live sandbox holds s's name.
+// checkNameFree reports ErrConflict when another live sandbox of s's owner
+// holds s's name; other owners' names are theirs.
 func checkNameFree(ctx context.Context, tx *sql.Tx, s *store.Sandbox) error {
 	if s.Name == "" || s.State == api.StateDestroyed {
 		return nil
 	}
 	var other string
 	err := tx.QueryRowContext(ctx,
-		`SELECT id FROM sandboxes WHERE name = ? AND state <> ? AND id <> ?`,
-		s.Name, api.StateDestroyed, s.ID).Scan(&other)
+		`SELECT id FROM sandboxes WHERE key_id = ? AND name = ? AND state <> ? AND id <> ?`,
+		s.KeyID, s.Name, api.StateDestroyed, s.ID).Scan(&other)
 	switch {
 	case err == nil:
 		return fmt.Errorf("sandbox name %q is in use by sandbox %q: %w", s.Name, other, errdefs.ErrConflict)
@@ -174,24 +175,34 @@ func (st *Store) GetSandbox(ctx context.Context, id string) (*store.Sandbox, err
 	return s, nil
 }
 
-// GetSandboxByName returns the live (not destroyed) sandbox named name.
-func (st *Store) GetSandboxByName(ctx context.Context, name string) (*store.Sandbox, error) {
+// SandboxesByName returns the live (not destroyed) sandboxes named name,
+// one at most per owner, oldest first.
+func (st *Store) SandboxesByName(ctx context.Context, name string) ([]*store.Sandbox, error) {
 	if name == "" {
 		return nil, errdefs.Invalid("sandbox name is empty")
 	}
 	if err := checkText("sandbox name", name, maxNameLen); err != nil {
 		return nil, err
 	}
-	s, err := scanSandbox(st.r.QueryRowContext(ctx,
-		`SELECT `+sandboxColumns+` FROM sandboxes WHERE name = ? AND state <> ?`,
-		name, api.StateDestroyed))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errdefs.NotFound("sandbox named %q", name)
-	}
+	rows, err := st.r.QueryContext(ctx,
+		`SELECT `+sandboxColumns+` FROM sandboxes WHERE name = ? AND state <> ? ORDER BY created_at, rowid`,
+		name, api.StateDestroyed)
 	if err != nil {
-		return nil, fmt.Errorf("store: get sandbox named %q: %w", name, ctxErr(ctx, err))
+		return nil, fmt.Errorf("store: sandboxes named %q: %w", name, ctxErr(ctx, err))
 	}
-	return s, nil
+	defer rows.Close()
+	var out []*store.Sandbox
+	for rows.Next() {
+		s, err := scanSandbox(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: sandboxes named %q: %w", name, err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: sandboxes named %q: %w", name, ctxErr(ctx, err))
+	}
+	return out, nil
 }
 
 // ListSandboxes returns live sandboxes carrying every label in labels,

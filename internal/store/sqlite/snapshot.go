@@ -119,15 +119,16 @@ func (st *Store) GetSnapshot(ctx context.Context, id string) (*store.Snapshot, e
 	return st.getSnapshot(ctx, `id = ?`, id, "snapshot %q")
 }
 
-// GetSnapshotByName returns the snapshot named name.
-func (st *Store) GetSnapshotByName(ctx context.Context, name string) (*store.Snapshot, error) {
+// SnapshotsByName returns the snapshots named name, one at most per owner,
+// oldest first.
+func (st *Store) SnapshotsByName(ctx context.Context, name string) ([]*store.Snapshot, error) {
 	if name == "" {
 		return nil, errdefs.Invalid("snapshot name is empty")
 	}
 	if err := checkText("snapshot name", name, maxNameLen); err != nil {
 		return nil, err
 	}
-	return st.getSnapshot(ctx, `name = ?`, name, "snapshot named %q")
+	return st.listSnapshots(ctx, "snapshots named", `WHERE name = ?`, name)
 }
 
 func (st *Store) getSnapshot(ctx context.Context, where, arg, what string) (*store.Snapshot, error) {
@@ -143,21 +144,25 @@ func (st *Store) getSnapshot(ctx context.Context, where, arg, what string) (*sto
 
 // ListSnapshots lists every snapshot, oldest first.
 func (st *Store) ListSnapshots(ctx context.Context) ([]*store.Snapshot, error) {
-	rows, err := st.r.QueryContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots ORDER BY created_at, rowid`)
+	return st.listSnapshots(ctx, "list snapshots", ``)
+}
+
+func (st *Store) listSnapshots(ctx context.Context, what, where string, args ...any) ([]*store.Snapshot, error) {
+	rows, err := st.r.QueryContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots `+where+` ORDER BY created_at, rowid`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: list snapshots: %w", ctxErr(ctx, err))
+		return nil, fmt.Errorf("store: %s: %w", what, ctxErr(ctx, err))
 	}
 	defer rows.Close()
 	var out []*store.Snapshot
 	for rows.Next() {
 		s, err := scanSnapshot(rows)
 		if err != nil {
-			return nil, fmt.Errorf("store: list snapshots: %w", err)
+			return nil, fmt.Errorf("store: %s: %w", what, err)
 		}
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list snapshots: %w", ctxErr(ctx, err))
+		return nil, fmt.Errorf("store: %s: %w", what, ctxErr(ctx, err))
 	}
 	return out, nil
 }

@@ -109,10 +109,11 @@ func TestReopenKeepsData(t *testing.T) {
 	}
 
 	second := openAt(t, path)
-	got, err := second.GetSandboxByName(ctx, "keep")
-	if err != nil {
-		t.Fatalf("after reopen: %v", err)
+	named, err := second.SandboxesByName(ctx, "keep")
+	if err != nil || len(named) != 1 {
+		t.Fatalf("after reopen: %d named keep, %v", len(named), err)
 	}
+	got := named[0]
 	if got.ID != "sb-1" || got.Labels["a"] != "b" || !got.CreatedAt.Equal(sb.CreatedAt) {
 		t.Errorf("after reopen: %+v, want %+v", got, sb)
 	}

@@ -185,6 +185,9 @@ func validateKey(k *store.Key) error {
 	default:
 		return errdefs.Invalid("key scope %q: want %s or %s", truncate(k.Scope), api.KeyScopeOwn, api.KeyScopeAll)
 	}
+	if err := checkText("key creator", k.CreatedBy, maxNameLen); err != nil {
+		return err
+	}
 	return checkTime("created_at", k.CreatedAt)
 }
 

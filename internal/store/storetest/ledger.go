@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,16 +70,16 @@ func testLedger(t *testing.T, s store.Store) {
 		{"sb-l2", "sb-l2", nil},
 		{"nobody", "", errdefs.ErrNotFound},
 	} {
-		id, err := s.LedgerSandbox(ctx, c.ref)
-		checkErr(t, "LedgerSandbox("+c.ref+")", err, c.err)
-		if id != c.want {
-			t.Errorf("LedgerSandbox(%s) = %q, want %q", c.ref, id, c.want)
+		ids, err := s.LedgerSandboxes(ctx, c.ref)
+		checkErr(t, "LedgerSandboxes("+c.ref+")", err, c.err)
+		if id := strings.Join(ids, ","); id != c.want {
+			t.Errorf("LedgerSandboxes(%s) = %q, want %q", c.ref, id, c.want)
 		}
 	}
-	// A later sandbox with the same name takes the name over.
+	// A later sandbox with the same name comes first, the older one after.
 	checkErr(t, "AppendLedger", s.AppendLedger(ctx, &store.LedgerEntry{SandboxID: "sb-l3", SandboxName: "dev", Kind: "create", Source: store.SourcePaddock}), nil)
-	if id, _ := s.LedgerSandbox(ctx, "dev"); id != "sb-l3" {
-		t.Errorf("LedgerSandbox(dev) = %q after a newer sandbox named dev, want sb-l3", id)
+	if ids, _ := s.LedgerSandboxes(ctx, "dev"); strings.Join(ids, ",") != "sb-l3,sb-l1" {
+		t.Errorf("LedgerSandboxes(dev) = %q after a newer sandbox named dev, want sb-l3, sb-l1", ids)
 	}
 
 	bad := []store.LedgerEntry{

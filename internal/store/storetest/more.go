@@ -91,10 +91,10 @@ func testUpdateConflicts(t *testing.T, s store.Store) {
 	mustUpdate(t, s, holder)
 	mine.State = api.StateRunning
 	mustUpdate(t, s, mine) // the name is free again
-	got, err := s.GetSandboxByName(ctx, "held")
-	checkErr(t, "GetSandboxByName", err, nil)
+	got, err := sandboxNamed(ctx, s, "held")
+	checkErr(t, "SandboxesByName", err, nil)
 	if got.ID != "sb-mine" {
-		t.Errorf("GetSandboxByName(held) = %q, want sb-mine", got.ID)
+		t.Errorf("SandboxesByName(held) = %q, want sb-mine", got.ID)
 	}
 }
 
@@ -388,9 +388,9 @@ func testConcurrentSameName(t *testing.T, s store.Store) {
 	if len(winners) != 1 || conflicts != workers-1 {
 		t.Fatalf("%d creates won (%v) and %d conflicted; want exactly one winner", len(winners), winners, conflicts)
 	}
-	got, err := s.GetSandboxByName(ctx, "contested")
-	checkErr(t, "GetSandboxByName", err, nil)
+	got, err := sandboxNamed(ctx, s, "contested")
+	checkErr(t, "SandboxesByName", err, nil)
 	if got.ID != winners[0] {
-		t.Errorf("GetSandboxByName = %q, want the winner %q", got.ID, winners[0])
+		t.Errorf("SandboxesByName = %q, want the winner %q", got.ID, winners[0])
 	}
 }

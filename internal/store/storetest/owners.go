@@ -23,7 +23,7 @@ func testKeyScopes(t *testing.T, s store.Store) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {
-			k := &store.Key{ID: tt.id, Name: tt.id, SecretHash: hash(tt.id), Scope: tt.scope}
+			k := &store.Key{ID: tt.id, Name: tt.id, SecretHash: hash(tt.id), Scope: tt.scope, CreatedBy: "creator-" + tt.id}
 			checkErr(t, "CreateKey", s.CreateKey(ctx, k), tt.err)
 			if tt.err != nil {
 				_, err := s.GetKey(ctx, tt.id)
@@ -40,6 +40,9 @@ func testKeyScopes(t *testing.T, s store.Store) {
 			if byID.Scope != tt.want || byHash.Scope != tt.want || byID.Name != tt.id {
 				t.Errorf("GetKey %+v, KeyByHash %+v: want scope %q", byID, byHash, tt.want)
 			}
+			if byID.CreatedBy != k.CreatedBy || byHash.CreatedBy != k.CreatedBy {
+				t.Errorf("GetKey created by %q, KeyByHash %q: want %q", byID.CreatedBy, byHash.CreatedBy, k.CreatedBy)
+			}
 		})
 	}
 	list, err := s.ListKeys(ctx)
@@ -47,6 +50,9 @@ func testKeyScopes(t *testing.T, s store.Store) {
 	for _, k := range list {
 		if k.Scope != api.KeyScopeOwn && k.Scope != api.KeyScopeAll {
 			t.Errorf("ListKeys: %s has scope %q", k.ID, k.Scope)
+		}
+		if k.CreatedBy != "creator-"+k.ID {
+			t.Errorf("ListKeys: %s created by %q", k.ID, k.CreatedBy)
 		}
 	}
 	_, err = s.GetKey(ctx, "key-none")
@@ -86,8 +92,8 @@ func testOwners(t *testing.T, s store.Store) {
 		}
 		byID, err := s.GetSnapshot(ctx, snaps[i].ID)
 		checkErr(t, "GetSnapshot", err, nil)
-		byName, err := s.GetSnapshotByName(ctx, snaps[i].Name)
-		checkErr(t, "GetSnapshotByName", err, nil)
+		byName, err := snapshotNamed(ctx, s, snaps[i].Name)
+		checkErr(t, "SnapshotsByName", err, nil)
 		bk, err := s.GetBackup(ctx, bks[i].ID)
 		checkErr(t, "GetBackup", err, nil)
 		if byID.Owner != owner || byName.Owner != owner || bk.Owner != owner {

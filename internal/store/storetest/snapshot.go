@@ -26,7 +26,7 @@ func testSnapshots(t *testing.T, s store.Store) {
 	if err != nil || !reflect.DeepEqual(got, snap) {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
-	if got, err := s.GetSnapshotByName(ctx, "after-deps"); err != nil || got.ID != "sn1" {
+	if got, err := snapshotNamed(ctx, s, "after-deps"); err != nil || got.ID != "sn1" {
 		t.Fatalf("by name: %+v %v", got, err)
 	}
 	dup := *snap
@@ -70,7 +70,7 @@ func testSnapshots(t *testing.T, s store.Store) {
 		s.SetSnapshotTTL(ctx, "sn1", time.Hour, at),
 		s.RenewSnapshot(ctx, "sn1", at),
 		func() error { _, err := s.GetSnapshot(ctx, "sn1"); return err }(),
-		func() error { _, err := s.GetSnapshotByName(ctx, "after-deps"); return err }(),
+		func() error { _, err := snapshotNamed(ctx, s, "after-deps"); return err }(),
 	} {
 		if !errors.Is(err, errdefs.ErrNotFound) {
 			t.Errorf("after delete: %v", err)

@@ -29,7 +29,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"CreateConflicts", testCreateConflicts},
 		{"InvalidArguments", testInvalidArguments},
 		{"NotFound", testNotFound},
-		{"GetSandboxByName", testGetSandboxByName},
+		{"SandboxesByName", testGetSandboxByName},
+		{"NamesPerOwner", testNamesPerOwner},
 		{"ListFilters", testListFilters},
 		{"ListEmpty", testListEmpty},
 		{"Update", testUpdate},
@@ -231,8 +232,8 @@ func testSandboxRoundTrip(t *testing.T, s store.Store) {
 			}
 			checkSandbox(t, want, mustGet(t, s, want.ID))
 			if want.Name != "" {
-				got, err := s.GetSandboxByName(t.Context(), want.Name)
-				checkErr(t, "GetSandboxByName", err, nil)
+				got, err := sandboxNamed(t.Context(), s, want.Name)
+				checkErr(t, "SandboxesByName", err, nil)
 				checkSandbox(t, want, got)
 			}
 			list, err := s.ListSandboxes(t.Context(), nil)
@@ -415,8 +416,8 @@ func testNotFound(t *testing.T, s store.Store) {
 		contains string
 	}{
 		{"GetSandbox", func() error { _, err := s.GetSandbox(ctx, "sb-missing"); return err }, "sb-missing"},
-		{"GetSandboxByName", func() error { _, err := s.GetSandboxByName(ctx, "nobody"); return err }, "nobody"},
-		{"GetSandboxByName destroyed", func() error { _, err := s.GetSandboxByName(ctx, "dead"); return err }, "dead"},
+		{"SandboxesByName", func() error { _, err := sandboxNamed(ctx, s, "nobody"); return err }, "nobody"},
+		{"SandboxesByName destroyed", func() error { _, err := sandboxNamed(ctx, s, "dead"); return err }, "dead"},
 		{"UpdateSandbox", func() error { return s.UpdateSandbox(ctx, minimal("sb-missing", "")) }, "sb-missing"},
 		{"DeleteSandbox", func() error { return s.DeleteSandbox(ctx, "sb-missing") }, "sb-missing"},
 		{"DeleteKey", func() error { return s.DeleteKey(ctx, "key-missing") }, "key-missing"},
@@ -440,22 +441,22 @@ func testGetSandboxByName(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	old := minimal("sb-old", "worker")
 	mustCreate(t, s, old)
-	got, err := s.GetSandboxByName(ctx, "worker")
-	checkErr(t, "GetSandboxByName", err, nil)
+	got, err := sandboxNamed(ctx, s, "worker")
+	checkErr(t, "SandboxesByName", err, nil)
 	if got.ID != "sb-old" {
-		t.Fatalf("GetSandboxByName = %q, want sb-old", got.ID)
+		t.Fatalf("SandboxesByName = %q, want sb-old", got.ID)
 	}
 
 	// Destroying frees the name for a new sandbox, which the name then finds.
 	old.State = api.StateDestroyed
 	mustUpdate(t, s, old)
-	checkErr(t, "GetSandboxByName after destroy",
-		func() error { _, err := s.GetSandboxByName(ctx, "worker"); return err }(), errdefs.ErrNotFound)
+	checkErr(t, "SandboxesByName after destroy",
+		func() error { _, err := sandboxNamed(ctx, s, "worker"); return err }(), errdefs.ErrNotFound)
 	mustCreate(t, s, minimal("sb-new", "worker"))
-	got, err = s.GetSandboxByName(ctx, "worker")
-	checkErr(t, "GetSandboxByName after reuse", err, nil)
+	got, err = sandboxNamed(ctx, s, "worker")
+	checkErr(t, "SandboxesByName after reuse", err, nil)
 	if got.ID != "sb-new" {
-		t.Errorf("GetSandboxByName = %q, want sb-new", got.ID)
+		t.Errorf("SandboxesByName = %q, want sb-new", got.ID)
 	}
 
 	// The old record cannot come back to life while its name is taken.
