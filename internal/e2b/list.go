@@ -198,7 +198,7 @@ func (h *Handler) e2bSandboxes(r *http.Request, labels map[string]string, desc b
 	}
 	out := all[:0]
 	for _, sb := range all {
-		if sb.Labels[labelTemplate] != "" {
+		if sb.Labels[labelTemplate] != "" && sb.State != api.StateDestroying {
 			out = append(out, sb)
 		}
 	}

@@ -214,7 +214,9 @@ func (h *Handler) lookup(r *http.Request) (*api.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sb.ID != id || sb.Labels[labelTemplate] == "" {
+	// A sandbox being destroyed is gone for E2B's API already: its kill
+	// (or the end of its lifetime) has happened, only the teardown has not.
+	if sb.ID != id || sb.Labels[labelTemplate] == "" || sb.State == api.StateDestroying {
 		return nil, errdefs.NotFound("sandbox %q", id)
 	}
 	return sb, nil
