@@ -261,15 +261,17 @@ type ExecEvent struct {
 
 // FileInfo describes one file inside a sandbox.
 type FileInfo struct {
-	Name          string    `json:"name"`
-	Path          string    `json:"path"`
-	Type          string    `json:"type"` // "file", "dir", "symlink", "other"
-	Size          int64     `json:"size"`
-	Mode          uint32    `json:"mode"`
-	Owner         string    `json:"owner,omitempty"`
-	Group         string    `json:"group,omitempty"`
-	ModifiedAt    time.Time `json:"modified_at"`
-	SymlinkTarget string    `json:"symlink_target,omitempty"`
+	Name       string    `json:"name"`
+	Path       string    `json:"path"`
+	Type       string    `json:"type"` // "file", "dir", "symlink", "other"
+	Size       int64     `json:"size"`
+	Mode       uint32    `json:"mode"`
+	Owner      string    `json:"owner,omitempty"`
+	Group      string    `json:"group,omitempty"`
+	ModifiedAt time.Time `json:"modified_at"`
+	// SymlinkTarget is, for a symlink, the absolute path it resolves to
+	// (its own path when it does not resolve); Mode is then its target's.
+	SymlinkTarget string `json:"symlink_target,omitempty"`
 }
 
 // FileList is the body of GET /v1/sandboxes/{id}/files/list.

@@ -94,6 +94,11 @@ func entryInfo(path string, names *idNames) (*filesystem.EntryInfo, error) {
 	return entryFromInfo(path, fi, names), nil
 }
 
+// entryFromInfo describes one entry as envd does. A symlink is described
+// by its own name, size and permission string, with the absolute path it
+// resolves to as its target (itself when it does not resolve), and the
+// type, mode and metadata of what it points to (no type and mode 0 when
+// that is missing).
 func entryFromInfo(path string, fi fs.FileInfo, names *idNames) *filesystem.EntryInfo {
 	e := &filesystem.EntryInfo{
 		Name:         fi.Name(),
@@ -106,16 +111,24 @@ func entryFromInfo(path string, fi fs.FileInfo, names *idNames) *filesystem.Entr
 	if path == "/" {
 		e.Name = "/"
 	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		e.Type = filesystem.FileType_FILE_TYPE_SYMLINK
-		if target, err := os.Readlink(path); err == nil {
-			e.SymlinkTarget = &target
+	mode := fi.Mode()
+	if mode&fs.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			target = path
 		}
-	case fi.IsDir():
+		e.SymlinkTarget = &target
+		e.Mode, mode = 0, fs.ModeIrregular // what it points to is unknown
+		if ti, err := os.Stat(target); err == nil {
+			mode = ti.Mode()
+			e.Mode = uint32(mode.Perm())
+		}
+	}
+	switch {
+	case mode.IsDir():
 		e.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
 		e.Metadata = names.metadata(path)
-	case fi.Mode().IsRegular():
+	case mode.IsRegular():
 		e.Type = filesystem.FileType_FILE_TYPE_FILE
 		e.Metadata = names.metadata(path)
 	}
@@ -143,11 +156,14 @@ func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	if fi, err := os.Lstat(path); err == nil {
+	// As envd: a directory (or a symlink to one) already there is
+	// AlreadyExists, which the SDKs read as "not created"; anything else
+	// there is a caller's mistake.
+	if fi, err := os.Stat(path); err == nil {
 		if fi.IsDir() {
 			return nil, rpcError(fmt.Errorf("directory %s already exists: %w", path, errdefs.ErrConflict))
 		}
-		return nil, rpcError(fmt.Errorf("%s exists and is not a directory: %w", path, errdefs.ErrConflict))
+		return nil, rpcError(errdefs.Invalid("path %s already exists but it is not a directory", path))
 	}
 	if err := mkdirAllOwned(path, u); err != nil {
 		return nil, rpcError(err)
@@ -258,9 +274,7 @@ func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	if path == "/" {
 		return nil, rpcError(errdefs.Invalid("refusing to remove /"))
 	}
-	if _, err := os.Lstat(path); err != nil {
-		return nil, rpcError(fsError("remove", path, err))
-	}
+	// A path that is not there is removed already, as envd answers.
 	if err := os.RemoveAll(path); err != nil {
 		return nil, rpcError(fsError("remove", path, err))
 	}

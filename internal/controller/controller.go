@@ -73,6 +73,10 @@ type Controller struct {
 
 	stopIdle chan struct{}
 	idleDone chan struct{}
+	// lifetimeWake wakes lifetimeLoop (lifetime.go) when a lifetime
+	// changes; lifetimeDone is closed when the loop has ended.
+	lifetimeWake chan struct{}
+	lifetimeDone chan struct{}
 
 	// closing is closed by Close: goroutines that follow a sandbox's
 	// processes and terminals stop without recording what a daemon
@@ -112,6 +116,8 @@ func New(opts Options) (*Controller, error) {
 		cfg:     opts.Config,
 		entries: make(map[string]*entry),
 		closing: make(chan struct{}),
+		// Buffered: a wake sent while the loop is busy is not lost.
+		lifetimeWake: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -135,7 +141,9 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	c.stopIdle = make(chan struct{})
 	c.idleDone = make(chan struct{})
+	c.lifetimeDone = make(chan struct{})
 	go c.idleLoop()
+	go c.lifetimeLoop()
 	return nil
 }
 
@@ -146,6 +154,7 @@ func (c *Controller) Close() {
 	if c.stopIdle != nil {
 		close(c.stopIdle)
 		<-c.idleDone
+		<-c.lifetimeDone
 	}
 	if !c.waitReclaims(teardownTimeout) {
 		c.log.Warn("files of destroyed sandboxes are still being removed; the next start finishes it")

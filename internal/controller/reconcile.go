@@ -134,8 +134,8 @@ func (c *Controller) reconcileOne(ctx context.Context, rec *store.Sandbox) {
 	}
 }
 
-// idleLoop stops sandboxes idle longer than their sleep_after and destroys
-// those past their hard lifetime.
+// idleLoop stops sandboxes idle longer than their sleep_after; hard
+// lifetimes are lifetimeLoop's.
 func (c *Controller) idleLoop() {
 	defer close(c.idleDone)
 	t := time.NewTicker(c.opts.IdleInterval)
@@ -159,10 +159,7 @@ func (c *Controller) checkIdle(ctx context.Context) {
 	now := time.Now()
 	for _, r := range recs {
 		if r.Timeout > 0 && now.Sub(r.CreatedAt) >= r.Timeout {
-			if err := c.destroy(ctx, r.ID, fmt.Sprintf("lifetime of %s reached", r.Timeout)); err != nil {
-				c.log.Error("destroy at end of lifetime", "sandbox", r.ID, "err", err)
-			}
-			continue
+			continue // lifetimeLoop ends it (lifetime.go)
 		}
 		if r.State != api.StateRunning || r.KeepAlive || r.SleepAfter <= 0 {
 			continue

@@ -126,6 +126,9 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 		}
 		return nil, err
 	}
+	if rec.Timeout > 0 {
+		c.wakeLifetimes() // lifetime.go
+	}
 	log := c.log.With("sandbox", rec.ID, "op", "create")
 	log.Info("creating sandbox", "name", rec.Name, "image", imgRef, "runtime", rtName)
 	// Starting is not abandoned half-way when the caller goes away: it

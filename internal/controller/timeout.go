@@ -27,10 +27,13 @@ func (c *Controller) SetTimeout(ctx context.Context, ref string, d time.Duration
 	if lifetime > maxLifetime {
 		return nil, errdefs.Invalid("timeout %s would make the sandbox's lifetime longer than %s", d, maxLifetime)
 	}
-	rec.Timeout = lifetime.Round(time.Second)
+	// Milliseconds, not seconds: a rounded lifetime would end up to half a
+	// second early or late.
+	rec.Timeout = lifetime.Round(time.Millisecond)
 	if err := c.opts.Store.UpdateSandbox(context.WithoutCancel(ctx), rec); err != nil {
 		return nil, err
 	}
+	c.wakeLifetimes() // lifetime.go
 	c.touch(rec.ID)
 	return c.toAPI(rec), nil
 }

@@ -127,6 +127,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		}
 		// E2B's API and data plane share the TCP listener with /v1.
 		tcpHandler := e2b.New(e2b.Options{Controller: ctrl, Keys: st, HashKey: server.HashKey, Next: srv.Handler(true), DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b")})
+		go tcpHandler.RunMetrics(ctx) // getMetrics' history
 		servers = append(servers, &http.Server{Handler: tcpHandler, ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, tcpLn)
 		log.Info("listening on TCP; API keys are required", "addr", tcpLn.Addr().String())

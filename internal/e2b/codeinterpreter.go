@@ -165,8 +165,8 @@ func (h *Handler) serveCodeInterpreter(w http.ResponseWriter, r *http.Request, s
 		writeCIError(w, r, errdefs.ErrUnauthenticatedf("sandbox %s is secure: send its envdAccessToken as %s", sb.ID, headerAccessToken))
 		return
 	}
-	if sb.State == api.StatePaused {
-		writeCIError(w, r, fmt.Errorf("sandbox %s is paused; connect to it (Sandbox.connect) to resume it: %w", sb.ID, errdefs.ErrConflict))
+	if !routable(sb) {
+		writeSandboxNotFound(w, sb.ID) // proxy.go: what E2B's proxy answers
 		return
 	}
 	switch route {

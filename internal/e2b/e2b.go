@@ -50,6 +50,8 @@ type Handler struct {
 	opts Options
 	log  *slog.Logger
 	mux  *http.ServeMux
+	// samples is each E2B sandbox's recent metrics (metrics.go).
+	samples *sampler
 	// secretsMu makes a secret's existence check and store one step for
 	// this API's creates and updates (secrets.go).
 	secretsMu sync.Mutex
@@ -66,7 +68,7 @@ func New(opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), samples: newSampler()}
 	h.routes()
 	return h
 }
@@ -85,6 +87,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /sandboxes/{id}/timeout", h.setTimeout)
 	m.HandleFunc("POST /sandboxes/{id}/pause", h.pause)
 	m.HandleFunc("POST /sandboxes/{id}/resume", h.resume)
+	m.HandleFunc("POST /sandboxes/{id}/connect", h.connect) // e2b before 2.51
 	m.HandleFunc("POST /v2/sandboxes/{id}/connect", h.connect)
 	m.HandleFunc("GET /sandboxes/{id}/metrics", h.metrics)
 	m.HandleFunc("PUT /sandboxes/{id}/network", h.setNetwork)

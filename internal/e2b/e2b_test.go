@@ -76,7 +76,17 @@ func TestParseListQuery(t *testing.T) {
 		check func(listQuery) bool
 		bad   bool
 	}{
-		{query: "", check: func(q listQuery) bool { return q.limit == defaultPageSize && q.metadata == nil && q.states == nil }},
+		{query: "", check: func(q listQuery) bool {
+			return q.limit == defaultPageSize && q.metadata == nil && q.states == nil && q.desc && q.since.IsZero() && q.template == ""
+		}},
+		{query: "order=asc", check: func(q listQuery) bool { return !q.desc }},
+		{query: "startedAfter=2026-01-02T03:04:05.123456789Z&template=base", check: func(q listQuery) bool {
+			return q.since.Equal(time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)) && q.template == "base"
+		}},
+		{query: "startedAfter=yesterday", bad: true},
+		{query: "template=base:v2", bad: true},
+		{query: "startedBefore=2026-01-02T03:04:05Z", bad: true},
+		{query: "sort=name", bad: true},
 		// The SDK encodes the pairs, then the query string encodes them again.
 		{query: "metadata=" + url.QueryEscape("user="+url.QueryEscape("a b")+"&app=x"), check: func(q listQuery) bool {
 			return q.metadata["user"] == "a b" && q.metadata["app"] == "x" && len(q.metadata) == 2

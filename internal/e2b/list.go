@@ -19,6 +19,8 @@ const (
 	maxPageSize     = 100
 	maxQueryValue   = 8 << 10
 	nextTokenHeader = "X-Next-Token"
+	// totalRunningHeader is E2B's X-Total-Running.
+	totalRunningHeader = "X-Total-Running"
 )
 
 var idRE = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
@@ -31,7 +33,24 @@ type listQuery struct {
 	states   []string // E2B states; empty = both
 	limit    int
 	after    *pageKey
-	desc     bool
+	desc     bool      // E2B's default: newest first
+	since    time.Time // startedAfter (inclusive); zero = none
+	template string    // "" = any
+}
+
+// listParams are the query parameters of GET /v2/sandboxes in E2B's API.
+// Any other is refused: a filter the server does not know must not be
+// dropped silently, leaving the caller a list it did not ask for.
+var listParams = []string{"metadata", "state", "order", "startedAfter", "template", "nextToken", "limit"}
+
+// onlyParams refuses query parameters outside allowed.
+func onlyParams(q url.Values, allowed ...string) error {
+	for k := range q {
+		if !slices.Contains(allowed, k) {
+			return errdefs.Invalid("query parameter %q is not supported here (supported: %s)", truncate(k), strings.Join(allowed, ", "))
+		}
+	}
+	return nil
 }
 
 // pageKey is where the previous page ended, in list order.
@@ -99,7 +118,10 @@ func parseMetadataFilter(s string) (map[string]string, error) {
 }
 
 func parseListQuery(q url.Values) (listQuery, error) {
-	lq := listQuery{limit: defaultPageSize}
+	lq := listQuery{limit: defaultPageSize, desc: true}
+	if err := onlyParams(q, listParams...); err != nil {
+		return lq, err
+	}
 	for k, vs := range q {
 		for _, v := range vs {
 			if len(v) > maxQueryValue {
@@ -132,13 +154,39 @@ func parseListQuery(q url.Values) (listQuery, error) {
 		}
 	}
 	switch q.Get("order") {
-	case "", "asc":
-	case "desc":
-		lq.desc = true
+	case "", "desc":
+	case "asc":
+		lq.desc = false
 	default:
 		return lq, errdefs.Invalid("order %q: want asc or desc", q.Get("order"))
 	}
+	if v := q.Get("startedAfter"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return lq, errdefs.Invalid("startedAfter %q: want an RFC 3339 date-time", v)
+		}
+		// E2B compares on a microsecond grid, so feeding a sandbox's own
+		// startedAt back includes that sandbox.
+		lq.since = t.Truncate(time.Microsecond)
+	}
+	if v := q.Get("template"); v != "" {
+		if strings.Contains(v, ":") {
+			return lq, errdefs.Invalid("Invalid template: tags are not supported here because sandboxes are not tag-scoped")
+		}
+		lq.template = v
+	}
 	return lq, nil
+}
+
+// matches applies the filters that do not depend on paging.
+func (lq *listQuery) matches(sb *api.Sandbox) bool {
+	if len(lq.states) > 0 && !slices.Contains(lq.states, e2bState(sb.State)) {
+		return false
+	}
+	if !lq.since.IsZero() && sb.CreatedAt.Truncate(time.Microsecond).Before(lq.since) {
+		return false
+	}
+	return lq.template == "" || sb.Labels[labelTemplate] == lq.template
 }
 
 // e2bSandboxes lists the facade's sandboxes carrying every given label,
@@ -150,7 +198,7 @@ func (h *Handler) e2bSandboxes(r *http.Request, labels map[string]string, desc b
 	}
 	out := all[:0]
 	for _, sb := range all {
-		if sb.Labels[labelTemplate] != "" {
+		if sb.Labels[labelTemplate] != "" && sb.State != api.StateDestroying {
 			out = append(out, sb)
 		}
 	}
@@ -181,11 +229,21 @@ func (h *Handler) listV2(w http.ResponseWriter, r *http.Request) {
 	page := make([]listedSandbox, 0, lq.limit)
 	var last pageKey
 	more := false
+	running := 0
+	for _, sb := range sbs {
+		if lq.matches(&sb) && e2bState(sb.State) == stateRunning {
+			running++
+		}
+	}
+	if len(lq.states) == 0 || slices.Contains(lq.states, stateRunning) {
+		// E2B's count of the running sandboxes the filters match, before paging.
+		w.Header().Set(totalRunningHeader, strconv.Itoa(running))
+	}
 	for _, sb := range sbs {
 		if lq.after != nil && !isAfter(sb, *lq.after, lq.desc) {
 			continue
 		}
-		if len(lq.states) > 0 && !slices.Contains(lq.states, e2bState(sb.State)) {
+		if !lq.matches(&sb) {
 			continue
 		}
 		if len(page) == lq.limit {
@@ -215,6 +273,10 @@ func isAfter(sb api.Sandbox, k pageKey, desc bool) bool {
 // listV1 is E2B's older list: running sandboxes, optionally filtered by
 // metadata, without paging.
 func (h *Handler) listV1(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r.URL.Query(), "metadata"); err != nil {
+		writeError(w, err)
+		return
+	}
 	md, err := parseMetadataFilter(r.URL.Query().Get("metadata"))
 	if err != nil {
 		writeError(w, err)

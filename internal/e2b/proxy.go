@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -111,11 +112,21 @@ func tokenOK(want, got string) bool {
 // before anything else happens (an unauthenticated request must not even
 // wake a stopped sandbox), then relays it: the envd port to the agent's
 // socket, any other port through the agent's port-forward.
+//
+// A sandbox the data plane cannot route to (unknown, being destroyed, or
+// not running and not to be resumed by traffic) gets E2B's proxy answer,
+// a 502 with its body: the SDKs read exactly that status as "not
+// running" (isRunning() is false, a stream cut by a kill is the sandbox
+// having ended).
 func (h *Handler) serveDataPlane(w http.ResponseWriter, r *http.Request, t target) {
 	ctrl := h.opts.Controller
 	sb, err := ctrl.Get(r.Context(), t.id)
 	if err == nil && (sb.ID != t.id || sb.Labels[labelTemplate] == "") {
 		err = errdefs.NotFound("sandbox %q", t.id)
+	}
+	if errors.Is(err, errdefs.ErrNotFound) {
+		writeSandboxNotFound(w, t.id)
+		return
 	}
 	if err != nil {
 		writeError(w, err)
@@ -142,11 +153,15 @@ func (h *Handler) serveDataPlane(w http.ResponseWriter, r *http.Request, t targe
 		writeError(w, errdefs.NotFound("no envd route %s", truncate(r.URL.Path)))
 		return
 	}
-	if sb.State == api.StatePaused {
-		writeError(w, fmt.Errorf("sandbox %s is paused; connect to it (Sandbox.connect) to resume it: %w", sb.ID, errdefs.ErrConflict))
+	if !routable(sb) {
+		writeSandboxNotFound(w, sb.ID)
 		return
 	}
 	ag, _, done, err := ctrl.Agent(r.Context(), sb.ID)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		writeSandboxNotFound(w, sb.ID) // destroyed meanwhile
+		return
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -212,6 +227,35 @@ func (h *Handler) serveDataPlane(w http.ResponseWriter, r *http.Request, t targe
 		}
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// routable reports whether a data-plane request may reach the sandbox: it
+// runs (or is being created), or it is paused or stopped and was created
+// with autoResume, so traffic brings it back as on E2B. Everything else
+// (paused without autoResume, stopping, in error, being destroyed) is what
+// E2B's proxy cannot route to.
+func routable(sb *api.Sandbox) bool {
+	switch sb.State {
+	case api.StateRunning, api.StateCreating:
+		return true
+	case api.StatePaused, api.StateStopped:
+		return sb.Labels[labelAutoResume] == "true"
+	}
+	return false
+}
+
+// sandboxNotFound is the body of E2B's proxy answer for a sandbox it
+// cannot route to.
+type sandboxNotFound struct {
+	SandboxID string `json:"sandboxId"`
+	Message   string `json:"message"`
+	Code      int    `json:"code"`
+}
+
+func writeSandboxNotFound(w http.ResponseWriter, id string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusBadGateway)
+	_ = json.NewEncoder(w).Encode(sandboxNotFound{SandboxID: truncate(id), Message: "The sandbox was not found", Code: http.StatusBadGateway})
 }
 
 // outHost is the Host a sandbox's server sees: the name the client used,

@@ -22,6 +22,7 @@ const (
 	labelEnvdToken    = "paddock.dev/e2b-envd-token"
 	labelTrafficToken = "paddock.dev/e2b-traffic-token"
 	labelAutoPause    = "paddock.dev/e2b-auto-pause"
+	labelAutoResume   = "paddock.dev/e2b-auto-resume" // autoResume.enabled: traffic wakes it
 	labelMaskHost     = "paddock.dev/e2b-mask-host"   // network.maskRequestHost
 	labelHTTPSPorts   = "paddock.dev/e2b-https-ports" // network.httpsPorts, comma-separated
 )
@@ -78,7 +79,33 @@ func unsupported(b *newSandbox) error {
 	case !emptyObject(b.IAM):
 		return errdefs.Invalid("iam (workload identity tokens) is not supported by Paddock; inject credentials with Secret and network.rules")
 	}
+	return checkLifecycle(b)
+}
+
+// checkLifecycle refuses what E2B's API refuses of autoPause,
+// autoPauseMemory and autoResume.
+func checkLifecycle(b *newSandbox) error {
+	autoPause := b.AutoPause != nil && *b.AutoPause
+	fsOnly := b.AutoPauseMemory != nil && !*b.AutoPauseMemory
+	if fsOnly && !autoPause {
+		return errdefs.Invalid("autoPauseMemory=false only applies when autoPause is true")
+	}
+	if b.AutoResume != nil && b.AutoResume.Enabled != nil && *b.AutoResume.Enabled {
+		if !autoPause {
+			return errdefs.Invalid("autoResume can only be enabled when autoPause is true (lifecycle.onTimeout: 'pause')")
+		}
+		if fsOnly {
+			return errdefs.Invalid("autoPauseMemory=false (filesystem-only auto-pause) cannot be combined with autoResume: a filesystem-only snapshot must be resumed explicitly")
+		}
+	}
 	return nil
+}
+
+// autoResumes reports whether a create asked traffic to wake the sandbox:
+// only autoResume {enabled: true} does, as on E2B, where a sandbox without
+// it stays paused until connect.
+func autoResumes(b *newSandbox) bool {
+	return b.AutoResume != nil && b.AutoResume.Enabled != nil && *b.AutoResume.Enabled
 }
 
 // emptyObject reports whether a JSON value is absent, null or {}.
@@ -162,6 +189,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	if autoPause {
 		labels[labelAutoPause] = "true"
 	}
+	if autoResumes(&body) {
+		labels[labelAutoResume] = "true"
+	}
 	req := api.CreateSandboxRequest{Image: image, FromSnapshot: fromSnapshot, Env: body.EnvVars, Labels: labels, Network: netPolicy}
 	setLifetime(&req, timeout, autoPause)
 	sb, err := h.opts.Controller.Create(r.Context(), req)
@@ -184,7 +214,9 @@ func (h *Handler) lookup(r *http.Request) (*api.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sb.ID != id || sb.Labels[labelTemplate] == "" {
+	// A sandbox being destroyed is gone for E2B's API already: its kill
+	// (or the end of its lifetime) has happened, only the teardown has not.
+	if sb.ID != id || sb.Labels[labelTemplate] == "" || sb.State == api.StateDestroying {
 		return nil, errdefs.NotFound("sandbox %q", id)
 	}
 	return sb, nil
@@ -202,7 +234,17 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		TrafficAccessToken:  sb.Labels[labelTrafficToken],
 		AllowInternetAccess: internetAccess(sb.Network),
 		Network:             networkInfoOf(sb),
+		Lifecycle:           lifecycleOf(sb),
 	})
+}
+
+// lifecycleOf is E2B's SandboxLifecycle of a sandbox, as getInfo reports it.
+func lifecycleOf(sb *api.Sandbox) lifecycle {
+	l := lifecycle{OnTimeout: "kill", AutoResume: sb.Labels[labelAutoResume] == "true"}
+	if sb.Labels[labelAutoPause] == "true" {
+		l.OnTimeout = "pause"
+	}
+	return l
 }
 
 func (h *Handler) kill(w http.ResponseWriter, r *http.Request) {
@@ -349,49 +391,6 @@ func (h *Handler) resumeOrConnect(w http.ResponseWriter, r *http.Request, mustBe
 		status = http.StatusCreated
 	}
 	writeJSON(w, status, toSandbox(sb))
-}
-
-func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
-	sb, err := h.lookup(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	ctrl := h.opts.Controller
-	// CPU use is a rate: two readings a moment apart.
-	const window = 200 * time.Millisecond
-	u1, _, err := ctrl.Usage(r.Context(), sb.ID)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	select {
-	case <-time.After(window):
-	case <-r.Context().Done():
-		return
-	}
-	u2, sb, err := ctrl.Usage(r.Context(), sb.ID)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	cpus := cpuCount(sb.Resources.CPU)
-	var pct float64
-	if u2.CPUNanos > u1.CPUNanos {
-		pct = float64(u2.CPUNanos-u1.CPUNanos) / float64(window.Nanoseconds()) / float64(cpus) * 100
-	}
-	now := time.Now().UTC()
-	writeJSON(w, http.StatusOK, []metric{{
-		Timestamp:     now,
-		TimestampUnix: now.Unix(),
-		CPUCount:      cpus,
-		CPUUsedPct:    math.Round(math.Min(pct, 100)*100) / 100,
-		MemUsed:       u2.MemoryBytes,
-		MemTotal:      uint64(sb.Resources.MemoryMB) << 20,
-		MemCache:      u2.MemoryCacheBytes,
-		DiskUsed:      u2.DiskUsedBytes,
-		DiskTotal:     u2.DiskTotalBytes,
-	}})
 }
 
 func cpuCount(cpu float64) int {

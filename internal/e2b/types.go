@@ -22,7 +22,18 @@ type newSandbox struct {
 	VolumeMounts        []any             `json:"volumeMounts,omitempty"`
 	MCP                 any               `json:"mcp,omitempty"`
 	IAM                 any               `json:"iam,omitempty"`
-	AutoResume          any               `json:"autoResume,omitempty"`
+	AutoResume          *autoResume       `json:"autoResume,omitempty"`
+}
+
+// autoResume is E2B's SandboxAutoResumeConfig.
+type autoResume struct {
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// lifecycle is E2B's SandboxLifecycle, as getInfo reports it.
+type lifecycle struct {
+	OnTimeout  string `json:"onTimeout"`
+	AutoResume bool   `json:"autoResume"`
 }
 
 // networkConfig is E2B's SandboxNetworkConfig: egress rules (network.go),
@@ -107,6 +118,7 @@ type sandboxDetail struct {
 	// name (through the proxy); Network what it can reach.
 	AllowInternetAccess bool        `json:"allowInternetAccess"`
 	Network             networkInfo `json:"network"`
+	Lifecycle           lifecycle   `json:"lifecycle"`
 }
 
 // timeoutBody is the body of POST /sandboxes/{id}/timeout and

@@ -16,12 +16,16 @@ func toFileInfo(e *filesystem.EntryInfo) api.FileInfo {
 		Group:         e.GetGroup(),
 		SymlinkTarget: e.GetSymlinkTarget(),
 	}
-	switch e.GetType() {
-	case filesystem.FileType_FILE_TYPE_FILE:
+	// The agent describes a symlink as envd does, with the type of what it
+	// points to; this API calls it a symlink.
+	switch {
+	case e.SymlinkTarget != nil:
+		fi.Type = "symlink"
+	case e.GetType() == filesystem.FileType_FILE_TYPE_FILE:
 		fi.Type = "file"
-	case filesystem.FileType_FILE_TYPE_DIRECTORY:
+	case e.GetType() == filesystem.FileType_FILE_TYPE_DIRECTORY:
 		fi.Type = "dir"
-	case filesystem.FileType_FILE_TYPE_SYMLINK:
+	case e.GetType() == filesystem.FileType_FILE_TYPE_SYMLINK:
 		fi.Type = "symlink"
 	default:
 		fi.Type = "other"

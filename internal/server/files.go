@@ -100,6 +100,11 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
 	s.withAgent(w, r, true, func(ag *client.Client, path, user string) error {
+		// The agent removes a missing path without complaint, as envd does;
+		// this API says it is not there.
+		if _, err := ag.Stat(r.Context(), path, user); err != nil {
+			return err
+		}
 		if err := ag.Remove(r.Context(), path, user); err != nil {
 			return err
 		}

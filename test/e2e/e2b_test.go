@@ -199,7 +199,7 @@ func TestE2BFacade(t *testing.T) {
 	})
 
 	t.Run("data plane addressing faults", func(t *testing.T) {
-		anon.do("GET", "/", nil, map[string]string{"E2b-Sandbox-Id": "nosuchsandbox", "E2b-Sandbox-Port": "49983"}).errCode(t, 404)
+		anon.do("GET", "/", nil, map[string]string{"E2b-Sandbox-Id": "nosuchsandbox", "E2b-Sandbox-Port": "49983"}).errCode(t, 502)
 		anon.do("GET", "/", nil, map[string]string{"E2b-Sandbox-Id": sb.SandboxID, "E2b-Sandbox-Port": "99999"}).errCode(t, 400)
 		// Paddock's own agent services are not part of E2B's surface.
 		anon.do("GET", "/paddock/v1/tar?path=/", nil, map[string]string{"E2b-Sandbox-Id": sb.SandboxID, "E2b-Sandbox-Port": "49983", "X-Access-Token": sb.EnvdAccessToken}).errCode(t, 404)
@@ -207,7 +207,7 @@ func TestE2BFacade(t *testing.T) {
 		anon.do("GET", "/", nil, map[string]string{"E2b-Sandbox-Id": sb.SandboxID, "E2b-Sandbox-Port": "9"}).errCode(t, 503)
 		// A sandbox made through /v1 is not reachable through E2B's data plane.
 		native := strings.TrimSpace(d.must("create", "--image", "busybox"))
-		anon.do("GET", "/health", nil, map[string]string{"E2b-Sandbox-Id": native, "E2b-Sandbox-Port": "49983"}).errCode(t, 404)
+		anon.do("GET", "/health", nil, map[string]string{"E2b-Sandbox-Id": native, "E2b-Sandbox-Port": "49983"}).errCode(t, 502)
 		c.do("GET", "/sandboxes/"+native, nil, nil).errCode(t, 404)
 	})
 
@@ -267,7 +267,7 @@ func TestE2BFacade(t *testing.T) {
 			t.Fatalf("pause: %d %s", r.status, r.body)
 		}
 		c.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", map[string]any{}, nil).errCode(t, 409)
-		c.envd(sb.SandboxID, sb.EnvdAccessToken, "/health").errCode(t, 409)
+		c.envd(sb.SandboxID, sb.EnvdAccessToken, "/health").errCode(t, 502)
 		var listed []e2bSandbox
 		c.do("GET", "/v2/sandboxes?state=paused&metadata=k%3Dv", nil, nil).json(t, &listed)
 		if len(listed) != 1 || listed[0].SandboxID != sb.SandboxID || listed[0].State != "paused" {
@@ -334,6 +334,6 @@ func TestE2BFacade(t *testing.T) {
 			t.Fatalf("kill: %d %s", r.status, r.body)
 		}
 		c.do("DELETE", "/sandboxes/"+sb.SandboxID, nil, nil).errCode(t, 404)
-		c.envd(sb.SandboxID, sb.EnvdAccessToken, "/health").errCode(t, 404)
+		c.envd(sb.SandboxID, sb.EnvdAccessToken, "/health").errCode(t, 502)
 	})
 }

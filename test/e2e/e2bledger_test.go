@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/paddock-dev/paddock/proto/gen/filesystem/filesystemconnect"
 	"github.com/paddock-dev/paddock/proto/gen/process"
 	"github.com/paddock-dev/paddock/proto/gen/process/processconnect"
+	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
 // envdHeaders addresses every request to a sandbox's envd, as E2B's SDKs
@@ -84,9 +86,15 @@ func TestE2BDataPlaneLedger(t *testing.T) {
 	if _, err := fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "/home/user/d2"})); err != nil {
 		t.Fatal(err)
 	}
-	// A call the agent refuses leaves no entry.
-	if _, err := fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "/home/user/no-such-file"})); connect.CodeOf(err) != connect.CodeNotFound {
-		t.Fatalf("remove of a missing file: %v", err)
+	// A call the agent refuses leaves no entry. (Removing a missing path
+	// is not refused: envd answers it with success.)
+	if _, err := fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "/"})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("remove of /: %v", err)
+	}
+	// Paddock's own API still says a missing path is not there, and
+	// records nothing for it.
+	if err := d.client.Remove(ctx, sb.SandboxID, "/home/user/no-such-file"); !errors.Is(err, paddock.ErrNotFound) {
+		t.Fatalf("/v1 remove of a missing file: %v", err)
 	}
 	// A compressed request is relayed, and recorded by its method alone.
 	gz := filesystemconnect.NewFilesystemClient(hc, c.base, connect.WithSendGzip())

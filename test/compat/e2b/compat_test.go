@@ -230,3 +230,31 @@ func TestE2BSDK(t *testing.T) {
 		}
 	})
 }
+
+// TestE2BConformance runs conformance.test.mjs against the oldest and the
+// newest `e2b` release E2B documents (npm aliases in package.json): each
+// test there pins a behaviour of E2B's own that Paddock once did not match.
+func TestE2BConformance(t *testing.T) {
+	requireTools(t)
+	d := startDaemon(t)
+	key := d.e2bKey(t)
+	npmCI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if _, err := d.client.EnsureImage(ctx, "busybox", nil); err != nil {
+		t.Fatalf("build the busybox image: %v", err)
+	}
+	for _, sdk := range []string{"e2b-2-45", "e2b"} {
+		t.Run(sdk, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "conformance.test.mjs")
+			cmd.Env = append(append(os.Environ(), d.e2bEnv(key)...), "E2B_SDK="+sdk)
+			out, err := cmd.CombinedOutput()
+			t.Logf("node --test (%s):\n%s", sdk, out)
+			if err != nil {
+				t.Fatalf("the conformance suite failed with %s: %v", sdk, err)
+			}
+		})
+	}
+}
