@@ -73,7 +73,12 @@ func parseClaimFile(name string) (netip.Prefix, bool) {
 // write there could hold a range against every daemon, or swap a claim
 // file for a link.
 func ensureClaimDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// The parent is the daemon's socket directory by default, which
+	// users of the socket's group must be able to enter.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("network range claims: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("network range claims: %w", err)
 	}
 	for _, d := range []string{filepath.Dir(dir), dir} {

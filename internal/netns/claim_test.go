@@ -36,6 +36,17 @@ func TestClaimRange(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("claims dir: %v %v, want mode 0700", fi.Mode(), err)
 	}
+	// Made in a parent that does not exist yet (/run/paddock after a
+	// boot), the parent stays enterable: the daemon's socket is there.
+	deeper := filepath.Join(filepath.Dir(dir), "run-paddock", "ranges")
+	a2, err := claimRange(deeper, nsd, r("10.1.0.0/24"), "/var/lib/a2", "x1111112")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2.Release()
+	if fi, err := os.Stat(filepath.Dir(deeper)); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("the claims dir's new parent: %v %v, want mode 0755", fi.Mode(), err)
+	}
 	for _, tt := range []struct{ name, rng string }{
 		{"same range", "100.96.0.0/11"},
 		{"inside it", "100.100.7.0/24"},
