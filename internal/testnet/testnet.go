@@ -39,10 +39,10 @@ var (
 // family (a lock file each, under the temporary directory) that no other
 // process on the host holds, and returns its number; later calls with the
 // same family return the same. Tests derive every range, address and name
-// they make from it: two daemons given the same network range each take
-// the other's namespaces for orphans and remove them, and two upstreams of
-// one name delete each other, so runs sharing a machine (one package's
-// beside another's, an engineer's beside CI's) must share neither.
+// they make from it: a daemon refuses to start on a network range that
+// overlaps a running daemon's, and two upstreams of one name delete each
+// other, so runs sharing a machine (one package's beside another's, an
+// engineer's beside CI's) must share neither.
 func Claim(t testing.TB, family string, slots int) int {
 	t.Helper()
 	claimsMu.Lock()
