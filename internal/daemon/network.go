@@ -27,7 +27,9 @@ import (
 // the environment:
 //
 //	PADDOCK_NETWORK_RANGE        IPv4 prefix sandboxes' /30s come from (default 100.96.0.0/11);
-//	                             daemons sharing a host need distinct ranges
+//	                             daemons sharing a host need ranges that do not overlap: each
+//	                             claims its own (netns.DefaultClaimDir) and refuses to start on
+//	                             another's
 //	PADDOCK_EGRESS_DNS_UPSTREAM  host:port the resolver forwards allowed names to
 //	                             (default: the host's first nameserver)
 //	PADDOCK_EGRESS_DNS_STATIC    "name=ip[,ip];name=ip": fixed answers, ahead of upstream
@@ -167,8 +169,12 @@ func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *r
 			return nil, err
 		}
 	}
+	owner, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := netns.New(ctx, netns.Options{
-		StateDir: filepath.Join(dir, "links"), Range: nc.Range, Logger: log, Firewall: nc.Firewall,
+		StateDir: filepath.Join(dir, "links"), Range: nc.Range, Logger: log, Firewall: nc.Firewall, Owner: owner,
 		Ports: netns.Ports{Proxy: egress.ProxyPort, Transparent: egress.TransparentPort, DNS: egress.DNSPort},
 	})
 	if err != nil {
@@ -176,6 +182,7 @@ func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *r
 	}
 	ca, roots, err := openInterception(dir, nc.UpstreamCA) // inject.go
 	if err != nil {
+		_ = mgr.Close(ctx) // gives the range up
 		return nil, err
 	}
 	srv := egress.New(egress.Options{

@@ -223,8 +223,8 @@ func (f *iptablesFirewall) state(ctx context.Context, fam iptFamily) baseState {
 // With flush (a new daemon) every chain is emptied and refilled with its
 // final DROP in the same commit: there is no instant at which a hooked
 // chain is empty and a sandbox's packet falls through it to the host's
-// own rules. Without flush it only adds what is missing (another daemon
-// on the range may have removed it on its way out).
+// own rules. Without flush it only adds what is missing (an operator or a
+// host firewall reload may have removed it).
 func (f *iptablesFirewall) ensureBase(ctx context.Context, fam iptFamily, flush bool) error {
 	return fam.apply(ctx, baseScript(fam, f.state(ctx, fam), flush))
 }

@@ -259,7 +259,8 @@ func TestIptablesLifecycle(t *testing.T) {
 	inScratch(t, ns, func(ctx context.Context) error { return f.add(ctx, l[0], all) })
 	check("add after reset", 1)
 
-	// Another daemon on the range tore things down: add repairs them.
+	// Something (an operator, a host firewall reload) tore things down: add
+	// repairs them.
 	inScratch(t, ns, func(ctx context.Context) error {
 		for _, args := range [][]string{
 			{"iptables", "-D", f.chainIn, "-j", "DROP"},

@@ -8,8 +8,6 @@ package netns
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,8 +25,8 @@ import (
 // iptables chain names. Every Paddock rule lives in these chains (or, with
 // nftables, in the table inet paddock_<tag>), so a restart can flush them
 // without touching anyone else's rules.
-// Each is suffixed with the daemon's tag (a hash of its range), so
-// daemons with different ranges on one host never touch each other's.
+// Each is suffixed with the daemon's tag (tag.go), its own, so daemons on
+// one host never touch each other's.
 const (
 	chainInput   = "PADDOCK-IN-"
 	chainForward = "PADDOCK-FWD-"
@@ -55,6 +53,11 @@ type Options struct {
 	Logger   *slog.Logger
 	// Firewall is auto (the default), nftables or iptables.
 	Firewall string
+	// Owner is the daemon's state dir, written into its range claim so
+	// that a daemon refused the range can say whose it is.
+	Owner string
+	// ClaimDir is where ranges are claimed (DefaultClaimDir when empty).
+	ClaimDir string
 }
 
 // Link is one sandbox's plumbing.
@@ -76,8 +79,16 @@ type Manager struct {
 
 	tag                string
 	ifPrefix, nsPrefix string
-	fw                 firewall
+	// legacy is set while the tag is the range-derived one of a daemon
+	// from before tags were drawn (tag.go): other daemons may have had
+	// the same, so namespaces are found by record only, never by name.
+	legacy bool
+	fw     firewall
+	claim  *Claim
 }
+
+// Tag is this daemon's tag, which names its namespaces, veths and rules.
+func (m *Manager) Tag() string { return m.tag }
 
 // Chains returns the iptables chains of this manager's tag ({table,
 // chain}); they exist only with the iptables backend.
@@ -92,8 +103,10 @@ func (m *Manager) Table() string { return "inet " + newNft(m.tag, m.opts.Range, 
 // Firewall names the backend in use: nftables or iptables.
 func (m *Manager) Firewall() string { return m.fw.Name() }
 
-// Close removes this manager's firewall rules when no sandbox uses them.
+// Close removes this manager's firewall rules when no sandbox uses them,
+// and gives up the range.
 func (m *Manager) Close(ctx context.Context) error {
+	defer m.claim.Release()
 	if len(m.List()) > 0 {
 		return nil
 	}
@@ -115,9 +128,11 @@ func Available(ctx context.Context, firewall string) error {
 	return err
 }
 
-// New builds a Manager and resets Paddock's firewall chains; call
-// Setup again for every sandbox that keeps its network (reconcile).
-func New(ctx context.Context, opts Options) (*Manager, error) {
+// New claims the range, builds a Manager and resets this daemon's firewall
+// rules; call Setup again for every sandbox that keeps its network
+// (reconcile). It fails with ErrRangeTaken when another daemon's range
+// overlaps.
+func New(ctx context.Context, opts Options) (m *Manager, err error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -130,16 +145,33 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(opts.Range.Masked().String()))
-	tag := hex.EncodeToString(sum[:2])
+	if opts.ClaimDir == "" {
+		opts.ClaimDir = DefaultClaimDir
+	}
+	tag, legacy, err := loadTag(opts.StateDir, opts.Range)
+	if err != nil {
+		return nil, err
+	}
 	backend, err := selectFirewall(ctx, opts.Firewall, hostProbe)
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{
-		opts: opts, log: opts.Logger, tag: tag,
-		// Interface names have 15 bytes: "pd", 4 of tag, up to 5 of index.
+	claim, err := claimRange(opts.ClaimDir, nsDir, opts.Range, opts.Owner, tag)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			claim.Release()
+		}
+	}()
+	m = &Manager{
+		opts: opts, log: opts.Logger, tag: tag, legacy: legacy, claim: claim,
+		// Interface names have 15 bytes: "pd", up to 8 of tag, up to 5 of index.
 		ifPrefix: "pd" + tag, nsPrefix: "paddock-" + tag + "-",
+	}
+	if legacy {
+		m.log.Warn("network names carry the range's shared tag of an older paddock until this daemon has no networked sandbox left", "tag", tag)
 	}
 	ipf, nf := newIptables(tag, opts.Range, opts.Ports), newNft(tag, opts.Range, opts.Ports)
 	m.fw = ipf
@@ -168,7 +200,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	if backend == FirewallIptables {
 		where = ipf.chainIn + "," + ipf.chainFwd + "," + ipf.chainNAT
 	}
-	m.log.Info("network firewall", "backend", backend, "rules", where)
+	m.log.Info("network firewall", "backend", backend, "rules", where, "tag", tag, "range", opts.Range, "claim", claim.path)
 	return m, nil
 }
 
@@ -199,6 +231,16 @@ func run(ctx context.Context, name string, args ...string) error {
 func (m *Manager) recordPath(id string) string { return filepath.Join(m.opts.StateDir, id+".json") }
 
 func (m *Manager) nsName(id string) string { return m.nsPrefix + id }
+
+// recordedNS is the namespace name a record names, checked to be a
+// sandbox namespace's.
+func (m *Manager) recordedNS(l Link) (string, error) {
+	name := filepath.Base(l.NetNS)
+	if filepath.Dir(l.NetNS) != nsDir || !strings.HasPrefix(name, "paddock-") || !strings.HasSuffix(name, "-"+l.ID) {
+		return "", fmt.Errorf("netns: record of %s names a namespace %q that is not a sandbox's", l.ID, l.NetNS)
+	}
+	return name, nil
+}
 
 // NSPath is where a sandbox's namespace is bind-mounted.
 func (m *Manager) NSPath(id string) string { return filepath.Join(nsDir, m.nsName(id)) }
@@ -275,13 +317,16 @@ func (m *Manager) Setup(ctx context.Context, id string) (Link, error) {
 }
 
 func (m *Manager) plumb(ctx context.Context, l Link) error {
-	ns := m.nsName(l.ID)
+	ns, err := m.recordedNS(l)
+	if err != nil {
+		return err
+	}
 	if _, err := os.Stat(l.NetNS); err != nil {
 		if err := run(ctx, "ip", "netns", "add", ns); err != nil {
 			return err
 		}
 	}
-	_, err := os.Stat(filepath.Join("/sys/class/net", l.HostIf))
+	_, err = os.Stat(filepath.Join("/sys/class/net", l.HostIf))
 	created := err != nil
 	if created {
 		if err := run(ctx, "ip", "link", "add", l.HostIf, "type", "veth", "peer", "name", "eth0", "netns", ns); err != nil {
@@ -323,21 +368,36 @@ func (m *Manager) Teardown(ctx context.Context, id string) error {
 	return m.teardownLocked(ctx, id)
 }
 
+// teardownLocked removes what the sandbox's record names, or, without a
+// record, the namespace of this daemon's tag; the caller holds m.mu.
 func (m *Manager) teardownLocked(ctx context.Context, id string) error {
 	var errs []error
+	ns := m.nsName(id)
 	if l, ok := m.Get(id); ok {
 		if err := m.fw.remove(ctx, l); err != nil {
 			errs = append(errs, err)
 		}
-		if _, err := os.Stat(filepath.Join("/sys/class/net", l.HostIf)); err == nil {
+		if !strings.HasPrefix(l.HostIf, "pd") || len(l.HostIf) > 15 || strings.ContainsAny(l.HostIf, "/ ") {
+			errs = append(errs, fmt.Errorf("netns: record of %s names a link %q that is not a sandbox's", id, l.HostIf))
+		} else if _, err := os.Stat(filepath.Join("/sys/class/net", l.HostIf)); err == nil {
 			if err := run(ctx, "ip", "link", "del", l.HostIf); err != nil {
 				errs = append(errs, err)
 			}
 		}
-	}
-	if _, err := os.Stat(m.NSPath(id)); err == nil {
-		if err := run(ctx, "ip", "netns", "del", m.nsName(id)); err != nil {
+		var err error
+		if ns, err = m.recordedNS(l); err != nil {
 			errs = append(errs, err)
+		}
+	} else if m.legacy {
+		// A shared tag: a namespace of that name without a record may be
+		// another daemon's.
+		ns = ""
+	}
+	if ns != "" {
+		if _, err := os.Stat(filepath.Join(nsDir, ns)); err == nil {
+			if err := run(ctx, "ip", "netns", "del", ns); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if err := os.Remove(m.recordPath(id)); err != nil && !os.IsNotExist(err) {
@@ -355,7 +415,13 @@ func (m *Manager) List() []string {
 			seen[id] = true
 		}
 	}
-	nss, _ := os.ReadDir(nsDir)
+	// A namespace without a record (the daemon died between making it and
+	// removing it) is found by this daemon's own tag; never by a shared
+	// legacy one, which another daemon's namespaces may carry.
+	var nss []os.DirEntry
+	if !m.legacy {
+		nss, _ = os.ReadDir(nsDir)
+	}
 	for _, e := range nss {
 		if id, ok := strings.CutPrefix(e.Name(), m.nsPrefix); ok && idRE.MatchString(id) {
 			seen[id] = true

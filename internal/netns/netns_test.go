@@ -3,6 +3,9 @@ package netns
 import (
 	"context"
 	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
 	"testing"
 )
 
@@ -49,6 +52,45 @@ func TestBadInput(t *testing.T) {
 		}
 		if err := m.Teardown(context.Background(), id); err == nil {
 			t.Errorf("Teardown(%q) accepted", id)
+		}
+	}
+}
+
+// TestOrphansByOwnTagOnly: a namespace without a record is this daemon's
+// to remove only when it carries the daemon's own drawn tag; under a
+// legacy tag, which every older daemon on the range shared, it is left.
+func TestOrphansByOwnTagOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: makes a network namespace")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs ip (iproute2)")
+	}
+	drawn, err := newTag()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		tag    string
+		legacy bool
+	}{{drawn, false}, {drawn[4:], true}} {
+		m := &Manager{opts: Options{Range: DefaultRange, StateDir: t.TempDir()}, tag: tt.tag, legacy: tt.legacy,
+			ifPrefix: "pd" + tt.tag, nsPrefix: "paddock-" + tt.tag + "-"}
+		const id = "unitorphan"
+		if out, err := exec.Command("ip", "netns", "add", m.nsName(id)).CombinedOutput(); err != nil {
+			t.Fatalf("ip netns add: %v: %s", err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", m.nsName(id)).Run() })
+		listed := slices.Contains(m.List(), id)
+		if err := m.Teardown(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		_, statErr := os.Stat(m.NSPath(id))
+		if tt.legacy && (listed || statErr != nil) {
+			t.Errorf("legacy tag %s: listed %v, namespace removed %v; want it left alone", tt.tag, listed, statErr != nil)
+		}
+		if !tt.legacy && (!listed || statErr == nil) {
+			t.Errorf("own tag %s: listed %v, namespace kept %v; want it found and removed", tt.tag, listed, statErr == nil)
 		}
 	}
 }

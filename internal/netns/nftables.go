@@ -117,8 +117,8 @@ func (f *nftFirewall) add(ctx context.Context, l Link, all func() []Link) error 
 	if f.exists(ctx) {
 		return err
 	}
-	// Gone (another daemon on the range removed it on its way out, or an
-	// operator did): rebuild it with every sandbox this daemon has.
+	// Gone (an operator or a host firewall reload removed it): rebuild
+	// it with every sandbox this daemon has.
 	return nft(ctx, f.script(all()))
 }
 

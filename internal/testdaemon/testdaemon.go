@@ -13,12 +13,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/testnet"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -140,6 +142,12 @@ func Start(t testing.TB, o Options) *Daemon {
 	state, err := os.MkdirTemp("/tmp", "pa")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(o.Env, func(e string) bool { return strings.HasPrefix(e, "PADDOCK_NETWORK_RANGE=") }) {
+		// Each daemon claims its range on the host and refuses one that
+		// overlaps another's: a range of its own, also when the test
+		// never makes a networked sandbox.
+		o.Env = append(slices.Clip(o.Env), "PADDOCK_NETWORK_RANGE="+testnet.DaemonRange(t))
 	}
 	d := &Daemon{t: t, opts: o, StateDir: state, Socket: filepath.Join(state, "paddock.sock")}
 	d.Client = &paddock.Client{Socket: d.Socket}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,10 +39,10 @@ var (
 // family (a lock file each, under the temporary directory) that no other
 // process on the host holds, and returns its number; later calls with the
 // same family return the same. Tests derive every range, address and name
-// they make from it: two daemons given the same network range each take
-// the other's namespaces for orphans and remove them, and two upstreams of
-// one name delete each other, so runs sharing a machine (one package's
-// beside another's, an engineer's beside CI's) must share neither.
+// they make from it: a daemon refuses to start on a network range that
+// overlaps a running daemon's, and two upstreams of one name delete each
+// other, so runs sharing a machine (one package's beside another's, an
+// engineer's beside CI's) must share neither.
 func Claim(t testing.TB, family string, slots int) int {
 	t.Helper()
 	claimsMu.Lock()
@@ -70,10 +71,89 @@ func Claim(t testing.TB, family string, slots int) int {
 // test/compat/e2b, which share one family so that they never meet.
 func Slot(t testing.TB) int { return Claim(t, "paddock-e2e-net", Slots) }
 
+// daemonRanges are the /24s of the slot (third octet below planBase)
+// that daemons of this process hold.
+var (
+	daemonRangesMu sync.Mutex
+	daemonRanges   [planBase]bool
+)
+
+// planBase is the third octet of test number 0's range; daemon ranges
+// come from below it.
+const planBase = 200
+
+// DaemonRange gives a daemon a PADDOCK_NETWORK_RANGE of the process's
+// slot that no other daemon of the process holds, free again when t
+// ends: a daemon claims its range on the host and refuses to start on
+// one that overlaps another's, so every daemon a test starts, even one
+// that never makes a networked sandbox, needs its own (the default range
+// would be held by whichever started first).
+func DaemonRange(t testing.TB) string {
+	t.Helper()
+	s := Slot(t)
+	daemonRangesMu.Lock()
+	defer daemonRangesMu.Unlock()
+	for k := range daemonRanges {
+		if !daemonRanges[k] {
+			daemonRanges[k] = true
+			t.Cleanup(func() {
+				daemonRangesMu.Lock()
+				daemonRanges[k] = false
+				daemonRangesMu.Unlock()
+			})
+			return fmt.Sprintf("100.%d.%d.0/24", 64+s, k)
+		}
+	}
+	t.Fatalf("all %d daemon ranges of slot %d are in use", planBase, s)
+	return ""
+}
+
+// TwinRanges gives two daemons ranges of the process's slot that do not
+// overlap but whose tags, as daemons derived them from the range alone
+// before each drew its own (four hex digits of its SHA-256), are the
+// same: daemons on them then shared names, and each took the other's
+// sandbox networks for orphans. Both are free again when t ends.
+func TwinRanges(t testing.TB) (string, string) {
+	t.Helper()
+	s := Slot(t)
+	daemonRangesMu.Lock()
+	defer daemonRangesMu.Unlock()
+	type sub struct {
+		k int
+		p netip.Prefix
+	}
+	seen := map[string]sub{}
+	for k := range daemonRanges {
+		if daemonRanges[k] {
+			continue
+		}
+		for bits := 24; bits <= 28; bits++ {
+			for off := 0; off < 256; off += 1 << (32 - bits) {
+				p := netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(64 + s), byte(k), byte(off)}), bits)
+				sum := sha256.Sum256([]byte(p.String()))
+				tag := hex.EncodeToString(sum[:2])
+				if o, ok := seen[tag]; ok && o.k != k {
+					for _, n := range []int{o.k, k} {
+						daemonRanges[n] = true
+						t.Cleanup(func() {
+							daemonRangesMu.Lock()
+							daemonRanges[n] = false
+							daemonRangesMu.Unlock()
+						})
+					}
+					return o.p.String(), p.String()
+				}
+				seen[tag] = sub{k, p}
+			}
+		}
+	}
+	t.Fatalf("no two free ranges of slot %d share a range-derived tag", s)
+	return "", ""
+}
+
 // Plan is one network test's range and upstream, unique on the host.
 type Plan struct {
 	Range    string // PADDOCK_NETWORK_RANGE
-	Tag      string // names the daemon's chains, interfaces and namespaces
 	NS       string // the upstream's namespace
 	HostIf   string // the host end of the upstream's veth
 	HostCIDR string
@@ -82,21 +162,22 @@ type Plan struct {
 }
 
 // NewPlan gives test number n (distinct per test within a process, below
-// 64) its plan. Ranges stay in 100.64.0.0/11, clear of the daemon's
+// 56) its plan. Ranges stay in 100.64.0.0/11, clear of the daemon's
 // default range; upstreams in 198.19.<slot>.0/24.
 func NewPlan(t testing.TB, n int) Plan {
 	t.Helper()
+	if n < 0 || n >= 256-planBase {
+		t.Fatalf("network test number %d: want 0 to %d", n, 255-planBase)
+	}
 	s := Slot(t)
 	p := Plan{
-		Range:    fmt.Sprintf("100.%d.%d.0/24", 64+s, 200+n),
+		Range:    fmt.Sprintf("100.%d.%d.0/24", 64+s, planBase+n),
 		NS:       fmt.Sprintf("pe2e-up%d-%d", n, s),
 		HostIf:   fmt.Sprintf("pe2eup%d-%d", n, s),
 		HostCIDR: fmt.Sprintf("198.19.%d.%d/30", s, 4*n+1),
 		Upstream: fmt.Sprintf("198.19.%d.%d", s, 4*n+2),
 		Permit:   fmt.Sprintf("198.19.%d.%d/30", s, 4*n),
 	}
-	sum := sha256.Sum256([]byte(p.Range))
-	p.Tag = hex.EncodeToString(sum[:2])
 	return p
 }
 

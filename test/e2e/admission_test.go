@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/testnet"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -292,7 +293,9 @@ func TestPolicyFileFlag(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"max_size":"enormous"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(paddockBin(t), "serve", "--state-dir", filepath.Join(dir, "s"), "--socket", filepath.Join(dir, "p.sock"), "--policy", bad).CombinedOutput()
+	serve := exec.Command(paddockBin(t), "serve", "--state-dir", filepath.Join(dir, "s"), "--socket", filepath.Join(dir, "p.sock"), "--policy", bad)
+	serve.Env = append(os.Environ(), "PADDOCK_NETWORK_RANGE="+testnet.DaemonRange(t))
+	out, err := serve.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "max_size") {
 		t.Fatalf("serve with a bad policy: %v\n%s", err, out)
 	}

@@ -106,7 +106,6 @@ func TestNetworkInjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := startDaemon(t, daemonOpts{env: []string{
-		"PADDOCK_NETWORK_RANGE=100.127.244.0/24",
 		"PADDOCK_EGRESS_DNS_STATIC=api.test.example=198.18.92.2;other.test.example=198.18.92.2",
 		"PADDOCK_EGRESS_PERMIT=198.18.92.0/30",
 		"PADDOCK_EGRESS_DNS_UPSTREAM=127.0.0.1:9",
@@ -295,7 +294,7 @@ echo scanned`
 
 func TestSecretBadInput(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, daemonOpts{env: []string{"PADDOCK_NETWORK_RANGE=100.127.245.0/24"}})
+	d := startDaemon(t, daemonOpts{})
 	cases := []struct {
 		stdin string
 		args  []string

@@ -12,12 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/testnet"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -137,7 +139,13 @@ func startDaemon(t *testing.T, o daemonOpts) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{t: t, stateDir: state, socket: filepath.Join(state, "paddock.sock"), images: o.imagesDir, env: o.env}
+	env := o.env
+	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "PADDOCK_NETWORK_RANGE=") }) {
+		// Each daemon claims its range on the host: one of its own, also
+		// when the test never makes a networked sandbox.
+		env = append(slices.Clip(env), "PADDOCK_NETWORK_RANGE="+testnet.DaemonRange(t))
+	}
+	d := &daemon{t: t, stateDir: state, socket: filepath.Join(state, "paddock.sock"), images: o.imagesDir, env: env}
 	if o.listen {
 		d.listen = freeAddr(t)
 	}

@@ -462,7 +462,7 @@ func TestMCPSessionAndSnapshotOnEnd(t *testing.T) {
 // TestMCPCreateWithNetworkRules: sandbox_create's allow_hosts gives the
 // sandbox egress limited to those hosts; without it there is none.
 func TestMCPCreateWithNetworkRules(t *testing.T) {
-	d := startDaemon(t, daemonOpts{env: []string{"PADDOCK_NETWORK_RANGE=100.127.242.0/24"}})
+	d := startDaemon(t, daemonOpts{})
 	cs := connectMCP(t, d, "stdio", "")
 	var out struct {
 		Sandbox struct{ ID string }

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/paddock-dev/paddock/internal/testnet"
@@ -15,6 +18,17 @@ func newNetPlan(t *testing.T, n int) netPlan { return testnet.NewPlan(t, n) }
 
 // netSlot is this process's network test slot.
 func netSlot(t *testing.T) int { return testnet.Slot(t) }
+
+// netTag is the tag the daemon drew for its state dir: it names the
+// daemon's namespaces, veths, nftables table and iptables chains.
+func (d *daemon) netTag() string {
+	d.t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.stateDir, "network", "links", "tag"))
+	if err != nil {
+		d.t.Fatalf("the daemon's network tag: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
 
 // newTestHost makes a test host in a network namespace, removed when the
 // test ends.

@@ -58,7 +58,6 @@ func TestNetworkNftables(t *testing.T) {
 	}
 	plan := newNetPlan(t, 2)
 	up := plan.Upstream
-	table := "paddock_" + plan.Tag
 	netUpstream(t, plan.NS, plan.HostIf, plan.HostCIDR, up)
 	d := startDaemon(t, daemonOpts{listen: true, env: []string{
 		"PADDOCK_FIREWALL=nftables",
@@ -67,6 +66,7 @@ func TestNetworkNftables(t *testing.T) {
 		"PADDOCK_EGRESS_PERMIT=" + plan.Permit,
 		"PADDOCK_EGRESS_DNS_UPSTREAM=127.0.0.1:9",
 	}})
+	table := "paddock_" + d.netTag()
 	if !strings.Contains(d.logs.String(), "backend=nftables") {
 		t.Fatalf("daemon log does not name the nftables backend:\n%s", d.logs.String())
 	}
@@ -166,7 +166,7 @@ func TestNetworkNftables(t *testing.T) {
 			t.Fatalf("table left after the last sandbox and the daemon went:\n%s", st)
 		}
 		for _, box := range []string{id, other} {
-			if l := leftovers(box, plan.Tag); len(l) > 0 {
+			if l := leftovers(box, d.netTag()); len(l) > 0 {
 				t.Fatalf("left after destroy: %v", l)
 			}
 		}

@@ -185,7 +185,7 @@ func TestNetworkEgressRuntimes(t *testing.T) {
 			d.must("rm", b.id)
 		}
 		for _, b := range boxes {
-			if l := leftovers(b.id, plan.Tag); len(l) > 0 {
+			if l := leftovers(b.id, d.netTag()); len(l) > 0 {
 				t.Fatalf("%s: left after destroy: %v", b.runtime, l)
 			}
 		}

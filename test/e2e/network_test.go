@@ -125,7 +125,6 @@ func TestNetworkEgress(t *testing.T) {
 	// this host: daemons of other tests use the default range.
 	plan := newNetPlan(t, 0)
 	up := plan.Upstream
-	netTag := plan.Tag
 	netUpstream(t, plan.NS, plan.HostIf, plan.HostCIDR, up)
 	// The daemon's upstream resolver, in the test host's namespace: it
 	// answers every name, so only the daemon's rules keep one from resolving.
@@ -138,6 +137,7 @@ func TestNetworkEgress(t *testing.T) {
 		"PADDOCK_EGRESS_PERMIT=" + plan.Permit,
 		"PADDOCK_EGRESS_DNS_UPSTREAM=" + net.JoinHostPort(up, "53"),
 	}})
+	netTag := d.netTag()
 	id := strings.TrimSpace(d.must("create", "--allow-host", "up.test", "--allow-host", "fwd.test", "--allow-host", "*.evil.test", "--deny-host", "*.evil.test"))
 	py := func(script string, args ...string) string {
 		t.Helper()
@@ -349,7 +349,7 @@ func TestNetworkEgress(t *testing.T) {
 
 func TestNetworkBadInput(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, daemonOpts{env: []string{"PADDOCK_NETWORK_RANGE=100.127.241.0/24"}})
+	d := startDaemon(t, daemonOpts{})
 	cases := []struct {
 		args []string
 		want string
