@@ -215,7 +215,8 @@ func (s *Store) Import(ctx context.Context, r io.Reader, opts ImportOptions) (*I
 	}
 	archiveMax, why := maxBytes, fmt.Sprintf("the largest archive accepted is %d bytes", maxBytes)
 	if rem := budget.remaining(); rem >= 0 && rem < archiveMax {
-		archiveMax, why = rem, fmt.Sprintf("%s may store %d more bytes of images (PADDOCK_IMAGE_IMPORT_MAX_PER_KEY is %d)", ownerName(opts.Owner), rem, opts.MaxOwnerBytes)
+		archiveMax, why = rem, fmt.Sprintf("the images %s imported hold %d bytes on disk, and the limit per caller is %d (PADDOCK_IMAGE_IMPORT_MAX_PER_KEY), which leaves %d; delete images it imported to make room",
+			ownerName(opts.Owner), budget.used, opts.MaxOwnerBytes, rem)
 	}
 	unlock, err := flockWait(ctx, filepath.Join(s.dir, "builds.lock"), false)
 	if err != nil {

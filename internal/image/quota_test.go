@@ -203,7 +203,7 @@ func TestImportFullOwnerReadsNothing(t *testing.T) {
 	_, _ = rand.Read(noise)
 	data = dockerArchive(t, "c:1", imagetest.Tar(imagetest.File("c", string(noise))))
 	_, err = s.Import(ctx, bytes.NewReader(data), ImportOptions{Owner: "k3", MaxOwnerBytes: 4 << 10})
-	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "may store 4096 more bytes") {
+	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "leaves 4096") {
 		t.Fatalf("err = %v", err)
 	}
 }
