@@ -21,6 +21,9 @@ const (
 	DefaultSocket   = "/run/paddock/paddock.sock"
 )
 
+// DefaultImageImportMaxPerKey is the default of ImageImportMaxPerKey.
+const DefaultImageImportMaxPerKey = 32 << 30
+
 // Config is everything `paddock serve` can be told.
 type Config struct {
 	// StateDir holds the database, images and sandboxes ($PADDOCK_STATE_DIR).
@@ -78,6 +81,10 @@ type Config struct {
 	// SnapshotStoreMax caps the bytes of the local snapshot and backup
 	// store ($PADDOCK_SNAPSHOT_STORE_MAX); 0 = no cap.
 	SnapshotStoreMax int64 `json:"snapshot_store_max,omitempty"`
+	// ImageImportMaxPerKey caps the bytes on disk of the images one caller
+	// (an API key, or the unix socket) has imported or pulled
+	// ($PADDOCK_IMAGE_IMPORT_MAX_PER_KEY, default 32 GiB).
+	ImageImportMaxPerKey int64 `json:"image_import_max_per_key"`
 	// E2BDefaultNetwork is the network of a sandbox created through the
 	// E2B API whose request says nothing about internet access
 	// ($PADDOCK_E2B_DEFAULT_NETWORK): "none" (default) or "all" (e2b.go).
@@ -114,6 +121,7 @@ func Default() Config {
 		PreviewListen:          DefaultPreviewListen,
 		PreviewDomain:          "localhost",
 		E2BDefaultNetwork:      E2BNetworkNone,
+		ImageImportMaxPerKey:   DefaultImageImportMaxPerKey,
 	}
 }
 

@@ -84,6 +84,13 @@ func (c *Config) applyStorageEnv(getenv func(string) string) error {
 		}
 		c.SnapshotStoreMax = n
 	}
+	if v := getenv("PADDOCK_IMAGE_IMPORT_MAX_PER_KEY"); v != "" {
+		n, err := ParseBytes(v)
+		if err != nil {
+			return fmt.Errorf("PADDOCK_IMAGE_IMPORT_MAX_PER_KEY: %w", err)
+		}
+		c.ImageImportMaxPerKey = n
+	}
 	return nil
 }
 
@@ -133,6 +140,9 @@ func (c *Config) validateStorage() []error {
 	var errs []error
 	if c.SnapshotStoreMax < 0 {
 		errs = append(errs, errors.New("snapshot_store_max must not be negative"))
+	}
+	if c.ImageImportMaxPerKey < 1<<20 {
+		errs = append(errs, fmt.Errorf("image_import_max_per_key %d: want at least 1 MiB (PADDOCK_IMAGE_IMPORT_MAX_PER_KEY, e.g. 20G)", c.ImageImportMaxPerKey))
 	}
 	s := c.BackupS3
 	if !s.Enabled() {

@@ -67,6 +67,10 @@ func TestStorageEnv(t *testing.T) {
 		{"bad bucket", map[string]string{"PADDOCK_BACKUP_S3_ENDPOINT": "https://x", "PADDOCK_BACKUP_S3_BUCKET": "B_1", "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}, "BUCKET", nil},
 		{"bad max", map[string]string{"PADDOCK_SNAPSHOT_STORE_MAX": "lots"}, "PADDOCK_SNAPSHOT_STORE_MAX", nil},
 		{"bad path style", map[string]string{"PADDOCK_BACKUP_S3_PATH_STYLE": "maybe"}, "PATH_STYLE", nil},
+		{"image import cap default", map[string]string{}, "", func(c Config) bool { return c.ImageImportMaxPerKey == 32<<30 }},
+		{"image import cap", map[string]string{"PADDOCK_IMAGE_IMPORT_MAX_PER_KEY": "5G"}, "", func(c Config) bool { return c.ImageImportMaxPerKey == 5<<30 }},
+		{"image import cap too small", map[string]string{"PADDOCK_IMAGE_IMPORT_MAX_PER_KEY": "1K"}, "image_import_max_per_key", nil},
+		{"image import cap not a size", map[string]string{"PADDOCK_IMAGE_IMPORT_MAX_PER_KEY": "-3"}, "PADDOCK_IMAGE_IMPORT_MAX_PER_KEY", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
@@ -68,13 +69,17 @@ func (c *Controller) imagesInUse(ctx context.Context) (map[string]string, error)
 	return used, nil
 }
 
+// ImageImportOptions is who an import or pull by ctx's caller is recorded
+// as and the cap on what its images may hold on disk.
+func (c *Controller) ImageImportOptions(ctx context.Context) image.ImportOptions {
+	return image.ImportOptions{Owner: Caller(ctx), MaxOwnerBytes: c.cfg.ImageImportMaxPerKey}
+}
+
 // RemoveImage deletes an image's record unless a sandbox, snapshot or
 // template uses it; its layers go at the next GC. With gc set, that GC
-// runs straight away.
+// runs straight away. A key of scope own may remove only the images it
+// imported or pulled first.
 func (c *Controller) RemoveImage(ctx context.Context, ref string, gc bool) (*image.Image, *image.GCResult, error) {
-	if err := requireScopeAll(ctx, "deleting an image"); err != nil { // scope.go
-		return nil, nil, err
-	}
 	ic, err := c.collector()
 	if err != nil {
 		return nil, nil, err
@@ -85,11 +90,21 @@ func (c *Controller) RemoveImage(ctx context.Context, ref string, gc bool) (*ima
 	if err != nil {
 		return nil, nil, err
 	}
+	if img.Owner == "" || img.Owner != Caller(ctx) {
+		// Built-in images and other callers' imports are shared: the
+		// same refusal for both, so it says nothing of who imported it.
+		if err := requireScopeAll(ctx, "deleting an image this key did not import"); err != nil { // scope.go
+			return nil, nil, err
+		}
+	}
 	used, err := c.imagesInUse(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	if who, ok := used[img.Digest]; ok {
+		if CallerScope(ctx) != api.KeyScopeAll {
+			who = "a sandbox, snapshot or template" // perhaps another owner's: not named
+		}
 		return nil, nil, fmt.Errorf("image %s is in use by %s (and maybe others); remove those first: %w", img.Digest, who, errdefs.ErrFailedPrecondition)
 	}
 	removed, err := ic.Remove(ctx, ref)

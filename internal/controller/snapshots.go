@@ -526,10 +526,19 @@ func (c *Controller) ImportSnapshot(ctx context.Context, r io.Reader, opts Impor
 	if err := c.checkStoreRoom(0); err != nil { // quota.go
 		return nil, err
 	}
+	// The client's bytes are read and unpacked into private temporary
+	// layers first, without the lock every snapshot of every owner takes:
+	// a slow or huge upload holds up no one else. Only the commit, local
+	// work, is serialised.
+	staged, err := ss.Stage(ctx, r, snapshot.Limits{MaxBytes: opts.MaxBytes})
+	if err != nil {
+		return nil, snapErr(err)
+	}
+	defer staged.Discard()
 	c.snaps.mu.Lock()
 	defer c.snaps.mu.Unlock()
 	before := c.layerSet()
-	m, err := ss.Import(ctx, r, snapshot.Limits{MaxBytes: opts.MaxBytes})
+	m, err := staged.Commit(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, snapErr(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/tarsafe"
 )
 
 // Bounds on one layer tar. A layer is untrusted input: these keep a hostile
@@ -34,6 +35,15 @@ const (
 type ExtractOptions struct {
 	MaxBytes   int64 // file content summed over the layer
 	MaxEntries int
+	// Budget, when set, is charged each file's size before the file is
+	// written; an error from it fails the layer with nothing of that file
+	// written.
+	Budget Budget
+}
+
+// Budget is what an import may still write to disk.
+type Budget interface {
+	Charge(n int64) error
 }
 
 // ExtractStats says what a layer held.
@@ -83,6 +93,11 @@ func ExtractLayer(ctx context.Context, r io.Reader, root string, opts ExtractOpt
 		x.stats.Entries++
 		if x.stats.Entries > opts.MaxEntries {
 			return x.stats, badLayer("more than %d entries", opts.MaxEntries)
+		}
+		if tarsafe.Sparse(hdr) {
+			// archive/tar would expand the holes: a few bytes of layer
+			// would be gigabytes on disk.
+			return x.stats, badLayer("entry %q is a sparse file; sparse entries are not supported", printable(hdr.Name))
 		}
 		if err := x.entry(hdr, tr); err != nil {
 			return x.stats, err
@@ -298,6 +313,11 @@ func (x *extractor) mkdir(dfd int, base string, mode uint32) error {
 func (x *extractor) file(dfd int, name, base string, mode uint32, hdr *tar.Header, body io.Reader) error {
 	if hdr.Size < 0 || x.stats.Bytes+hdr.Size > x.opts.MaxBytes {
 		return badLayer("files larger than %d bytes in total", x.opts.MaxBytes)
+	}
+	if x.opts.Budget != nil {
+		if err := x.opts.Budget.Charge(hdr.Size); err != nil {
+			return err
+		}
 	}
 	if err := x.clear(dfd, base); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image/imagetest"
+	"github.com/paddock-dev/paddock/internal/tarsafe/tarsafetest"
 )
 
 func needLayerRoot(t *testing.T) {
@@ -150,18 +152,45 @@ func FuzzExtractLayer(f *testing.F) {
 	f.Add(imagetest.Tar(imagetest.File("a/b", "x"), imagetest.Symlink("l", "../x")))
 	f.Add(imagetest.Tar(imagetest.Symlink("evil", "/"), imagetest.File("evil/x", "y")))
 	f.Add(imagetest.Tar(imagetest.File("d/.wh.x", ""), imagetest.Entry{Name: "h", Type: tar.TypeLink, Linkname: "d/x"}))
+	f.Add(append(tarsafetest.PAXSparse("big", 1<<30, []byte("x")), tarsafetest.End()...))
+	f.Add(append(tarsafetest.GNUSparse("big", 1<<30, []byte("x")), tarsafetest.End()...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parent := t.TempDir()
 		root := filepath.Join(parent, "root")
 		if err := os.Mkdir(root, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		_, _ = ExtractLayer(context.Background(), bytes.NewReader(data), root, ExtractOptions{MaxBytes: 1 << 20, MaxEntries: 1000})
+		budget := &testBudget{limit: 256 << 10}
+		_, _ = ExtractLayer(context.Background(), bytes.NewReader(data), root, ExtractOptions{MaxBytes: 1 << 20, MaxEntries: 1000, Budget: budget})
 		if ents, _ := os.ReadDir(parent); len(ents) != 1 {
 			t.Fatalf("wrote outside the layer: %v", ents)
 		}
 		if info, err := os.Lstat(root); err != nil || !info.IsDir() {
 			t.Fatalf("layer root replaced: %v", err)
 		}
+		// What is on disk is what the budget allowed, whatever the
+		// headers claimed.
+		var files int64
+		_ = filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if info, err := d.Info(); err == nil {
+					files += info.Size()
+				}
+			}
+			return nil
+		})
+		if files > budget.limit {
+			t.Fatalf("%d bytes of files written with a budget of %d", files, budget.limit)
+		}
 	})
+}
+
+type testBudget struct{ limit, used int64 }
+
+func (b *testBudget) Charge(n int64) error {
+	if b.used+n > b.limit {
+		return errdefs.ErrResourceExhausted
+	}
+	b.used += n
+	return nil
 }

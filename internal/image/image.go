@@ -21,6 +21,9 @@ type Image struct {
 	User       string
 	Entrypoint []string
 	Cmd        []string
+	// Owner is the caller that imported or pulled the image first ("" for
+	// built-in images and images recorded before importers were).
+	Owner string
 }
 
 // Progress receives human-readable progress lines during a build.

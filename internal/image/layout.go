@@ -12,6 +12,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+
+	"github.com/paddock-dev/paddock/internal/tarsafe"
 )
 
 const maxIndexDepth = 4
@@ -100,6 +102,9 @@ func unpackLayoutFiles(archive, dir string) error {
 		}
 		if err != nil {
 			return badImage("archive is not a readable tar: %v", err)
+		}
+		if tarsafe.Sparse(h) {
+			return badImage("archive entry %q is a sparse file; sparse entries are not supported", printable(h.Name))
 		}
 		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeRegA {
 			continue

@@ -26,6 +26,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/tarsafe"
 )
 
 // Bounds on imported images, which come from outside.
@@ -52,6 +53,11 @@ type importedRecord struct {
 	Cmd          []string  `json:"cmd,omitempty"`
 	Size         int64     `json:"size"`
 	CreatedAt    time.Time `json:"created_at"`
+	// Owner is the caller that first imported or pulled the image, and
+	// Charged the bytes that import wrote to disk (its layers that were
+	// new to the store), counted against the owner's cap.
+	Owner   string `json:"owner,omitempty"`
+	Charged int64  `json:"charged,omitempty"`
 }
 
 func (s *Store) importedDir() string { return filepath.Join(s.dir, "imported") }
@@ -60,6 +66,7 @@ func (s *Store) recordImage(rec importedRecord) *Image {
 	img := &Image{
 		Name: rec.Digest, Digest: rec.Digest, Source: rec.Source, SizeBytes: rec.Size, CreatedAt: rec.CreatedAt,
 		Env: rec.Env, WorkingDir: rec.WorkingDir, User: rec.User, Entrypoint: rec.Entrypoint, Cmd: rec.Cmd,
+		Owner: rec.Owner,
 	}
 	if rec.Source != "" {
 		img.Name = rec.Source
@@ -76,7 +83,7 @@ func (s *Store) readImported(hexDigest string) (importedRecord, error) {
 	if err != nil {
 		return rec, err
 	}
-	if len(data) > maxImageRecord || json.Unmarshal(data, &rec) != nil || rec.Digest != digestPrefix+hexDigest {
+	if len(data) > maxImageRecord || json.Unmarshal(data, &rec) != nil || rec.Digest != digestPrefix+hexDigest || rec.Charged < 0 {
 		return rec, fmt.Errorf("image record %s is damaged", hexDigest)
 	}
 	for _, l := range rec.Layers {
@@ -156,8 +163,9 @@ func (s *Store) listImported(ctx context.Context) ([]*Image, error) {
 
 // Pull fetches ref from an OCI registry anonymously (the daemon's own
 // credentials are never offered to a registry a caller names) and stores
-// it under its manifest digest.
-func (s *Store) Pull(ctx context.Context, ref string, progress Progress) (*Image, error) {
+// it under its manifest digest, for opts.Owner and within its cap
+// (opts.Source and opts.MaxArchive are not used).
+func (s *Store) Pull(ctx context.Context, ref string, opts ImportOptions) (*Image, error) {
 	if ref == "" || len(ref) > maxSourceLen {
 		return nil, errdefs.Invalid("image reference must be 1 to %d bytes", maxSourceLen)
 	}
@@ -165,7 +173,7 @@ func (s *Store) Pull(ctx context.Context, ref string, progress Progress) (*Image
 	if err != nil {
 		return nil, errdefs.Invalid("image reference %q: %v", printable(ref), err)
 	}
-	progress = orNop(progress)
+	progress := orNop(opts.Progress)
 	progress("resolving " + r.String())
 	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithAuth(authn.Anonymous),
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: goruntime.GOARCH}))
@@ -176,20 +184,40 @@ func (s *Store) Pull(ctx context.Context, ref string, progress Progress) (*Image
 	if err != nil {
 		return nil, fmt.Errorf("pulling %s: %v: %w", printable(ref), err, errdefs.ErrUnavailable)
 	}
-	return s.store(ctx, img, d, r.String(), true, progress)
+	opts.Source, opts.Progress = r.String(), progress
+	return s.store(ctx, img, d, true, opts)
 }
 
 // Import stores the image in a docker-archive (`docker save`) or OCI-layout
-// tarball read from r, at most maxBytes long. source names it (a file name
-// or tag); "" uses the tag inside the archive, if any.
-func (s *Store) Import(ctx context.Context, r io.Reader, maxBytes int64, source string, progress Progress) (*Image, error) {
+// tarball read from r, for opts.Owner and within its cap.
+//
+// The archive is received whole (it may not be larger than what the owner
+// may still store), then its layers are unpacked; every file is charged to
+// the owner before it is written, so an import that would pass the cap
+// fails before writing past it and leaves nothing behind.
+func (s *Store) Import(ctx context.Context, r io.Reader, opts ImportOptions) (*Image, error) {
+	maxBytes := opts.MaxArchive
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxArchive
 	}
-	if len(source) > maxSourceLen {
+	if len(opts.Source) > maxSourceLen {
 		return nil, errdefs.Invalid("image source name longer than %d bytes", maxSourceLen)
 	}
-	progress = orNop(progress)
+	opts.Progress = orNop(opts.Progress)
+	unlockOwner, err := s.lockOwner(ctx, opts.Owner)
+	if err != nil {
+		return nil, err
+	}
+	defer unlockOwner()
+	budget, err := s.newBudget(opts.Owner, opts.MaxOwnerBytes)
+	if err != nil {
+		return nil, err
+	}
+	archiveMax, why := maxBytes, fmt.Sprintf("the largest archive accepted is %d bytes", maxBytes)
+	if rem := budget.remaining(); rem >= 0 && rem < archiveMax {
+		archiveMax, why = rem, fmt.Sprintf("the images %s imported hold %d bytes on disk, and the limit per caller is %d (PADDOCK_IMAGE_IMPORT_MAX_PER_KEY), which leaves %d; delete images it imported to make room",
+			ownerName(opts.Owner), budget.used, opts.MaxOwnerBytes, rem)
+	}
 	unlock, err := flockWait(ctx, filepath.Join(s.dir, "builds.lock"), false)
 	if err != nil {
 		return nil, err
@@ -209,25 +237,25 @@ func (s *Store) Import(ctx context.Context, r io.Reader, maxBytes int64, source 
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
-	n, err := io.Copy(f, io.LimitReader(r, maxBytes+1))
+	n, err := io.Copy(f, io.LimitReader(r, archiveMax+1))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("import: receiving archive: %w", err)
 	}
-	if n > maxBytes {
-		return nil, fmt.Errorf("import: archive is larger than %d bytes: %w", maxBytes, errdefs.ErrResourceExhausted)
+	if n > archiveMax {
+		return nil, fmt.Errorf("import: the archive is larger than %d bytes: %s: %w", archiveMax, why, errdefs.ErrResourceExhausted)
 	}
-	progress(fmt.Sprintf("received %d bytes", n))
+	opts.Progress(fmt.Sprintf("received %d bytes", n))
 	img, digest, tag, compressed, err := openArchive(archive, filepath.Join(work, "layout"))
 	if err != nil {
 		return nil, err
 	}
-	if source == "" {
-		source = tag
+	if opts.Source == "" {
+		opts.Source = tag
 	}
-	return s.storeLocked(ctx, img, digest, source, compressed, progress)
+	return s.storeLocked(ctx, img, digest, compressed, opts, budget)
 }
 
 func orNop(p Progress) Progress {
@@ -239,17 +267,30 @@ func orNop(p Progress) Progress {
 
 // store writes img's layers and record, holding the store's build lock
 // shared so a concurrent gc cannot take layers it has not seen recorded.
-func (s *Store) store(ctx context.Context, img v1.Image, digest v1.Hash, source string, compressed bool, progress Progress) (*Image, error) {
+func (s *Store) store(ctx context.Context, img v1.Image, digest v1.Hash, compressed bool, opts ImportOptions) (*Image, error) {
+	unlockOwner, err := s.lockOwner(ctx, opts.Owner)
+	if err != nil {
+		return nil, err
+	}
+	defer unlockOwner()
+	budget, err := s.newBudget(opts.Owner, opts.MaxOwnerBytes)
+	if err != nil {
+		return nil, err
+	}
 	unlock, err := flockWait(ctx, filepath.Join(s.dir, "builds.lock"), false)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	return s.storeLocked(ctx, img, digest, source, compressed, progress)
+	return s.storeLocked(ctx, img, digest, compressed, opts, budget)
 }
 
-func (s *Store) storeLocked(ctx context.Context, img v1.Image, digest v1.Hash, source string, compressed bool, progress Progress) (*Image, error) {
+// storeLocked unpacks and records img; the caller holds the build lock
+// shared and owner's import lock. Layers it wrote are removed again when
+// it fails on the budget, so a refused import leaves nothing.
+func (s *Store) storeLocked(ctx context.Context, img v1.Image, digest v1.Hash, compressed bool, opts ImportOptions, budget *importBudget) (*Image, error) {
 	start := time.Now()
+	source, progress := opts.Source, orNop(opts.Progress)
 	if digest.Algorithm != "sha256" || !validHex(digest.Hex) {
 		return nil, errdefs.Invalid("image digest %q is not sha256", printable(digest.String()))
 	}
@@ -277,25 +318,45 @@ func (s *Store) storeLocked(ctx context.Context, img v1.Image, digest v1.Hash, s
 	}
 	rec := importedRecord{
 		Digest: digest.String(), Source: source, ConfigDigest: cfgDigest.String(),
-		CreatedAt: time.Now().UTC().Truncate(time.Second),
+		CreatedAt: time.Now().UTC().Truncate(time.Second), Owner: opts.Owner,
 	}
 	if err := fillConfig(&rec, cfg.Config); err != nil {
 		return nil, err
 	}
-	for i, l := range layers {
-		id := diffIDs[i]
+	for i, id := range diffIDs {
 		if id.Algorithm != "sha256" || !validHex(id.Hex) {
 			return nil, badImage("layer %d: diff_id %q is not sha256", i, printable(id.String()))
 		}
-		size, err := s.ensureLayer(ctx, l, id, compressed)
+	}
+	hexes := make([]string, len(diffIDs))
+	for i, id := range diffIDs {
+		hexes[i] = id.Hex
+	}
+	defer s.holdLayers(hexes...)()
+	var added []string
+	for i, l := range layers {
+		id := diffIDs[i]
+		size, isNew, err := s.ensureLayer(ctx, l, id, compressed, budget)
 		if err != nil {
+			s.dropLayers(added)
 			return nil, fmt.Errorf("layer %d/%d (%s): %w", i+1, len(layers), id, err)
+		}
+		if isNew {
+			added = append(added, id.Hex)
 		}
 		rec.Size += size
 		rec.Layers = append(rec.Layers, id.String())
 		progress(fmt.Sprintf("layer %d/%d %s ok", i+1, len(layers), shortHex(id.Hex)))
 	}
+	rec.Charged = budget.charged
+	if old, err := s.readImported(digest.Hex); err == nil {
+		// Imported before: the first importer keeps it and its charge;
+		// this import stored nothing new but the layers it had to restore.
+		rec.Owner, rec.Charged = old.Owner, old.Charged+rec.Charged
+		rec.Size = max(rec.Size, old.Size)
+	}
 	if err := s.writeImported(rec); err != nil {
+		s.dropLayers(added)
 		return nil, fmt.Errorf("image %s: %w", rec.Digest, err)
 	}
 	s.log.Info("image stored", "digest", rec.Digest, "source", source, "layers", len(rec.Layers), "elapsed", time.Since(start).Round(time.Millisecond))
@@ -335,11 +396,16 @@ func fillConfig(rec *importedRecord, c v1.Config) error {
 // ensureLayer makes sure the layer with diff_id id is unpacked, verifying
 // every byte read against the digests the image names. A layer already in
 // the store was verified when it was stored.
-func (s *Store) ensureLayer(ctx context.Context, l v1.Layer, id v1.Hash, compressed bool) (int64, error) {
+func (s *Store) ensureLayer(ctx context.Context, l v1.Layer, id v1.Hash, compressed bool, budget Budget) (size int64, isNew bool, err error) {
 	dst := s.layerPath(id.String())
 	if dirExists(dst) {
-		return 0, nil
+		return 0, false, nil
 	}
+	size, err = s.unpackLayer(ctx, l, id, compressed, budget, dst)
+	return size, err == nil, err
+}
+
+func (s *Store) unpackLayer(ctx context.Context, l v1.Layer, id v1.Hash, compressed bool, budget Budget, dst string) (int64, error) {
 	work, err := newWorkDir(s.tmpDir())
 	if err != nil {
 		return 0, err
@@ -368,7 +434,7 @@ func (s *Store) ensureLayer(ctx context.Context, l v1.Layer, id v1.Hash, compres
 		return 0, fmt.Errorf("opening layer: %v: %w", err, errdefs.ErrUnavailable)
 	}
 	defer rc.Close()
-	stats, err := unpackVerified(ctx, rc, blobWant, id, rootfs)
+	stats, err := unpackVerified(ctx, rc, blobWant, id, rootfs, budget)
 	if err != nil {
 		return 0, err
 	}
@@ -387,7 +453,7 @@ func (s *Store) ensureLayer(ctx context.Context, l v1.Layer, id v1.Hash, compres
 // unpackVerified extracts a layer blob (gzip, zstd or plain tar) while
 // hashing both the blob and the tar inside it; a mismatch with either
 // expected digest, or a short blob, fails the layer.
-func unpackVerified(ctx context.Context, rc io.Reader, blobWant, diffWant v1.Hash, rootfs string) (ExtractStats, error) {
+func unpackVerified(ctx context.Context, rc io.Reader, blobWant, diffWant v1.Hash, rootfs string, budget Budget) (ExtractStats, error) {
 	blobHash := sha256.New()
 	br := bufio.NewReader(io.TeeReader(rc, blobHash))
 	magic, _ := br.Peek(4)
@@ -410,7 +476,10 @@ func unpackVerified(ctx context.Context, rc io.Reader, blobWant, diffWant v1.Has
 	}
 	diffHash := sha256.New()
 	tee := io.TeeReader(tarStream, diffHash)
-	stats, err := ExtractLayer(ctx, tee, rootfs, ExtractOptions{})
+	stats, err := ExtractLayer(ctx, tee, rootfs, ExtractOptions{Budget: budget})
+	if errors.Is(err, errdefs.ErrResourceExhausted) {
+		return stats, err // refused before writing: nothing to verify
+	}
 	if err != nil {
 		return stats, verifyCause(err, br, blobHash, blobWant)
 	}
@@ -531,6 +600,11 @@ func tarNames(archive string) (map[string]bool, error) {
 		}
 		if err != nil {
 			return nil, badImage("archive is not a readable tar: %v", err)
+		}
+		if tarsafe.Sparse(h) {
+			// Read through archive/tar, its holes would be gigabytes
+			// of layer from a few bytes of archive.
+			return nil, badImage("archive entry %q is a sparse file; sparse entries are not supported", printable(h.Name))
 		}
 		names[strings.TrimPrefix(h.Name, "./")] = true
 	}

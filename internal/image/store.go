@@ -67,6 +67,11 @@ type Store struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight
+	// importing holds one channel per owner with an import or pull under
+	// way, closed when it ends (quota.go).
+	importing map[string]chan struct{}
+	// layerHolds counts the imports in this process using each layer.
+	layerHolds map[string]int
 }
 
 // builderFunc fills rootfs, a path that does not exist yet, with an image.
@@ -101,6 +106,8 @@ func New(opts Options) (*Store, error) {
 		mirror:  opts.Mirror,
 		suite:   opts.Suite,
 		flights: make(map[string]*flight),
+
+		importing: make(map[string]chan struct{}),
 	}
 	if s.busybox == "" {
 		s.busybox = DefaultBusyboxPath

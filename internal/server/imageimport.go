@@ -14,8 +14,8 @@ import (
 // ImageImporter is the image store's import side, found on Options.Images
 // by type assertion.
 type ImageImporter interface {
-	Import(ctx context.Context, r io.Reader, maxBytes int64, source string, progress image.Progress) (*image.Image, error)
-	Pull(ctx context.Context, ref string, progress image.Progress) (*image.Image, error)
+	Import(ctx context.Context, r io.Reader, opts image.ImportOptions) (*image.Image, error)
+	Pull(ctx context.Context, ref string, opts image.ImportOptions) (*image.Image, error)
 }
 
 func (s *Server) routesImageImport(m *http.ServeMux) {
@@ -49,10 +49,12 @@ func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	source := r.URL.Query().Get("source")
+	opts := s.opts.Controller.ImageImportOptions(r.Context())
+	opts.Source = r.URL.Query().Get("source")
 	// The archive is read whole before anything is stored, so a client
-	// that goes away leaves nothing; the store bounds the size.
-	img, err := im.Import(r.Context(), r.Body, image.DefaultMaxArchive, source, nil)
+	// that goes away leaves nothing; the store bounds the size and what
+	// the caller's images may hold.
+	img, err := im.Import(r.Context(), r.Body, opts)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -85,12 +87,14 @@ func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		img, err := im.Pull(context.WithoutCancel(r.Context()), req.Ref, func(line string) {
+		opts := s.opts.Controller.ImageImportOptions(r.Context())
+		opts.Progress = func(line string) {
 			select {
 			case lines <- line:
 			default: // a slow client loses progress lines, never stalls the pull
 			}
-		})
+		}
+		img, err := im.Pull(context.WithoutCancel(r.Context()), req.Ref, opts)
 		done <- result{img, err}
 	}()
 	for {

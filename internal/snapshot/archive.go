@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/tarsafe"
 )
 
 // ArchiveFormat names the export format; an importer refuses others.
@@ -113,17 +114,57 @@ func (s *Store) Export(ctx context.Context, m Manifest, w io.Writer) error {
 // its manifest: corrupted, truncated or tampered with.
 var ErrChecksum = fmt.Errorf("checksum mismatch: %w", errdefs.ErrInvalidArgument)
 
-// Import reads an exported snapshot file, verifies every layer against the
-// manifest's sha256 and size, extracts each with Extract's rules into the
-// store, and returns the manifest, each layer's Added set. Nothing is kept
-// of a file that fails: the layers it added are removed again.
+// Import reads an exported snapshot file and stores it: Stage, then
+// Commit. Callers that serialise commits against a collector of unused
+// layers Stage first, outside their lock, and Commit under it.
 func (s *Store) Import(ctx context.Context, r io.Reader, lim Limits) (*Manifest, error) {
+	st, err := s.Stage(ctx, r, lim)
+	if err != nil {
+		return nil, err
+	}
+	return st.Commit(ctx)
+}
+
+// Staged is a snapshot file read to its end and unpacked into private
+// temporary layers, not yet in the store. Commit or Discard it.
+type Staged struct {
+	s    *Store
+	m    Manifest
+	tmps []string // one per layer of m, lowest first
+}
+
+// Manifest is the staged file's manifest.
+func (st *Staged) Manifest() Manifest { return st.m }
+
+// Discard removes what Stage unpacked. It may be called after Commit.
+func (st *Staged) Discard() {
+	for _, t := range st.tmps {
+		if t != "" {
+			st.s.Discard(t)
+		}
+	}
+	st.tmps = nil
+}
+
+// Stage reads an exported snapshot file to its end, checking the manifest
+// and each layer's sha256 and size, and unpacks each layer with Extract's
+// rules into a temporary directory of its own. It takes no lock of the
+// store: however slowly the file arrives, other snapshots go on.
+//
+// lim.MaxBytes bounds the file content of all layers together, counted as
+// written; an entry larger than what its layer's declared size or that
+// bound leaves is refused before any of it is written, and so is a sparse
+// entry, at either level of the file.
+func (s *Store) Stage(ctx context.Context, r io.Reader, lim Limits) (*Staged, error) {
+	if lim.MaxBytes <= 0 {
+		lim.MaxBytes = 64 << 30
+	}
 	tr := tar.NewReader(r)
 	hdr, err := tr.Next()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot file is empty, truncated or not a tar file: %v: %w", err, ErrChecksum)
 	}
-	if hdr.Name != manifestName || hdr.Typeflag != tar.TypeReg || hdr.Size > maxManifestSize {
+	if hdr.Name != manifestName || hdr.Typeflag != tar.TypeReg || hdr.Size > maxManifestSize || tarsafe.Sparse(hdr) {
 		return nil, errdefs.Invalid("snapshot file must start with %s", manifestName)
 	}
 	mb, err := io.ReadAll(io.LimitReader(tr, maxManifestSize))
@@ -139,9 +180,87 @@ func (s *Store) Import(ctx context.Context, r io.Reader, lim Limits) (*Manifest,
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	// A failed import removes the layers it added (not those stored
-	// before it began, which something else may name), and holds each
-	// layer it has until it returns, so a concurrent collection keeps them.
+	st := &Staged{s: s, m: m}
+	fail := func(err error) (*Staged, error) {
+		st.Discard()
+		return nil, err
+	}
+	var written int64
+	for _, l := range m.Layers {
+		hdr, err := tr.Next()
+		if err != nil {
+			return fail(fmt.Errorf("snapshot file is truncated before layer %s: %w", l.Digest, ErrChecksum))
+		}
+		if hdr.Name != layerEntry(l.Digest) || hdr.Typeflag != tar.TypeReg {
+			return fail(errdefs.Invalid("snapshot file entry %q is not the expected %s", truncate(hdr.Name, 100), layerEntry(l.Digest)))
+		}
+		if tarsafe.Sparse(hdr) {
+			return fail(unsafeEntry(hdr.Name, "is a sparse file (snapshot files hold none)"))
+		}
+		if hdr.Size != l.Size {
+			return fail(fmt.Errorf("layer %s is %d bytes, the manifest says %d: %w", l.Digest, hdr.Size, l.Size, ErrChecksum))
+		}
+		// A layer's files cannot hold more than its tar does.
+		layerLim := Limits{MaxEntries: lim.MaxEntries, MaxBytes: min(l.Size, lim.MaxBytes-written)}
+		if layerLim.MaxBytes <= 0 {
+			return fail(fmt.Errorf("snapshot: archive holds more than %d bytes: %w", lim.MaxBytes, errdefs.ErrResourceExhausted))
+		}
+		tmp, n, err := s.stageLayer(ctx, tr, l, layerLim)
+		written += n
+		if err != nil {
+			return fail(err)
+		}
+		st.tmps = append(st.tmps, tmp)
+	}
+	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
+		return fail(errdefs.Invalid("snapshot file has data after its last layer"))
+	}
+	return st, nil
+}
+
+// stageLayer extracts one layer into a new temporary directory and checks
+// the stream against its digest and size. It returns the directory and the
+// bytes of file content written.
+func (s *Store) stageLayer(ctx context.Context, r io.Reader, l Layer, lim Limits) (string, int64, error) {
+	tmp, err := s.Temp()
+	if err != nil {
+		return "", 0, err
+	}
+	h := sha256.New()
+	cr := &countReader{r: io.TeeReader(r, h)}
+	n, xerr := extract(ctx, cr, tmp, lim)
+	// Whatever the extractor left unread (tar padding) is part of the sum.
+	if _, err := io.Copy(io.Discard, cr); err != nil && xerr == nil {
+		xerr = fmt.Errorf("snapshot file is truncated in layer %s: %w", l.Digest, ErrChecksum)
+	}
+	if errors.Is(xerr, errdefs.ErrResourceExhausted) || errors.Is(xerr, ErrUnsafeArchive) {
+		// Refused before writing the entry: what matters is the refusal,
+		// whatever the checksum says.
+		s.Discard(tmp)
+		return "", n, xerr
+	}
+	if got := digestOf(h); got != l.Digest || cr.n != l.Size {
+		s.Discard(tmp)
+		return "", n, fmt.Errorf("layer %s does not match its checksum (corrupted, truncated or tampered file): %w", l.Digest, ErrChecksum)
+	}
+	if xerr != nil {
+		s.Discard(tmp)
+		return "", n, xerr
+	}
+	return tmp, n, nil
+}
+
+// Commit moves the staged layers into the store, lowest first, and returns
+// the manifest with each layer's Added set. Nothing is kept of a file that
+// fails: the layers it added are removed again. It holds each layer it
+// has until it returns, so a concurrent collection keeps them; callers
+// that record the snapshot serialise Commit and the record against their
+// collector.
+func (st *Staged) Commit(ctx context.Context) (*Manifest, error) {
+	s := st.s
+	defer st.Discard()
+	m := st.m
+	m.Layers = append([]Layer(nil), st.m.Layers...)
 	var added []string
 	var releases []func()
 	defer func() {
@@ -166,24 +285,24 @@ func (s *Store) Import(ctx context.Context, r io.Reader, lim Limits) (*Manifest,
 		}
 		return nil, err
 	}
+	if len(st.tmps) != len(m.Layers) {
+		return fail(errdefs.Invalid("snapshot import was discarded"))
+	}
 	var below []string
 	for i, l := range m.Layers {
-		hdr, err := tr.Next()
-		if err != nil {
-			return fail(fmt.Errorf("snapshot file is truncated before layer %s: %w", l.Digest, ErrChecksum))
-		}
-		if hdr.Name != layerEntry(l.Digest) || hdr.Typeflag != tar.TypeReg {
-			return fail(errdefs.Invalid("snapshot file entry %q is not the expected %s", truncate(hdr.Name, 100), layerEntry(l.Digest)))
-		}
-		if hdr.Size != l.Size {
-			return fail(fmt.Errorf("layer %s is %d bytes, the manifest says %d: %w", l.Digest, hdr.Size, l.Size, ErrChecksum))
-		}
-		got, err := s.importLayer(ctx, tr, l, below, lim)
+		tmp := st.tmps[i]
+		st.tmps[i] = "" // CommitOn moves or removes it
+		got, err := s.CommitOn(ctx, tmp, below)
 		if got.Added > 0 {
 			added = append(added, got.Digest)
 		}
 		if err != nil {
 			return fail(err)
+		}
+		if got.Digest != l.Digest {
+			// Same bytes in, different tree out: the layer tar was not in
+			// canonical form, so its name would not describe its content.
+			return fail(errdefs.Invalid("layer %s is not in canonical form", l.Digest))
 		}
 		release, err := s.Hold(got.Digest)
 		if err != nil {
@@ -193,45 +312,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader, lim Limits) (*Manifest,
 		m.Layers[i].Added = got.Added
 		below = append(below, l.Digest)
 	}
-	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
-		return fail(errdefs.Invalid("snapshot file has data after its last layer"))
-	}
 	return &m, nil
-}
-
-// importLayer extracts, checks and commits one layer. It returns what was
-// committed, even when that is not the layer claimed (so the caller can
-// remove it).
-func (s *Store) importLayer(ctx context.Context, r io.Reader, l Layer, below []string, lim Limits) (Layer, error) {
-	tmp, err := s.Temp()
-	if err != nil {
-		return Layer{}, err
-	}
-	h := sha256.New()
-	cr := &countReader{r: io.TeeReader(r, h)}
-	xerr := Extract(ctx, cr, tmp, lim)
-	// Whatever the extractor left unread (tar padding) is part of the sum.
-	if _, err := io.Copy(io.Discard, cr); err != nil && xerr == nil {
-		xerr = fmt.Errorf("snapshot file is truncated in layer %s: %w", l.Digest, ErrChecksum)
-	}
-	if got := digestOf(h); got != l.Digest || cr.n != l.Size {
-		s.Discard(tmp)
-		return Layer{}, fmt.Errorf("layer %s does not match its checksum (corrupted, truncated or tampered file): %w", l.Digest, ErrChecksum)
-	}
-	if xerr != nil {
-		s.Discard(tmp)
-		return Layer{}, xerr
-	}
-	got, err := s.CommitOn(ctx, tmp, below)
-	if err != nil {
-		return Layer{}, err
-	}
-	if got.Digest != l.Digest {
-		// Same bytes in, different tree out: the layer tar was not in
-		// canonical form, so its name would not describe its content.
-		return got, errdefs.Invalid("layer %s is not in canonical form", l.Digest)
-	}
-	return got, nil
 }
 
 type countReader struct {

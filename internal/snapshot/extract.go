@@ -12,13 +12,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/tarsafe"
 )
 
 // Limits bound what Extract accepts from a stream.
 type Limits struct {
 	// MaxEntries bounds the number of tar entries (default 1<<20).
 	MaxEntries int
-	// MaxBytes bounds the sum of file sizes (default 64 GiB).
+	// MaxBytes bounds the sum of file sizes (default 64 GiB). An entry
+	// that would pass it is refused before any of it is written.
 	MaxBytes int64
 }
 
@@ -51,6 +53,12 @@ func truncate(s string, n int) string {
 // symlinks and overlay whiteouts (0/0 character devices). Hard links,
 // other devices and FIFOs are refused.
 func Extract(ctx context.Context, r io.Reader, dir string, lim Limits) error {
+	_, err := extract(ctx, r, dir, lim)
+	return err
+}
+
+// extract is Extract that also returns the bytes of file content written.
+func extract(ctx context.Context, r io.Reader, dir string, lim Limits) (int64, error) {
 	if lim.MaxEntries <= 0 {
 		lim.MaxEntries = 1 << 20
 	}
@@ -59,43 +67,48 @@ func Extract(ctx context.Context, r io.Reader, dir string, lim Limits) error {
 	}
 	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("snapshot: open target: %w", err)
+		return 0, fmt.Errorf("snapshot: open target: %w", err)
 	}
 	defer unix.Close(root)
 	x := &extractor{root: root, chown: os.Geteuid() == 0}
 	tr := tar.NewReader(r)
-	var total int64
 	for i := 0; ; i++ {
 		if err := ctx.Err(); err != nil {
-			return err
+			return x.written, err
 		}
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("snapshot: read archive (truncated or corrupt): %v: %w", err, errdefs.ErrInvalidArgument)
+			return x.written, fmt.Errorf("snapshot: read archive (truncated or corrupt): %v: %w", err, errdefs.ErrInvalidArgument)
 		}
 		if i >= lim.MaxEntries {
-			return fmt.Errorf("snapshot: archive has more than %d entries: %w", lim.MaxEntries, errdefs.ErrResourceExhausted)
+			return x.written, fmt.Errorf("snapshot: archive has more than %d entries: %w", lim.MaxEntries, errdefs.ErrResourceExhausted)
+		}
+		if tarsafe.Sparse(hdr) {
+			// archive/tar would fill the holes with zeros: a few bytes of
+			// archive, gigabytes on disk.
+			return x.written, unsafeEntry(hdr.Name, "is a sparse file (snapshots hold none)")
 		}
 		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
-			if hdr.Size < 0 || total+hdr.Size > lim.MaxBytes {
-				return fmt.Errorf("snapshot: archive holds more than %d bytes: %w", lim.MaxBytes, errdefs.ErrResourceExhausted)
+			if hdr.Size < 0 || x.written+hdr.Size > lim.MaxBytes {
+				return x.written, fmt.Errorf("snapshot: archive holds more than %d bytes: %w", lim.MaxBytes, errdefs.ErrResourceExhausted)
 			}
-			total += hdr.Size
 		}
 		if err := x.entry(hdr, tr); err != nil {
-			return err
+			return x.written, err
 		}
 	}
-	return x.finish()
+	return x.written, x.finish()
 }
 
 type extractor struct {
 	root  int
 	chown bool
 	dirs  []dirTimes
+	// written counts the bytes of file content written so far.
+	written int64
 }
 
 type dirTimes struct {
@@ -210,6 +223,7 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 		f := os.NewFile(uintptr(fd), base)
 		defer f.Close()
 		n, err := io.Copy(f, io.LimitReader(r, hdr.Size))
+		x.written += n
 		if err != nil {
 			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 				return fmt.Errorf("snapshot: no space left for the snapshot: %w", errdefs.ErrResourceExhausted)

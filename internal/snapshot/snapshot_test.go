@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/tarsafe/tarsafetest"
 )
 
 func requireRoot(t testing.TB) {
@@ -293,16 +294,30 @@ func FuzzExtract(f *testing.F) {
 	f.Add(tarOfF(&tar.Header{Typeflag: tar.TypeSymlink, Name: "l", Linkname: "/"}, &tar.Header{Typeflag: tar.TypeReg, Name: "l/x", Size: 1}))
 	f.Add(tarOfF(&tar.Header{Typeflag: tar.TypeChar, Name: "w"}, &tar.Header{Typeflag: tar.TypeLink, Name: "h", Linkname: "w"}))
 	f.Add([]byte("not a tar"))
+	f.Add(append(tarsafetest.PAXSparse("big", 1<<30, []byte("x")), tarsafetest.End()...))
+	f.Add(append(tarsafetest.GNUSparse("big", 1<<30, []byte("x")), tarsafetest.End()...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parent := t.TempDir()
 		dir := filepath.Join(parent, "in")
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		_ = Extract(context.Background(), bytes.NewReader(data), dir, Limits{MaxEntries: 1000, MaxBytes: 1 << 20})
+		const maxBytes = 1 << 20
+		_ = Extract(context.Background(), bytes.NewReader(data), dir, Limits{MaxEntries: 1000, MaxBytes: maxBytes})
 		entries, _ := os.ReadDir(parent)
 		if len(entries) != 1 {
 			t.Fatalf("extraction escaped its directory: %v", entries)
+		}
+		// The bound holds for what is on disk, whatever headers claim.
+		var files int64
+		filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				files += fi.Size()
+			}
+			return nil
+		})
+		if files > maxBytes {
+			t.Fatalf("%d bytes of files written with a bound of %d", files, maxBytes)
 		}
 		// Nothing may be a device other than a whiteout.
 		filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
@@ -333,6 +348,7 @@ func FuzzImport(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(tarOfF(&tar.Header{Typeflag: tar.TypeReg, Name: "manifest.json", Size: 2}))
 	f.Add([]byte(`{"format":"paddock-snapshot/v1"}`))
+	f.Add(append(tarsafetest.PAXSparse(manifestName, 1<<30, []byte("{}")), tarsafetest.End()...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Open(Options{Dir: filepath.Join(t.TempDir(), "s")})
 		if err != nil {
