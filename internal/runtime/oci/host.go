@@ -21,6 +21,11 @@ type hostInfo struct {
 	swapAccounting bool
 	cgroupNS       bool
 	nofileHard     uint64
+	// lowerOOMScore: the runtime may give the agent a score below the
+	// daemon's own (it needs CAP_SYS_RESOURCE, which a host in a
+	// container often lacks). Without it the agent keeps the inherited
+	// score and starts its children above it instead (internal/agent).
+	lowerOOMScore bool
 }
 
 const cgroupRoot = "/sys/fs/cgroup"
@@ -46,6 +51,7 @@ func probeHost() (hostInfo, error) {
 		return h, fmt.Errorf("oci: getrlimit nofile: %w", err)
 	}
 	h.nofileHard = rl.Max
+	h.lowerOOMScore = hasCapability(unix.CAP_SYS_RESOURCE)
 	return h, nil
 }
 
@@ -227,4 +233,15 @@ func rmdirTree(dir string) error {
 		return fmt.Errorf("rmdir %s: %w", dir, err)
 	}
 	return nil
+}
+
+// hasCapability says whether this process has capability c in its
+// effective set.
+func hasCapability(c int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
 }
