@@ -114,8 +114,10 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		end.TimedOut = true
 		note = fmt.Sprintf("paddock: command timed out after %s and was killed\n", timeout)
 	case !started && ctx.Err() == nil:
-		return err // nothing streamed yet: the caller answers with a status
+		// nothing streamed yet: the caller answers with a status
+		return c.explainBrokenAgent(ctx, sandboxID, err) // death.go
 	default:
+		err = c.explainBrokenAgent(ctx, sandboxID, err)
 		end.Error = &api.Error{Code: errdefs.Code(err), Message: err.Error()}
 	}
 	if !started {
