@@ -165,3 +165,27 @@ func (c *Controller) explainBrokenAgent(ctx context.Context, id string, err erro
 	}
 	return err
 }
+
+// oomWatch reads the sandbox's OOM kill count now; the function it returns
+// says whether the count has grown since. A command that ends by SIGKILL
+// while it grew was, all but certainly, killed for memory: the count is
+// the sandbox's, so a process killed by hand in the same instant as
+// another is OOM-killed would be marked too.
+func (c *Controller) oomWatch(id string) func() bool {
+	// No record read: the backend that has the sandbox's cgroup answers.
+	for _, b := range c.opts.Backends {
+		oc, ok := b.(runtime.OOMCounter)
+		if !ok {
+			continue
+		}
+		before, ok := oc.OOMKills(id)
+		if !ok {
+			continue
+		}
+		return func() bool {
+			after, ok := oc.OOMKills(id)
+			return ok && after > before
+		}
+	}
+	return func() bool { return false }
+}

@@ -76,6 +76,7 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		}
 		return nil
 	}
+	oom := c.oomWatch(sandboxID) // death.go
 	started := false
 	res, err := ag.Exec(ectx, client.ExecOptions{
 		Cmd: req.Cmd, Env: req.Env, Cwd: req.Cwd, User: req.User, Stdin: req.Stdin,
@@ -103,6 +104,7 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		code := res.ExitCode
 		end.ExitCode = &code
 		end.Signal = res.Signal
+		end.OOMKilled = res.Signal == "SIGKILL" && oom()
 	case errors.Is(err, errdefs.ErrNotFound) && !started:
 		code := ExitCommandNotFound
 		end.ExitCode = &code

@@ -118,6 +118,14 @@ type Watcher interface {
 	Wait(ctx context.Context, id string) (Exit, error)
 }
 
+// OOMCounter counts the kernel's OOM kills in a running sandbox, so a
+// process ended by SIGKILL can be told apart as killed for memory.
+type OOMCounter interface {
+	// OOMKills is the count since the container started; ok is false
+	// when the host does not say.
+	OOMKills(id string) (n int64, ok bool)
+}
+
 // Pauser freezes and thaws a sandbox (memory and processes kept).
 type Pauser interface {
 	Pause(ctx context.Context, id string) error

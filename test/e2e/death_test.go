@@ -191,3 +191,25 @@ func TestSandboxDeathGVisor(t *testing.T) {
 	}
 	checkDeathReported(t, d, sb.ID, reason)
 }
+
+// TestExecOOMKilled: a memory hog run as the default user is what the OOM
+// killer ends, not the agent: the sandbox keeps running, and the hog's
+// end event says it was killed for memory.
+func TestExecOOMKilled(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	sb := create(t, d, api.CreateSandboxRequest{Image: "busybox", Resources: api.Resources{MemoryMB: 64}, KeepAlive: true})
+	res, err := d.client.Exec(ctxT(t, 2*time.Minute), sb.ID, paddock.ExecOptions{Cmd: []string{"sort", "/dev/zero"}})
+	if err != nil {
+		t.Fatalf("exec of the hog: %v", err)
+	}
+	if res.Signal != "SIGKILL" || !res.OOMKilled {
+		t.Fatalf("hog ended %+v, want SIGKILL with oom_killed", res)
+	}
+	if out, code := execOut(t, d, sb.ID, "echo", "alive"); code != 0 || out != "alive\n" {
+		t.Fatalf("after the hog: %q exit %d", out, code)
+	}
+	got, err := d.client.Get(ctxT(t, time.Minute), sb.ID)
+	if err != nil || got.State != api.StateRunning {
+		t.Fatalf("sandbox after its hog was killed: %+v %v", got, err)
+	}
+}

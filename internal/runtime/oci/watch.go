@@ -217,22 +217,26 @@ func clearExitRecord(runDir string) error {
 	return nil
 }
 
-// oomKills is how many processes the kernel's OOM killer ended in the
-// sandbox's memory cgroup (v1: memory.oom_control, v2: memory.events);
-// 0 when unknown.
-func (r *Runtime) oomKills(id string) int64 {
-	for _, dir := range r.cgroupDirs(id) {
-		for _, name := range []string{"memory.oom_control", "memory.events"} {
-			b, err := os.ReadFile(filepath.Join(dir, name))
-			if err != nil {
-				continue
-			}
-			if n, ok := parseOOMKills(b); ok {
-				return n
-			}
-		}
+var _ runtime.OOMCounter = (*Runtime)(nil)
+
+// OOMKills is how many processes the kernel's OOM killer ended in the
+// sandbox's memory cgroup since its container started (v1:
+// memory.oom_control, v2: memory.events). For gVisor it counts the
+// sandbox's host processes (the sentry), not processes inside it.
+func (r *Runtime) OOMKills(id string) (int64, bool) {
+	if r.host.oomFile == "" || !validID(id) {
+		return 0, false
 	}
-	return 0
+	b, err := os.ReadFile(filepath.Join(r.host.memCgroup, r.cgroupParent, id, r.host.oomFile))
+	if err != nil {
+		return 0, false
+	}
+	return parseOOMKills(b)
+}
+
+func (r *Runtime) oomKills(id string) int64 {
+	n, _ := r.OOMKills(id)
+	return n
 }
 
 // parseOOMKills reads the "oom_kill N" line both cgroup versions have.
