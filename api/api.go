@@ -248,6 +248,9 @@ type ExecEvent struct {
 	// or never started; see Error and Signal.
 	ExitCode *int   `json:"exit_code,omitempty"`
 	Signal   string `json:"signal,omitempty"`
+	// OOMKilled is true on end when the process died of SIGKILL while the
+	// kernel's OOM killer was killing in the sandbox (runc sandboxes).
+	OOMKilled bool `json:"oom_killed,omitempty"`
 	// TimedOut is true on end when the exec's timeout killed it.
 	TimedOut bool `json:"timed_out,omitempty"`
 	// SessionRestarted is true on end when the command left its session's

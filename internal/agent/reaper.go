@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -108,9 +110,55 @@ func (r *reaper) start(fork func() (int, error)) (int, <-chan syscall.WaitStatus
 	if err != nil {
 		return 0, nil, err
 	}
+	resetOOMScore(pid)
 	ch := make(chan syscall.WaitStatus, 1)
 	r.mu.Lock()
 	r.waiters[pid] = ch
 	r.mu.Unlock()
 	return pid, ch, nil
+}
+
+// ownOOMScoreAdj is the agent's own oom_score_adj, read once. Children
+// inherit it and must not keep it.
+var ownOOMScoreAdj = sync.OnceValue(func() int {
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return n
+})
+
+// childOOMBoost is how far above the agent a child's score is put when
+// the agent runs at the ordinary score (a host that cannot lower it).
+const childOOMBoost = 500
+
+// childOOMScore is the score the agent gives what it starts: 0 when the
+// runtime lowered the agent's own, else above the agent's (at most 1000).
+// Raising a score needs no privilege.
+func childOOMScore(own int) int {
+	if own < 0 {
+		return 0
+	}
+	return min(own+childOOMBoost, 1000)
+}
+
+// resetOOMScore gives a child the agent just started the score above the
+// agent's, so a sandbox out of memory loses its processes before its
+// agent. It runs right after the fork returns, when the child has exec'd
+// but (a freshly loaded program needs far longer to reach its first fork)
+// has not yet started anything of its own. A child may lower its score
+// again, down to the floor it inherited: then the OOM killer chooses
+// between it and the agent by memory used, and a death of the agent is
+// still noticed by the daemon and reported.
+func resetOOMScore(pid int) {
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", os.O_WRONLY, 0)
+	if err != nil {
+		return // the child is gone already
+	}
+	_, _ = f.WriteString(strconv.Itoa(childOOMScore(ownOOMScoreAdj())))
+	_ = f.Close()
 }

@@ -92,6 +92,12 @@ type entry struct {
 	activity atomic.Int64 // unix nanos of the last API use
 	active   atomic.Int32 // execs in flight: a sandbox in use is never idle
 
+	// The watcher of the container's current run (death.go): watchGen
+	// and unwatch are under mu.
+	watchGen uint64
+	unwatch  context.CancelFunc
+	death    atomic.Pointer[deathNote]
+
 	langMu sync.Mutex
 	langs  map[string]string // code context id -> language, for the ledger (contexts.go)
 }

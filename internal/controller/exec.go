@@ -76,6 +76,7 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		}
 		return nil
 	}
+	oom := c.oomWatch(sandboxID) // death.go
 	started := false
 	res, err := ag.Exec(ectx, client.ExecOptions{
 		Cmd: req.Cmd, Env: req.Env, Cwd: req.Cwd, User: req.User, Stdin: req.Stdin,
@@ -103,6 +104,7 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		code := res.ExitCode
 		end.ExitCode = &code
 		end.Signal = res.Signal
+		end.OOMKilled = res.Signal == "SIGKILL" && oom()
 	case errors.Is(err, errdefs.ErrNotFound) && !started:
 		code := ExitCommandNotFound
 		end.ExitCode = &code
@@ -114,8 +116,10 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		end.TimedOut = true
 		note = fmt.Sprintf("paddock: command timed out after %s and was killed\n", timeout)
 	case !started && ctx.Err() == nil:
-		return err // nothing streamed yet: the caller answers with a status
+		// nothing streamed yet: the caller answers with a status
+		return c.explainBrokenAgent(ctx, sandboxID, err) // death.go
 	default:
+		err = c.explainBrokenAgent(ctx, sandboxID, err)
 		end.Error = &api.Error{Code: errdefs.Code(err), Message: err.Error()}
 	}
 	if !started {

@@ -120,6 +120,16 @@ func (c *Controller) reconcileOne(ctx context.Context, rec *store.Sandbox) {
 			// Waits for e.mu, held here; adopts the sandbox's terminals.
 			go c.recoverTerminals(context.Background(), rec.ID) // terminal_recover.go
 		case runtime.StatusStopped:
+			// A container that died while the daemon was away says why,
+			// as one that dies under its eyes does (death.go); one gone
+			// without a trace (a host reboot) is merely stopped.
+			if w, ok := b.(runtime.Watcher); ok {
+				if exit, err := w.Wait(dctx, rec.ID); err == nil && exit.Known {
+					_ = b.Stop(dctx, rec.ID)
+					_ = c.setState(ctx, rec, api.StateError, exit.Reason, true)
+					return
+				}
+			}
 			_ = c.setState(ctx, rec, api.StateStopped, "container was gone at daemon start; files kept", true)
 		default:
 			_ = c.setState(ctx, rec, api.StateError, "container and files were gone at daemon start", true)

@@ -222,6 +222,7 @@ func (c *Controller) startCompute(ctx context.Context, e *entry, rec *store.Sand
 		e.agent.Close()
 	}
 	e.agent = ag
+	c.armWatch(e, rec.ID, rec.Runtime) // death.go
 	return nil
 }
 
@@ -395,6 +396,7 @@ func (c *Controller) adopt(ctx context.Context, e *entry, rec *store.Sandbox) er
 		return fmt.Errorf("sandbox %s: agent does not answer: %v: %w", rec.ID, err, errdefs.ErrUnavailable)
 	}
 	e.agent = ag
+	c.armWatch(e, rec.ID, rec.Runtime) // death.go
 	return nil
 }
 
@@ -471,6 +473,10 @@ func (c *Controller) Agent(ctx context.Context, ref string) (ag *client.Client, 
 	e.mu.Lock()
 	if rec, err = c.resolve(ctx, rec.ID); err == nil {
 		switch {
+		case deathError(rec.ID, rec.State, rec.ErrorReason) != nil:
+			// A sandbox that died says why, rather than being started
+			// again behind the caller's back; a start brings it back.
+			err = deathError(rec.ID, rec.State, rec.ErrorReason)
 		case rec.State == api.StatePaused:
 			// The next request to a paused sandbox resumes it, as the next
 			// request to a stopped one starts it.

@@ -14,19 +14,21 @@ import (
 
 // SandboxInfo is what the tools say about one sandbox.
 type SandboxInfo struct {
-	ID        string            `json:"id" jsonschema:"the sandbox id; pass it as sandbox to other tools"`
-	Name      string            `json:"name,omitempty" jsonschema:"the sandbox name, usable instead of the id"`
-	State     string            `json:"state" jsonschema:"creating, running, paused, stopped (starts again on next use), error or destroyed"`
-	Image     string            `json:"image"`
-	Runtime   string            `json:"runtime" jsonschema:"runc (containers) or gvisor (a user-space kernel between the code and the host)"`
-	Resources api.Resources     `json:"resources"`
-	Labels    map[string]string `json:"labels,omitempty"`
+	ID    string `json:"id" jsonschema:"the sandbox id; pass it as sandbox to other tools"`
+	Name  string `json:"name,omitempty" jsonschema:"the sandbox name, usable instead of the id"`
+	State string `json:"state" jsonschema:"creating, running, paused, stopped (starts again on next use), error or destroyed"`
+	// ErrorReason says why a sandbox is in state error (e.g. "out of memory").
+	ErrorReason string            `json:"error_reason,omitempty" jsonschema:"why the sandbox is in state error, e.g. out of memory or agent exited: signal 15; its files are kept and paddock start (CLI or API) brings it back"`
+	Image       string            `json:"image"`
+	Runtime     string            `json:"runtime" jsonschema:"runc (containers) or gvisor (a user-space kernel between the code and the host)"`
+	Resources   api.Resources     `json:"resources"`
+	Labels      map[string]string `json:"labels,omitempty"`
 	// Default is true for this session's default sandbox.
 	Default bool `json:"default,omitempty" jsonschema:"true for this session's default sandbox (used when a tool names none; destroyed when the session ends)"`
 }
 
 func info(sb *api.Sandbox, defaultID string) SandboxInfo {
-	return SandboxInfo{ID: sb.ID, Name: sb.Name, State: sb.State, Image: sb.Image, Runtime: sb.Runtime,
+	return SandboxInfo{ID: sb.ID, Name: sb.Name, State: sb.State, ErrorReason: sb.ErrorReason, Image: sb.Image, Runtime: sb.Runtime,
 		Resources: sb.Resources, Labels: sb.Labels, Default: defaultID != "" && (sb.ID == defaultID || sb.Name == defaultID)}
 }
 

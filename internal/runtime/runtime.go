@@ -98,6 +98,34 @@ type Backend interface {
 	List(ctx context.Context) ([]string, error)
 }
 
+// Exit says why a sandbox's compute ended when nobody asked it to.
+type Exit struct {
+	// Reason is short and safe to show a user: "out of memory",
+	// "agent exited: signal 15", "gVisor sentry killed".
+	Reason string
+	// Known: the reason comes from a record (the agent's own, the memory
+	// cgroup's OOM count), not from the mere absence of one, which a host
+	// reboot also leaves.
+	Known bool
+}
+
+// Watcher follows a running sandbox's container.
+type Watcher interface {
+	// Wait blocks until the sandbox's container (or, for gVisor, its
+	// whole sandbox) ends, and says why. It returns at once when none
+	// runs, and ctx's error when ctx ends first. A stop or destroy the
+	// caller asked for ends it too: the caller tells those apart.
+	Wait(ctx context.Context, id string) (Exit, error)
+}
+
+// OOMCounter counts the kernel's OOM kills in a running sandbox, so a
+// process ended by SIGKILL can be told apart as killed for memory.
+type OOMCounter interface {
+	// OOMKills is the count since the container started; ok is false
+	// when the host does not say.
+	OOMKills(id string) (n int64, ok bool)
+}
+
 // Pauser freezes and thaws a sandbox (memory and processes kept).
 type Pauser interface {
 	Pause(ctx context.Context, id string) error

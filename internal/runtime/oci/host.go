@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,14 @@ type hostInfo struct {
 	swapAccounting bool
 	cgroupNS       bool
 	nofileHard     uint64
+	// lowerOOMScore: the runtime may give the agent a score below the
+	// daemon's own (it needs CAP_SYS_RESOURCE, which a host in a
+	// container often lacks). Without it the agent keeps the inherited
+	// score and starts its children above it instead (internal/agent).
+	lowerOOMScore bool
+	// memCgroup is the memory controller's hierarchy, and oomFile the
+	// file in a cgroup of it that counts OOM kills ("" if none).
+	memCgroup, oomFile string
 }
 
 const cgroupRoot = "/sys/fs/cgroup"
@@ -46,6 +55,8 @@ func probeHost() (hostInfo, error) {
 		return h, fmt.Errorf("oci: getrlimit nofile: %w", err)
 	}
 	h.nofileHard = rl.Max
+	h.lowerOOMScore = hasCapability(unix.CAP_SYS_RESOURCE)
+	h.memCgroup, h.oomFile = memoryHierarchy()
 	return h, nil
 }
 
@@ -227,4 +238,40 @@ func rmdirTree(dir string) error {
 		return fmt.Errorf("rmdir %s: %w", dir, err)
 	}
 	return nil
+}
+
+// hasCapability says whether this process has capability c in its
+// effective set.
+func hasCapability(c int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
+}
+
+// memoryHierarchy finds where OOM kills are counted: the v1 memory
+// hierarchy's memory.oom_control (also on hybrid hosts, where runc puts
+// memory there), else the unified hierarchy's memory.events.
+func memoryHierarchy() (dir, file string) {
+	ms, err := readMounts()
+	if err != nil {
+		return "", ""
+	}
+	var v2 []string
+	for _, m := range ms {
+		switch m.fsType {
+		case "cgroup":
+			if slices.Contains(strings.Split(m.superOpts, ","), "memory") {
+				return m.mountPoint, "memory.oom_control"
+			}
+		case "cgroup2":
+			v2 = append(v2, m.mountPoint)
+		}
+	}
+	if len(v2) == 1 {
+		return v2[0], "memory.events"
+	}
+	return "", ""
 }

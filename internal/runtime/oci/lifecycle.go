@@ -162,6 +162,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.In
 	if err := os.Remove(l.socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return runtime.Info{}, fmt.Errorf("oci: clear old agent socket: %w", err)
 	}
+	if err := clearExitRecord(l.run); err != nil {
+		return runtime.Info{}, err
+	}
 
 	cfg := r.buildSpec(spec, bundlePaths{rootfs: l.rootfs, runDir: l.run, agentBinary: spec.AgentBinary})
 	data, err := json.MarshalIndent(cfg, "", "\t")

@@ -16,6 +16,13 @@ const (
 	defaultPath        = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	nofileCeiling      = 65536
 	cfsPeriod          = 100000
+	// agentOOMScoreAdj makes the agent the kernel OOM killer's last
+	// choice in its memory cgroup: a sandbox out of memory loses a user
+	// process, not its PID 1. Not -1000 (never killed): processes inherit
+	// the floor and could then make a cgroup nothing can be freed from.
+	// The agent starts its children back at 0 (internal/agent/reaper.go).
+	// Set only where the daemon may lower a score (CAP_SYS_RESOURCE).
+	agentOOMScoreAdj = -998
 )
 
 // capabilities are what the agent (root in the sandbox) keeps: enough to
@@ -109,6 +116,10 @@ func (r *Runtime) buildSpec(spec runtime.Spec, p bundlePaths) *specs.Spec {
 	}
 	if r.host.cgroupNS {
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.CgroupNamespace})
+	}
+	if r.host.lowerOOMScore {
+		adj := agentOOMScoreAdj
+		s.Process.OOMScoreAdj = &adj
 	}
 	applyNetwork(s, spec)
 	return s

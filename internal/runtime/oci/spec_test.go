@@ -29,7 +29,7 @@ func testSpec(t *testing.T) runtime.Spec {
 
 func TestBuildSpec(t *testing.T) {
 	for _, host := range []hostInfo{
-		{nofileHard: 20000, swapAccounting: true, cgroupNS: true},
+		{nofileHard: 20000, swapAccounting: true, cgroupNS: true, lowerOOMScore: true},
 		{nofileHard: 1 << 20, swapAccounting: false, cgroupNS: false},
 	} {
 		r := &Runtime{kind: KindRunc, cgroupParent: "paddock", host: host}
@@ -44,6 +44,12 @@ func TestBuildSpec(t *testing.T) {
 		}
 		if s.Hostname != "abc123" || s.Root.Path != "/r/rootfs" || s.Root.Readonly || !s.Process.NoNewPrivileges {
 			t.Errorf("hostname %q root %+v nnp %v", s.Hostname, s.Root, s.Process.NoNewPrivileges)
+		}
+		if host.lowerOOMScore && (s.Process.OOMScoreAdj == nil || *s.Process.OOMScoreAdj != agentOOMScoreAdj) {
+			t.Errorf("oomScoreAdj = %v, want %d (the agent is the OOM killer's last choice)", s.Process.OOMScoreAdj, agentOOMScoreAdj)
+		}
+		if !host.lowerOOMScore && s.Process.OOMScoreAdj != nil {
+			t.Errorf("oomScoreAdj = %d on a host that cannot lower scores", *s.Process.OOMScoreAdj)
 		}
 		if s.Linux.CgroupsPath != "/paddock/abc123" {
 			t.Errorf("cgroupsPath = %q", s.Linux.CgroupsPath)

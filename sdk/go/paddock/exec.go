@@ -43,6 +43,9 @@ type ExecResult struct {
 	ExitCode int
 	// Signal names the signal that killed the process, if one did.
 	Signal string
+	// OOMKilled is true when the kernel's OOM killer ended the process
+	// (the sandbox ran out of memory).
+	OOMKilled bool
 	// TimedOut is true when the exec's timeout killed the process.
 	TimedOut bool
 	// SessionRestarted is true when the command left its session's shell
@@ -144,6 +147,7 @@ func readExecStream(r io.Reader, stdout, stderr io.Writer) (*ExecResult, error) 
 			}
 			res.ExitCode = *ev.ExitCode
 			res.Signal = ev.Signal
+			res.OOMKilled = ev.OOMKilled
 			res.TimedOut = ev.TimedOut
 			res.SessionRestarted = ev.SessionRestarted
 			return res, nil
