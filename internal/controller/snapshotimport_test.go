@@ -63,8 +63,12 @@ func TestSnapshotImportHoldsNoLockWhileReading(t *testing.T) {
 	if err := <-imported; err != nil {
 		t.Fatalf("import: %v", err)
 	}
-	got, err := c.opts.Store.GetSnapshotByName(ctx, "slow")
-	if err != nil || len(got.Layers) != 1 || got.Layers[0].Digest != src.Layers[0].Digest || got.Owner != "key-a" {
-		t.Fatalf("imported snapshot: %v %+v", err, got)
+	named, err := c.opts.Store.SnapshotsByName(ctx, "slow")
+	if err != nil || len(named) != 1 {
+		t.Fatalf("imported snapshot: %v, %d named slow", err, len(named))
+	}
+	got := named[0]
+	if len(got.Layers) != 1 || got.Layers[0].Digest != src.Layers[0].Digest || got.Owner != "key-a" {
+		t.Fatalf("imported snapshot: %+v", got)
 	}
 }
