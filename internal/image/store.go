@@ -67,6 +67,8 @@ type Store struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight
+	active  map[*flight]struct{} // every build still running, waited for or not
+	closed  bool
 }
 
 // builderFunc fills rootfs, a path that does not exist yet, with an image.
@@ -101,6 +103,7 @@ func New(opts Options) (*Store, error) {
 		mirror:  opts.Mirror,
 		suite:   opts.Suite,
 		flights: make(map[string]*flight),
+		active:  make(map[*flight]struct{}),
 	}
 	if s.busybox == "" {
 		s.busybox = DefaultBusyboxPath
@@ -132,10 +135,10 @@ func New(opts Options) (*Store, error) {
 		}
 	}
 	// Anything in tmp/ while no process holds the build lock is a build
-	// that died with its process. Another process may share the store and
-	// be building right now: then tmp/ is left alone.
+	// that died with its process (recover.go). Another process may share
+	// the store and be building right now: then tmp/ is left alone.
 	if unlock, ok := tryFlockExclusive(filepath.Join(dir, "builds.lock")); ok {
-		err := removeTree(s.tmpDir())
+		err := s.clearInterrupted()
 		unlock()
 		if err != nil {
 			return nil, fmt.Errorf("image store: clearing interrupted builds: %w", err)
@@ -276,6 +279,10 @@ func (s *Store) Ensure(ctx context.Context, name string, progress Progress) (*Im
 		return nil, err
 	}
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errClosed
+	}
 	if f := s.flights[name]; f != nil {
 		w := f.join(progress)
 		s.mu.Unlock()
@@ -299,6 +306,10 @@ func (s *Store) Build(ctx context.Context, name string, progress Progress) (*Ima
 	}
 	for {
 		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, errClosed
+		}
 		f := s.flights[name]
 		if f == nil {
 			f, w := s.startLocked(name, true, progress)
