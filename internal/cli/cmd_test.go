@@ -341,3 +341,40 @@ func TestDaemonDown(t *testing.T) {
 		t.Fatalf("version with the daemon down: %d %q %q", code, out.String(), errOut.String())
 	}
 }
+
+// A create builds on first use only the built-in image it runs on, and
+// says what that build takes: a restore runs on its snapshot's image, so
+// it builds nothing.
+func TestFirstUseBuildsTheImageUsed(t *testing.T) {
+	s := newFake(t)
+	s.SetImages() // nothing built yet; the default image is base
+	builds := func() int {
+		return s.Requests("POST /v1/images/base/build") + s.Requests("POST /v1/images/busybox/build")
+	}
+	for _, args := range [][]string{
+		{"do", "--from-snapshot", "snap1", "--", "echo", "restored"},
+		{"create", "--from-snapshot", "snap1"},
+	} {
+		r := runCLI(t, s, "", args...)
+		if r.code != 0 || strings.Contains(r.stderr, "building image") || builds() != 0 {
+			t.Fatalf("paddock %v built an image (%d builds): %+v", args, builds(), r)
+		}
+	}
+	for _, tt := range []struct {
+		args      []string
+		image     string
+		want, not string
+	}{
+		{[]string{"create", "--image", "busybox"}, "busybox", "(a few seconds)", "Debian"},
+		{[]string{"do", "--", "echo", "hi"}, "base", "Debian's packages", "a few seconds"},
+	} {
+		r := runCLI(t, s, "", tt.args...)
+		if r.code != 0 || s.Requests("POST /v1/images/"+tt.image+"/build") != 1 {
+			t.Fatalf("paddock %v: %+v", tt.args, r)
+		}
+		if !strings.Contains(r.stderr, "building image "+tt.image+" on first use") ||
+			!strings.Contains(r.stderr, tt.want) || strings.Contains(r.stderr, tt.not) {
+			t.Errorf("paddock %v says %q; want %q and not %q", tt.args, r.stderr, tt.want, tt.not)
+		}
+	}
+}

@@ -107,7 +107,7 @@ func runDo(cmd *cobra.Command, g *globals, f *doFlags, argv []string) (err error
 
 	ctx := cmd.Context()
 	c := g.client()
-	if err := prepareImage(ctx, c, req.Image, cmd.ErrOrStderr()); err != nil {
+	if err := prepareCreate(ctx, c, req, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
 	sb, err := c.Create(ctx, req)

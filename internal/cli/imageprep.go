@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,8 +13,22 @@ import (
 	"golang.org/x/term"
 )
 
-// builtinImages can be built by the daemon on first use.
-var builtinImages = []string{"base", "busybox"}
+// builtinImages can be built by the daemon on first use; each says what
+// its first build takes.
+var builtinImages = map[string]string{
+	"base":    "Debian's packages are fetched and installed: about a minute",
+	"busybox": "a few seconds",
+}
+
+// prepareCreate builds, on first use, the built-in image a create will run
+// on. A restore runs on its snapshot's image, and a template or pool
+// sandbox on the template's, so those build nothing here.
+func prepareCreate(ctx context.Context, c *paddock.Client, req api.CreateSandboxRequest, w io.Writer) error {
+	if req.FromSnapshot != "" || req.Template != "" || req.Pool != "" {
+		return nil
+	}
+	return prepareImage(ctx, c, req.Image, w)
+}
 
 // prepareImage makes sure a built-in image exists before a create, showing
 // the build's progress on w: the first use of the Debian base image takes
@@ -28,7 +41,8 @@ func prepareImage(ctx context.Context, c *paddock.Client, name string, w io.Writ
 		}
 		name = h.DefaultImage
 	}
-	if !slices.Contains(builtinImages, name) {
+	note, ok := builtinImages[name]
+	if !ok {
 		return nil
 	}
 	imgs, err := c.Images(ctx)
@@ -40,7 +54,7 @@ func prepareImage(ctx context.Context, c *paddock.Client, name string, w io.Writ
 			return nil
 		}
 	}
-	fmt.Fprintf(w, "building image %s on first use (the Debian base image takes about a minute)...\n", name)
+	fmt.Fprintf(w, "building image %s on first use (%s)...\n", name, note)
 	p := newProgressLine(w)
 	img, err := c.EnsureImage(ctx, name, func(ev api.BuildEvent) {
 		if ev.Type == paddock.BuildProgress || ev.Type == paddock.BuildLog {

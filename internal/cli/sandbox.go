@@ -140,11 +140,8 @@ func newCreateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			c := g.client()
-			// A restore runs on the snapshot's image, a template on its own.
-			if req.FromSnapshot == "" && req.Template == "" && req.Pool == "" {
-				if err := prepareImage(cmd.Context(), c, req.Image, cmd.ErrOrStderr()); err != nil {
-					return err
-				}
+			if err := prepareCreate(cmd.Context(), c, req, cmd.ErrOrStderr()); err != nil {
+				return err
 			}
 			sb, err := c.Create(cmd.Context(), req)
 			if err != nil {

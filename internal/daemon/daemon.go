@@ -33,6 +33,10 @@ var Version = "dev"
 // sandboxes.
 const shutdownGrace = 5 * time.Second
 
+// imageStopGrace is how long an image build gets to stop cleanly (unmount
+// its chroot) when the daemon stops.
+const imageStopGrace = 10 * time.Second
+
 // Run serves until ctx ends. ready, if not nil, is called once the API
 // listens.
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func()) error {
@@ -161,6 +165,15 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 			s.Close()
 		}
 	}
+	// An image build in progress stops with the daemon: mmdebstrap gets
+	// SIGTERM and unmounts its chroot. Past the grace, the process exits
+	// and the kernel ends the builder (parent-death signal, its own PID
+	// namespace); the next start clears what it left.
+	ictx, icancel := context.WithTimeout(context.WithoutCancel(ctx), imageStopGrace)
+	if err := images.Close(ictx); err != nil {
+		log.Warn("image builds did not stop in time", "err", err)
+	}
+	icancel()
 	_ = os.Remove(cfg.Socket)
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil

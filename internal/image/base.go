@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -110,18 +111,40 @@ func (s *Store) buildBase(ctx context.Context, rootfs string, progress Progress)
 	if err != nil {
 		return fmt.Errorf("base image: mmdebstrap is not installed: %w", errdefs.ErrFailedPrecondition)
 	}
-	cmd := exec.CommandContext(ctx, bin, s.baseArgs(rootfs)...)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		return fmt.Errorf("base image: unshare (util-linux) is not installed: %w", errdefs.ErrFailedPrecondition)
+	}
+	// mmdebstrap runs as the first process of a PID namespace of its own,
+	// in a mount namespace of its own, so nothing of a build outlives the
+	// daemon: if the daemon dies, unshare gets SIGKILL (Pdeathsig), which
+	// kills mmdebstrap (--kill-child), and the kernel then kills every
+	// process left in its PID namespace (apt, dpkg, maintainer scripts).
+	// The chroot's mounts (proc, sys, dev/pts, dev/shm) exist only in the
+	// private mount namespace and vanish with its last process; the host
+	// never sees them.
+	args := append([]string{"--mount", "--propagation", "private", "--pid", "--fork", "--kill-child=SIGKILL", "--", bin},
+		s.baseArgs(rootfs)...)
+	cmd := exec.CommandContext(ctx, unshare, args...)
 	cmd.Env = append(os.Environ(),
 		"SOURCE_DATE_EPOCH="+strconv.FormatInt(sourceDateEpoch(), 10),
 		"LC_ALL=C.UTF-8",
 		"DEBIAN_FRONTEND=noninteractive",
 	)
 	cmd.Stdin = nil
-	// Its own process group, so cancelling stops apt and dpkg too, and
-	// SIGTERM first, so mmdebstrap can unmount what it mounted.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
+	// Cancelling kills: the mounts need no unmounting (they go with the
+	// namespace), and mmdebstrap, the first process of its PID namespace,
+	// would not even see a SIGTERM it has no handler for. The process
+	// group reaches unshare and everything forked below it at once.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	// The parent-death signal follows the thread that forked, not the
+	// process: a thread the runtime ends (one locked by a goroutine that
+	// entered a network namespace) would kill the build. Keep this
+	// goroutine on its thread until the build has ended.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -167,9 +190,6 @@ func (s *Store) buildBase(ctx context.Context, rootfs string, progress Progress)
 			werr, strings.Join(tail.lines(), "\n"), errdefs.ErrUnavailable)
 	}
 	progress(fmt.Sprintf("mmdebstrap finished in %s", time.Since(start).Round(100*time.Millisecond)))
-	if m, err := mountsUnder(rootfs); err != nil || len(m) > 0 {
-		return fmt.Errorf("base image: mmdebstrap left %d mounts in the root filesystem (%v)", len(m), err)
-	}
 	return finishBase(rootfs)
 }
 

@@ -91,6 +91,17 @@ func (s *Store) buildBusybox(ctx context.Context, rootfs string, progress Progre
 			return fmt.Errorf("busybox image: applet %s: %w", a, err)
 		}
 	}
+	if wgetLacksTimeout(ctx, bin) {
+		// Replaces the applet's link; the shim runs the real applet.
+		wget := filepath.Join(rootfs, "usr", "bin", "wget")
+		if err := os.Remove(wget); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("busybox image: %w", err)
+		}
+		if err := writeFileExact(wget, []byte(wgetTimeoutShim), 0o755); err != nil {
+			return fmt.Errorf("busybox image: %w", err)
+		}
+		progress("wget: -T runs under timeout (this busybox's wget has no -T of its own)")
+	}
 	files := append(busyboxFiles[:len(busyboxFiles):len(busyboxFiles)], struct {
 		path string
 		mode os.FileMode
@@ -102,6 +113,45 @@ func (s *Store) buildBusybox(ctx context.Context, rootfs string, progress Progre
 		}
 	}
 	return nil
+}
+
+// wgetTimeoutShim stands in for wget when busybox was built without wget's
+// -T (Debian's busybox-static before 1.36.1-5), whose wget then crashes
+// with SIGSEGV on -T: the shim takes -T SECONDS (or --timeout=SECONDS) off
+// the arguments and runs wget under busybox's timeout, which bounds the
+// whole download rather than each network step.
+const wgetTimeoutShim = `#!/bin/sh
+# This busybox's wget has no -T; it runs under timeout instead.
+t=
+n=$#
+while [ "$n" -gt 0 ]; do
+	a=$1
+	shift
+	n=$((n - 1))
+	case $a in
+	--)
+		set -- "$@" "$a"
+		while [ "$n" -gt 0 ]; do set -- "$@" "$1"; shift; n=$((n - 1)); done
+		;;
+	-T | --timeout)
+		if [ "$n" -gt 0 ]; then t=$1; shift; n=$((n - 1)); fi
+		;;
+	-T*) t=${a#-T} ;;
+	--timeout=*) t=${a#--timeout=} ;;
+	*) set -- "$@" "$a" ;;
+	esac
+done
+if [ -n "$t" ]; then
+	exec /bin/busybox timeout "$t" /bin/busybox wget "$@"
+fi
+exec /bin/busybox wget "$@"
+`
+
+// wgetLacksTimeout reports whether busybox's wget was built without -T:
+// its usage then does not name it.
+func wgetLacksTimeout(ctx context.Context, bin string) bool {
+	out, _ := exec.CommandContext(ctx, bin, "wget", "--help").CombinedOutput()
+	return strings.Contains(string(out), "Usage: wget") && !strings.Contains(string(out), "-T SEC")
 }
 
 func osRelease(version string) string {

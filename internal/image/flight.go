@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
 // flight is one build in progress. Every caller waiting on it is a waiter;
@@ -40,6 +42,7 @@ func (s *Store) startLocked(name string, force bool, p Progress) (*flight, *wait
 	f := &flight{name: name, force: force, cancel: cancel, done: make(chan struct{}), waiters: make(map[*waiter]struct{})}
 	w := f.join(p)
 	s.flights[name] = f
+	s.active[f] = struct{}{}
 	go func() {
 		defer cancel()
 		img, err := s.runBuild(ctx, name, f)
@@ -48,11 +51,38 @@ func (s *Store) startLocked(name string, force bool, p Progress) (*flight, *wait
 		if s.flights[name] == f {
 			delete(s.flights, name)
 		}
+		delete(s.active, f)
 		s.mu.Unlock()
 		close(f.done)
 	}()
 	return f, w
 }
+
+// Close stops every build in progress, including those nobody waits for
+// any more, and waits until each has ended and cleared its directory, or
+// until ctx ends. Builds asked for afterwards fail. The daemon calls it on
+// its way out, so a graceful stop leaves no builder running.
+func (s *Store) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	var done []chan struct{}
+	for f := range s.active {
+		f.cancel()
+		done = append(done, f.done)
+	}
+	s.mu.Unlock()
+	for _, d := range done {
+		select {
+		case <-d:
+		case <-ctx.Done():
+			return fmt.Errorf("image store: waiting for builds to stop: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// errClosed is what a build asked of a closed store gets.
+var errClosed = fmt.Errorf("image store is shutting down: %w", errdefs.ErrUnavailable)
 
 // wait blocks until f finishes or ctx ends; leaving early withdraws w and
 // cancels the build if nobody else waits for it.
@@ -130,7 +160,9 @@ func (s *Store) runBuild(ctx context.Context, name string, f *flight) (img *Imag
 		return nil, fmt.Errorf("image %q: creating build directory: %w", name, err)
 	}
 	defer func() {
-		if rerr := removeTree(work); rerr != nil {
+		// A builder's stragglers may still be dying; clearBuildDir waits
+		// for them (recover.go).
+		if _, rerr := clearBuildDir(work); rerr != nil {
 			log.Error("build directory left behind", "dir", work, "err", rerr)
 		}
 	}()

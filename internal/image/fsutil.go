@@ -21,23 +21,38 @@ func removeTree(dir string) error {
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	mounts, err := mountsUnder(dir)
-	if err != nil {
+	if _, err := detachMounts(dir); err != nil {
 		return err
 	}
-	// Deepest first, so a parent is never detached from over its children.
+	return removeAllRetry(dir)
+}
+
+// detachMounts detaches every mount at or below dir, deepest first, so a
+// parent is never detached from over its children, and returns the mount
+// points it found. A mount point is unmounted only while its path, resolved
+// again, is still itself, and never through a final symlink: a path that
+// has come to pass through a link is not followed out of dir.
+func detachMounts(dir string) ([]string, error) {
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		return nil, err
+	}
 	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
 	for _, m := range mounts {
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("unmounting %s: %w", m, err)
+		if real, err := filepath.EvalSymlinks(m); err != nil || real != m {
+			return mounts, fmt.Errorf("mount point %s no longer resolves to itself; not unmounting through it", m)
+		}
+		err := unix.Unmount(m, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return mounts, fmt.Errorf("unmounting %s: %w", m, err)
 		}
 	}
 	if left, err := mountsUnder(dir); err != nil {
-		return err
+		return mounts, err
 	} else if len(left) > 0 {
-		return fmt.Errorf("%d mounts remain under %s; not deleting it", len(left), dir)
+		return mounts, fmt.Errorf("%d mounts remain under %s; not deleting it", len(left), dir)
 	}
-	return os.RemoveAll(dir)
+	return mounts, nil
 }
 
 // mountsUnder lists the mount points at or below dir in this process's

@@ -67,6 +67,8 @@ type Store struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight
+	active  map[*flight]struct{} // every build still running, waited for or not
+	closed  bool
 	// importing holds one channel per owner with an import or pull under
 	// way, closed when it ends (quota.go).
 	importing map[string]chan struct{}
@@ -106,6 +108,7 @@ func New(opts Options) (*Store, error) {
 		mirror:  opts.Mirror,
 		suite:   opts.Suite,
 		flights: make(map[string]*flight),
+		active:  make(map[*flight]struct{}),
 
 		importing: make(map[string]chan struct{}),
 	}
@@ -139,10 +142,10 @@ func New(opts Options) (*Store, error) {
 		}
 	}
 	// Anything in tmp/ while no process holds the build lock is a build
-	// that died with its process. Another process may share the store and
-	// be building right now: then tmp/ is left alone.
+	// that died with its process (recover.go). Another process may share
+	// the store and be building right now: then tmp/ is left alone.
 	if unlock, ok := tryFlockExclusive(filepath.Join(dir, "builds.lock")); ok {
-		err := removeTree(s.tmpDir())
+		err := s.clearInterrupted()
 		unlock()
 		if err != nil {
 			return nil, fmt.Errorf("image store: clearing interrupted builds: %w", err)
@@ -283,6 +286,10 @@ func (s *Store) Ensure(ctx context.Context, name string, progress Progress) (*Im
 		return nil, err
 	}
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errClosed
+	}
 	if f := s.flights[name]; f != nil {
 		w := f.join(progress)
 		s.mu.Unlock()
@@ -306,6 +313,10 @@ func (s *Store) Build(ctx context.Context, name string, progress Progress) (*Ima
 	}
 	for {
 		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, errClosed
+		}
 		f := s.flights[name]
 		if f == nil {
 			f, w := s.startLocked(name, true, progress)

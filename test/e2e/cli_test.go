@@ -156,3 +156,26 @@ func TestImportExportTar(t *testing.T) {
 		t.Fatalf("export does not hold the file the command made; entries: %v", keys(files))
 	}
 }
+
+// TestBackgroundProcessOutlivesItsCommand checks the README's "a command
+// ends" row: what a command starts in the background keeps running after
+// the command returns (as with docker exec), until the sandbox stops; a
+// command killed by its timeout takes its process group with it
+// (TestExecFaults).
+func TestBackgroundProcessOutlivesItsCommand(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	name := uniqueName("bg")
+	d.must("create", "--name", name, "--image", "busybox")
+	d.must("exec", name, "--", "sh", "-c", "sleep 1000 >/dev/null 2>&1 &")
+	count := func() string {
+		return strings.TrimSpace(d.must("exec", name, "--", "sh", "-c", "ps -o comm | grep -c '^sleep' || true"))
+	}
+	if got := count(); got != "1" {
+		t.Fatalf("after the command returned, %s background sleep runs; want 1", got)
+	}
+	d.must("stop", name)
+	d.must("start", name)
+	if got := count(); got != "0" {
+		t.Fatalf("after stop and start, %s background sleep runs; want 0", got)
+	}
+}

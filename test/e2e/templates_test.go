@@ -510,3 +510,31 @@ func TestPoolClaimsHoldQuota(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateBuildSendsOnlyCopiedFiles keeps a template file beside a file
+// larger than a build context may be: only what the copy step names is
+// sent, so the build goes through.
+func TestTemplateBuildSendsOnlyCopiedFiles(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	f := writeTemplate(t, `
+name = "beside-big"
+image = "busybox"
+
+[[step]]
+copy = "app.txt"
+to = "/srv"
+`, map[string]string{"app.txt": "hello\n"})
+	big, err := os.Create(filepath.Join(filepath.Dir(f), "disk.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := big.Truncate(80 << 20); err != nil { // sparse: 80 MiB read, no disk used
+		t.Fatal(err)
+	}
+	big.Close()
+	d.must("template", "build", "-f", f)
+	id := strings.TrimSpace(d.must("create", "--template", "beside-big"))
+	if got := tplExec(t, d, id, "cat /srv/app.txt"); got != "hello\n" {
+		t.Fatalf("sandbox from the template sees %q", got)
+	}
+}

@@ -10,15 +10,19 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/paddock-dev/paddock/api"
 )
 
 // BuildTemplate builds (or rebuilds) a template. contextDir is the build
-// context its copy steps read ("" = none); regular files, directories and
-// symlinks are sent, anything else is skipped. progress, if not nil, sees
+// context its copy steps read ("" = none); only the paths copy steps name
+// are sent, as regular files, directories and symlinks (links are never
+// followed; anything else is skipped). progress, if not nil, sees
 // every event. A failed step returns an error carrying its output.
 func (c *Client) BuildTemplate(ctx context.Context, spec api.TemplateSpec, contextDir string, progress func(api.TemplateBuildEvent)) (*api.Template, error) {
 	pr, pw := io.Pipe()
@@ -74,54 +78,109 @@ func writeBuildTar(w io.Writer, spec api.TemplateSpec, dir string) error {
 		if err != nil {
 			return err
 		}
-		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
+		for _, src := range copySources(spec) {
+			if err := writeContextPath(tw, root, src); err != nil {
+				return fmt.Errorf("build context: %w", err)
 			}
-			rel, err := filepath.Rel(root, p)
-			if err != nil || rel == "." {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			name := "context/" + filepath.ToSlash(rel)
-			h := &tar.Header{Name: name, Mode: int64(info.Mode().Perm())}
-			switch {
-			case info.Mode().IsRegular():
-				h.Typeflag, h.Size = tar.TypeReg, info.Size()
-			case info.IsDir():
-				h.Typeflag, h.Name = tar.TypeDir, name+"/"
-			case info.Mode()&fs.ModeSymlink != 0:
-				t, err := os.Readlink(p)
-				if err != nil {
-					return err
-				}
-				h.Typeflag, h.Linkname = tar.TypeSymlink, t
-			default:
-				return nil
-			}
-			if err := tw.WriteHeader(h); err != nil {
-				return err
-			}
-			if h.Typeflag == tar.TypeReg {
-				f, err := os.Open(p)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if _, err := io.CopyN(tw, f, h.Size); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("build context: %w", err)
 		}
 	}
 	return tw.Close()
+}
+
+// copySources returns the context paths the spec's copy steps read,
+// slash-separated and clean, none inside another: ["."] when a step copies
+// the whole context, none when no step copies. Only these are sent, so a
+// template file kept beside large files sends none of them. A source the
+// daemon would refuse (empty, absolute, with "..") is left out: the daemon
+// names the mistake, and nothing outside the context is ever read.
+func copySources(spec api.TemplateSpec) []string {
+	var srcs []string
+	for _, st := range spec.Steps {
+		if st.Kind != api.StepCopy || st.Src == "" || strings.HasPrefix(st.Src, "/") || strings.ContainsRune(st.Src, 0) ||
+			slices.Contains(strings.Split(st.Src, "/"), "..") {
+			continue
+		}
+		p := path.Clean(st.Src)
+		if p == "." {
+			return []string{"."}
+		}
+		srcs = append(srcs, p)
+	}
+	sort.Strings(srcs)
+	var out []string
+	for _, p := range srcs {
+		// Sorted, so a directory comes before what lies inside it.
+		if n := len(out); n > 0 && (p == out[n-1] || strings.HasPrefix(p, out[n-1]+"/")) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// writeContextPath sends src (relative to root) and, for a directory,
+// everything below it, as context/ entries named relative to root. Links
+// are sent as links, never followed: a source whose path passes through a
+// link, or that does not exist, is not sent, and the daemon then says the
+// copy's source is not in the context.
+func writeContextPath(tw *tar.Writer, root, src string) error {
+	start := root
+	if src != "." {
+		parts := strings.Split(src, "/")
+		for i := 1; i < len(parts); i++ {
+			info, err := os.Lstat(filepath.Join(root, filepath.FromSlash(strings.Join(parts[:i], "/"))))
+			if err != nil || !info.IsDir() {
+				return nil
+			}
+		}
+		start = filepath.Join(root, filepath.FromSlash(src))
+		if _, err := os.Lstat(start); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+	}
+	return filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		name := "context/" + filepath.ToSlash(rel)
+		h := &tar.Header{Name: name, Mode: int64(info.Mode().Perm())}
+		switch {
+		case info.Mode().IsRegular():
+			h.Typeflag, h.Size = tar.TypeReg, info.Size()
+		case info.IsDir():
+			h.Typeflag, h.Name = tar.TypeDir, name+"/"
+		case info.Mode()&fs.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			h.Typeflag, h.Linkname = tar.TypeSymlink, t
+		default:
+			return nil
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if h.Typeflag == tar.TypeReg {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if _, err := io.CopyN(tw, f, h.Size); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func nameSegment(what, v string) (string, error) {

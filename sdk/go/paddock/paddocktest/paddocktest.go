@@ -91,6 +91,14 @@ func (s *Server) Requests(key string) int {
 	return s.requests[key]
 }
 
+// SetImages replaces the list of built images (at start: base alone).
+// With none, a client that builds its image on first use has to build it.
+func (s *Server) SetImages(images ...api.Image) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.images = append([]api.Image(nil), images...)
+}
+
 // File returns a copy of a file in a sandbox, or nil.
 func (s *Server) File(id, p string) *File {
 	s.mu.Lock()
@@ -182,7 +190,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case len(parts) == 1 && parts[0] == "health":
-		writeJSON(w, http.StatusOK, api.Health{Status: "ok", Version: "test", Runtimes: []string{api.RuntimeRunc}})
+		writeJSON(w, http.StatusOK, api.Health{Status: "ok", Version: "test", Runtimes: []string{api.RuntimeRunc}, DefaultImage: "base"})
 	case len(parts) == 1 && parts[0] == "sandboxes":
 		switch r.Method {
 		case http.MethodPost:
