@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
@@ -43,11 +44,25 @@ func (c *Controller) reconcile(ctx context.Context) error {
 		}
 	}
 	c.reconcileNetwork(ctx, recs) // network.go
+	// Each record is its own: several at once, so the restart's
+	// blackout grows with the slowest runtime call, not with their sum
+	// (every one starts the runtime's binary at least once).
+	sem := make(chan struct{}, reconcileParallel)
+	var wg sync.WaitGroup
 	for _, r := range recs {
-		c.reconcileOne(ctx, r)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c.reconcileOne(ctx, r)
+		}()
 	}
+	wg.Wait()
 	return nil
 }
+
+// reconcileParallel bounds the records reconciled at once at a start.
+const reconcileParallel = 8
 
 func (c *Controller) reconcileOne(ctx context.Context, rec *store.Sandbox) {
 	log := c.log.With("sandbox", rec.ID, "op", "reconcile")

@@ -18,7 +18,6 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/testdaemon"
-	"github.com/paddock-dev/paddock/internal/testnet"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -67,8 +66,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func TestSoak(t *testing.T) {
 	testdaemon.RequireHost(t, false)
 	nSandboxes, nExecs, nKills := soakScale(t)
-	plan := testnet.NewPlan(t, 0)
-	d := testdaemon.Start(t, testdaemon.Options{Env: []string{"PADDOCK_NETWORK_RANGE=" + plan.Range}})
+	d := testdaemon.Start(t, testdaemon.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	var fig soakFigures
@@ -122,7 +120,7 @@ func TestSoak(t *testing.T) {
 		rctx, stop := context.WithCancel(ctx)
 		var done atomic.Int64
 		var rwg sync.WaitGroup
-		for w := range 4 {
+		for range 4 {
 			rwg.Add(1)
 			go func() {
 				defer rwg.Done()
@@ -140,10 +138,12 @@ func TestSoak(t *testing.T) {
 						done.Add(1)
 						fig.addExec(time.Since(t0))
 					} else {
+						// Cut by the kill: this worker's round is over.
 						fig.execsFailed.Add(1)
+						locks[i].Unlock()
+						return
 					}
 					locks[i].Unlock()
-					_ = w
 				}
 			}()
 		}
