@@ -118,12 +118,14 @@ func TestSoak(t *testing.T) {
 	perRound := nExecs / nKills
 	for round := range nKills {
 		rctx, stop := context.WithCancel(ctx)
-		var done atomic.Int64
+		var done, working atomic.Int64
 		var rwg sync.WaitGroup
 		for range 4 {
 			rwg.Add(1)
+			working.Add(1)
 			go func() {
 				defer rwg.Done()
+				defer working.Add(-1)
 				for rctx.Err() == nil && done.Load() < int64(perRound) {
 					i := rand.IntN(nSandboxes)
 					if !locks[i].TryLock() {
@@ -172,7 +174,7 @@ func TestSoak(t *testing.T) {
 		}()
 		// The kill lands at a random point of the round's work.
 		killAt := rand.IntN(perRound)
-		for done.Load() < int64(killAt) && ctx.Err() == nil {
+		for done.Load() < int64(killAt) && working.Load() > 0 && ctx.Err() == nil {
 			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
