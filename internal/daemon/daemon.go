@@ -18,6 +18,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/e2b"
+	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/runtime/oci"
 	"github.com/paddock-dev/paddock/internal/server"
@@ -116,7 +117,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	go ctrl.RunSnapshotExpiry(ctx) // expired snapshots and unused layers
 	go ctrl.RunPools(ctx)          // warm pools: refill, stale replacement, cooldown
 
-	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCPSocket: cfg.Socket})
+	bodies := httpbody.NewBudget(cfg.RequestBodyMemory) // one budget for every listener
+	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCPSocket: cfg.Socket, Bodies: bodies})
 	unixLn, err := listenUnix(cfg.Socket)
 	if err != nil {
 		return err
@@ -130,7 +132,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
 		// E2B's API and data plane share the TCP listener with /v1.
-		tcpHandler := e2b.New(e2b.Options{Controller: ctrl, Keys: st, HashKey: server.HashKey, Next: srv.Handler(true), DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b")})
+		tcpHandler := e2b.New(e2b.Options{Controller: ctrl, Keys: st, HashKey: server.HashKey, Next: srv.Handler(true), DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
 		go tcpHandler.RunMetrics(ctx) // getMetrics' history
 		servers = append(servers, &http.Server{Handler: tcpHandler, ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, tcpLn)

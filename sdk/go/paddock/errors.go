@@ -25,6 +25,8 @@ var (
 	ErrPermissionDenied   = errors.New("permission denied")
 	ErrUnauthenticated    = errors.New("unauthenticated")
 	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrPayloadTooLarge: a request body over the route's limit (413).
+	ErrPayloadTooLarge = errors.New("payload too large")
 )
 
 // APIError is an error reported by the daemon.
@@ -76,6 +78,8 @@ func sentinelFor(code string) error {
 		return ErrUnauthenticated
 	case api.CodeFailedPrecondition:
 		return ErrFailedPrecondition
+	case api.CodePayloadTooLarge:
+		return ErrPayloadTooLarge
 	case api.CodeCanceled:
 		return context.Canceled
 	}
@@ -90,8 +94,10 @@ func codeForStatus(status int) string {
 		return api.CodeNotFound
 	case http.StatusConflict:
 		return api.CodeConflict
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
 		return api.CodeInvalidArgument
+	case http.StatusRequestEntityTooLarge:
+		return api.CodePayloadTooLarge
 	case http.StatusTooManyRequests, http.StatusInsufficientStorage:
 		return api.CodeResourceExhausted
 	case http.StatusServiceUnavailable, http.StatusBadGateway:
