@@ -191,3 +191,21 @@ func tarNames(t *testing.T, data []byte) []string {
 		names = append(names, hdr.Name)
 	}
 }
+
+// TestFSErrorUserMistakes: errors a request can provoke by naming the
+// wrong file are typed, never left as internal errors.
+func TestFSErrorUserMistakes(t *testing.T) {
+	for _, tc := range []struct {
+		errno syscall.Errno
+		want  error
+	}{
+		{syscall.EBUSY, errdefs.ErrFailedPrecondition},
+		{syscall.ETXTBSY, errdefs.ErrFailedPrecondition},
+		{syscall.ENXIO, errdefs.ErrInvalidArgument},
+	} {
+		err := fsError("extract", "/x", &os.PathError{Op: "unlink", Path: "/x", Err: tc.errno})
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%v: %v, want %v", tc.errno, err, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -78,5 +79,32 @@ func TestFilesSpecialFiles(t *testing.T) {
 	var got bytes.Buffer
 	if err := d.client.ReadFile(ctxT(t, 20*time.Second), sb.ID, "/home/user/fifo", &got); err != nil || got.String() != "now a file" {
 		t.Fatalf("read back the upload: %q %v", got.String(), err)
+	}
+}
+
+// TestAgentBinaryNotReplaceable: a tar upload or a file write over the
+// agent's binary (a read-only bind mount) is a 4xx that says why, not a
+// 500.
+func TestAgentBinaryNotReplaceable(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	sb := create(t, d, api.CreateSandboxRequest{Image: "busybox"})
+	var tarBuf bytes.Buffer
+	tw := tar.NewWriter(&tarBuf)
+	_ = tw.WriteHeader(&tar.Header{Name: "paddock", Typeflag: tar.TypeReg, Mode: 0o755, Size: 4})
+	_, _ = tw.Write([]byte("evil"))
+	_ = tw.Close()
+	err := d.client.TarIn(ctxT(t, 30*time.Second), sb.ID, "/.paddock/bin", bytes.NewReader(tarBuf.Bytes()), paddock.AsUser("root"))
+	var ae *paddock.APIError
+	if !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500 {
+		t.Fatalf("tar over the agent binary: %v, want a 4xx", err)
+	}
+	t.Logf("tar over the agent binary: %d %s: %s", ae.Status, ae.Code, ae.Message)
+	_, err = d.client.WriteFile(ctxT(t, 30*time.Second), sb.ID, "/.paddock/bin/paddock", strings.NewReader("evil"), 0o755, paddock.AsUser("root"))
+	if !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500 {
+		t.Fatalf("write over the agent binary: %v, want a 4xx", err)
+	}
+	t.Logf("write over the agent binary: %d %s: %s", ae.Status, ae.Code, ae.Message)
+	if out, code := execOut(t, d, sb.ID, "true"); code != 0 {
+		t.Fatalf("the sandbox no longer runs commands: %d %s", code, out)
 	}
 }
