@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/paddock-dev/paddock/api"
@@ -37,6 +39,8 @@ type APIError struct {
 	Code string
 	// Message is safe to show a user.
 	Message string
+	// retryAfter is the response's Retry-After, in seconds, if it had one.
+	retryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -118,6 +122,9 @@ func codeForStatus(status int) string {
 func decodeError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	e := &APIError{Status: resp.StatusCode}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		e.retryAfter = time.Duration(min(s, 3600)) * time.Second
+	}
 	var ae api.Error
 	if json.Unmarshal(body, &ae) == nil && ae.Code != "" {
 		e.Code = ae.Code
