@@ -12,8 +12,10 @@ const (
 	CodePermissionDenied   = "permission_denied"
 	CodeUnauthenticated    = "unauthenticated"
 	CodeFailedPrecondition = "failed_precondition"
-	CodeCanceled           = "canceled"
-	CodeInternal           = "internal"
+	// CodePayloadTooLarge is a request body over the route's limit (413).
+	CodePayloadTooLarge = "payload_too_large"
+	CodeCanceled        = "canceled"
+	CodeInternal        = "internal"
 )
 
 // Error is the JSON body of every non-2xx response.

@@ -133,6 +133,7 @@ var statusByCode = map[string]int{
 	CodePermissionDenied:   403,
 	CodeUnauthenticated:    401,
 	CodeFailedPrecondition: 412,
+	CodePayloadTooLarge:    413,
 	CodeCanceled:           499,
 	CodeInternal:           500,
 }

@@ -166,21 +166,12 @@ func (a *Agent) handleDownload(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	f, err := os.Open(path)
+	f, fi, err := openRegular("open", path, os.O_RDONLY)
 	if err != nil {
-		writeErr(w, fsError("open", path, err))
+		writeErr(w, err)
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		writeErr(w, fsError("stat", path, err))
-		return
-	}
-	if !fi.Mode().IsRegular() {
-		writeErr(w, errdefs.Invalid("%s is not a regular file", path))
-		return
-	}
 	coding, ok := negotiateEncoding(strings.Join(r.Header.Values("Accept-Encoding"), ","))
 	if !ok {
 		writeHTTPError(w, http.StatusNotAcceptable, "no acceptable encoding found, supported: [identity, gzip]")
@@ -337,9 +328,14 @@ func (a *Agent) writeFile(u *User, p string, r io.Reader, md map[string]string) 
 	}
 	// Truncated only once the metadata is in place, so an upload refused
 	// for its metadata leaves an existing file as it was.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	// Non-blocking and checked after the open: a pipe put in place since
+	// the Lstat above must be refused, not block this thread.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
-		return entryJSON{}, fsError("create", path, err)
+		return entryJSON{}, openError("create", path, err)
+	}
+	if _, err := checkRegular(f, path); err != nil {
+		return entryJSON{}, err
 	}
 	if err := setMetadata(f, md); err != nil {
 		_ = f.Close()

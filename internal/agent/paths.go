@@ -57,6 +57,14 @@ func fsError(op, path string, err error) error {
 		sentinel = errdefs.ErrInvalidArgument
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		sentinel = errdefs.ErrResourceExhausted
+	case errors.Is(err, syscall.EBUSY):
+		// A mount point (Paddock's agent binary is one): not the
+		// sandbox's to replace or remove.
+		return fmt.Errorf("%s %s: it is a mount point, which cannot be replaced or removed: %w", op, path, errdefs.ErrFailedPrecondition)
+	case errors.Is(err, syscall.ETXTBSY):
+		return fmt.Errorf("%s %s: it is a program that is running, which cannot be written: %w", op, path, errdefs.ErrFailedPrecondition)
+	case errors.Is(err, syscall.ENXIO):
+		sentinel = errdefs.ErrInvalidArgument
 	default:
 		return fmt.Errorf("%s %s: %v", op, path, errnoText(err))
 	}

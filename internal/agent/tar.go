@@ -108,8 +108,13 @@ func writeTar(ctx context.Context, w io.Writer, dir string) error {
 		if !fi.Mode().IsRegular() {
 			return tw.WriteHeader(hdr)
 		}
-		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		// Non-blocking and checked again: a file swapped for a pipe since
+		// the walk saw it is skipped, not waited on.
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err != nil {
+			return nil
+		}
+		if _, err := checkRegular(f, p); err != nil {
 			return nil
 		}
 		defer f.Close()

@@ -3,6 +3,7 @@ package agent
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -144,12 +145,14 @@ func numericID(s string) (uint32, bool) {
 }
 
 func (db userDB) readLines(file string, fn func(fields []string) bool) error {
-	f, err := os.Open(filepath.Join(db.etcDir, file))
+	// Root in the sandbox may replace /etc/passwd with a pipe: opened
+	// blocking, every request naming a user would hang on it.
+	f, _, err := openRegular("read", filepath.Join(db.etcDir, file), os.O_RDONLY)
 	if err != nil {
-		if os.IsNotExist(err) {
+		if errors.Is(err, errdefs.ErrNotFound) {
 			return nil
 		}
-		return fmt.Errorf("read /etc/%s: %w", file, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("read /etc/%s: it must be a readable regular file: %w", file, errdefs.ErrFailedPrecondition)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(io.LimitReader(f, maxAccountFileBytes))

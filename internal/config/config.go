@@ -89,6 +89,15 @@ type Config struct {
 	// E2B API whose request says nothing about internet access
 	// ($PADDOCK_E2B_DEFAULT_NETWORK): "none" (default) or "all" (e2b.go).
 	E2BDefaultNetwork string `json:"e2b_default_network"`
+	// RequestBodyMemory bounds the request body bytes all API requests
+	// together may hold in memory ($PADDOCK_REQUEST_BODY_MEMORY; limits.go).
+	// A request that cannot get its share within seconds is refused 503.
+	RequestBodyMemory int64 `json:"request_body_memory"`
+	// DiskOvercommit is how many times the state dir's file system size
+	// the disks granted to sandboxes may add up to
+	// ($PADDOCK_DISK_OVERCOMMIT; limits.go). Disks are sparse files, so
+	// above 1 a sandbox can meet ENOSPC before its own disk is full.
+	DiskOvercommit float64 `json:"disk_overcommit"`
 }
 
 // Default returns the embedded defaults.
@@ -122,6 +131,8 @@ func Default() Config {
 		PreviewDomain:          "localhost",
 		E2BDefaultNetwork:      E2BNetworkNone,
 		ImageImportMaxPerKey:   DefaultImageImportMaxPerKey,
+		RequestBodyMemory:      128 << 20,
+		DiskOvercommit:         1,
 	}
 }
 
@@ -173,6 +184,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 		c.PrepareDefaultImage = b
 	}
 	c.applyE2BEnv(getenv)
+	if err := c.applyLimitsEnv(getenv); err != nil {
+		return err
+	}
 	return c.applyStorageEnv(getenv)
 }
 
@@ -219,6 +233,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validatePreview()...)
 	errs = append(errs, c.validateE2B()...)
 	errs = append(errs, c.validateStorage()...)
+	errs = append(errs, c.validateLimits()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -288,14 +288,17 @@ func (c *Controller) admitAndRecord(ctx context.Context, rec *store.Sandbox) err
 	if rec.KeyID == api.CallerLocal {
 		limit, rule = cp.doc.MaxSandboxesLocal, "max_sandboxes_local"
 	}
-	if limit == 0 {
-		return c.opts.Store.CreateSandbox(ctx, rec)
-	}
 	c.adm.quotaMu.Lock()
 	defer c.adm.quotaMu.Unlock()
 	all, err := c.opts.Store.ListSandboxes(ctx, nil)
 	if err != nil {
 		return err
+	}
+	if err := c.checkDisk(all, rec); err != nil { // diskadmission.go
+		return err
+	}
+	if limit == 0 {
+		return c.opts.Store.CreateSandbox(ctx, rec)
 	}
 	n := 0
 	for _, s := range all {

@@ -275,11 +275,14 @@ func (c *Controller) admitClaim(ctx context.Context, rec *store.Sandbox) error {
 	}
 	c.adm.quotaMu.Lock()
 	defer c.adm.quotaMu.Unlock()
+	all, err := c.opts.Store.ListSandboxes(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := c.checkDisk(all, rec); err != nil { // diskadmission.go
+		return err
+	}
 	if limit > 0 {
-		all, err := c.opts.Store.ListSandboxes(ctx, nil)
-		if err != nil {
-			return err
-		}
 		n := 0
 		for _, s := range all {
 			if s.KeyID == rec.KeyID && s.ID != rec.ID {

@@ -18,6 +18,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/e2b"
+	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/runtime/oci"
 	"github.com/paddock-dev/paddock/internal/server"
@@ -55,6 +56,44 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	}
 	defer unlock()
 
+	// Listen first: during the seconds the rest of the start takes, the
+	// API answers 503 with a Retry-After instead of refusing connections
+	// (starting.go).
+	unixLn, err := listenUnix(cfg.Socket)
+	if err != nil {
+		return err
+	}
+	apiGate, tcpGate, previewGate := &gate{}, &gate{}, &gate{}
+	servers := []*http.Server{{Handler: apiGate, ReadHeaderTimeout: 10 * time.Second}}
+	listeners := []net.Listener{unixLn}
+	if cfg.Listen != "" {
+		tcpLn, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			unixLn.Close()
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		servers = append(servers, &http.Server{Handler: tcpGate, ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, tcpLn)
+		log.Info("listening on TCP; API keys are required", "addr", tcpLn.Addr().String())
+	}
+	previewLn := listenPreview(&cfg, log.With("part", "preview"))
+	if previewLn != nil {
+		servers = append(servers, &http.Server{Handler: previewGate, ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, previewLn)
+	}
+	errc := make(chan error, len(servers))
+	for i := range servers {
+		go func() { errc <- servers[i].Serve(listeners[i]) }()
+	}
+	defer func() {
+		// Every return from here on, an early failure too, stops the
+		// servers; a clean shutdown has already done so.
+		for _, s := range servers {
+			s.Close()
+		}
+		_ = os.Remove(cfg.Socket)
+	}()
+
 	st, err := sqlite.Open(ctx, cfg.DBPath(), log.With("part", "store"))
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
@@ -82,7 +121,6 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
-	previewLn := listenPreview(&cfg, log.With("part", "preview"))
 	netRec := &recorder{}
 	secrets := newSecretBox(cfg.StateDir, st)                                                  // secrets.go
 	nets, err := openNetworks(ctx, cfg.StateDir, log.With("part", "network"), netRec, secrets) // network.go
@@ -116,34 +154,16 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	go ctrl.RunSnapshotExpiry(ctx) // expired snapshots and unused layers
 	go ctrl.RunPools(ctx)          // warm pools: refill, stale replacement, cooldown
 
-	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCPSocket: cfg.Socket})
-	unixLn, err := listenUnix(cfg.Socket)
-	if err != nil {
-		return err
-	}
-	servers := []*http.Server{{Handler: srv.Handler(false), ReadHeaderTimeout: 10 * time.Second}}
-	listeners := []net.Listener{unixLn}
+	bodies := httpbody.NewBudget(cfg.RequestBodyMemory) // one budget for every listener
+	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCPSocket: cfg.Socket, Bodies: bodies})
+	apiGate.open(srv.Handler(false))
 	if cfg.Listen != "" {
-		tcpLn, err := net.Listen("tcp", cfg.Listen)
-		if err != nil {
-			unixLn.Close()
-			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-		}
 		// E2B's API and data plane share the TCP listener with /v1.
-		tcpHandler := e2b.New(e2b.Options{Controller: ctrl, Keys: st, HashKey: server.HashKey, Next: srv.Handler(true), DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b")})
+		tcpHandler := e2b.New(e2b.Options{Controller: ctrl, Keys: st, HashKey: server.HashKey, Next: srv.Handler(true), DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
 		go tcpHandler.RunMetrics(ctx) // getMetrics' history
-		servers = append(servers, &http.Server{Handler: tcpHandler, ReadHeaderTimeout: 10 * time.Second})
-		listeners = append(listeners, tcpLn)
-		log.Info("listening on TCP; API keys are required", "addr", tcpLn.Addr().String())
+		tcpGate.open(tcpHandler)
 	}
-	if previewLn != nil {
-		servers = append(servers, &http.Server{Handler: srv.PreviewHandler(cfg.PreviewDomain), ReadHeaderTimeout: 10 * time.Second})
-		listeners = append(listeners, previewLn)
-	}
-	errc := make(chan error, len(servers))
-	for i := range servers {
-		go func() { errc <- servers[i].Serve(listeners[i]) }()
-	}
+	previewGate.open(srv.PreviewHandler(cfg.PreviewDomain))
 	log.Info("paddock is serving", "socket", cfg.Socket, "state_dir", cfg.StateDir, "runtimes", ctrl.Runtimes(), "version", Version)
 	if cfg.PrepareDefaultImage {
 		go prepareImage(ctx, images, cfg.DefaultImage, log)
@@ -174,7 +194,6 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		log.Warn("image builds did not stop in time", "err", err)
 	}
 	icancel()
-	_ = os.Remove(cfg.Socket)
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -132,16 +131,15 @@ func parseContextBody(b []byte) (contextBody, error) {
 	return body, nil
 }
 
-// readBody reads a whole request body of at most limit bytes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return nil, errdefs.Invalid("request body is larger than %d bytes", limit)
-	case err != nil:
-		return nil, fmt.Errorf("read the request body: %v: %w", err, errdefs.ErrInvalidArgument)
+// readBody reads a whole request body of at most limit bytes under the
+// daemon's body budget, which it holds only while reading: the bytes are
+// parsed at once.
+func (h *Handler) readBody(r *http.Request, limit int64) ([]byte, error) {
+	b, release, err := h.bodies.ReadAll(r, limit)
+	if err != nil {
+		return nil, err
 	}
+	release()
 	return b, nil
 }
 
@@ -230,7 +228,7 @@ func ciRoute(r *http.Request) (route, id string, err error) {
 var errMethod = errors.New("method not allowed")
 
 func (h *Handler) ciExecute(w http.ResponseWriter, r *http.Request, sb *api.Sandbox) {
-	b, err := readBody(w, r, maxExecuteBody)
+	b, err := h.readBody(r, maxExecuteBody)
 	if err != nil {
 		writeCIError(w, r, err)
 		return
@@ -286,7 +284,7 @@ func newContextID() string {
 }
 
 func (h *Handler) ciCreate(w http.ResponseWriter, r *http.Request, sb *api.Sandbox) {
-	b, err := readBody(w, r, maxBody)
+	b, err := h.readBody(r, maxBody)
 	if err != nil {
 		writeCIError(w, r, err)
 		return

@@ -10,8 +10,6 @@ package e2b
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -21,6 +19,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -42,14 +41,18 @@ type Options struct {
 	// access gets: config.E2BNetworkNone ("" too) or config.E2BNetworkAll.
 	DefaultNetwork string
 	Logger         *slog.Logger
+	// Bodies bounds the request bodies held in memory, shared with the
+	// API server; nil means a budget of its own.
+	Bodies *httpbody.Budget
 }
 
 // Handler routes one listener's requests between the data plane, the E2B
 // facade and Paddock's API.
 type Handler struct {
-	opts Options
-	log  *slog.Logger
-	mux  *http.ServeMux
+	opts   Options
+	log    *slog.Logger
+	mux    *http.ServeMux
+	bodies *httpbody.Budget
 	// samples is each E2B sandbox's recent metrics (metrics.go).
 	samples *sampler
 	// secretsMu makes a secret's existence check and store one step for
@@ -68,7 +71,10 @@ func New(opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), samples: newSampler()}
+	if opts.Bodies == nil {
+		opts.Bodies = httpbody.NewBudget(0)
+	}
+	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), bodies: opts.Bodies, samples: newSampler()}
 	h.routes()
 	return h
 }
@@ -128,8 +134,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Admission quotas count by the caller's key, as on /v1.
-	h.mux.ServeHTTP(w, r.WithContext(controller.WithCaller(r.Context(), keyID, h.opts.Controller.KeyScope(r.Context(), keyID))))
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	h.mux.ServeHTTP(sw, r.WithContext(controller.WithCaller(r.Context(), keyID, h.opts.Controller.KeyScope(r.Context(), keyID))))
+	if sw.status >= 400 {
+		httpbody.Drain(w, r) // answer a refused body, do not reset it
+	}
 }
+
+// statusWriter remembers the status of an E2B API answer.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // authenticate admits a request with a valid Paddock API key, as E2B's
 // X-API-Key (any key works; `paddock keys create --e2b` makes keys in
@@ -162,6 +185,8 @@ func httpStatus(code string) int {
 		return http.StatusConflict
 	case api.CodeInvalidArgument, api.CodeResourceExhausted, api.CodeFailedPrecondition:
 		return http.StatusBadRequest
+	case api.CodePayloadTooLarge:
+		return http.StatusRequestEntityTooLarge
 	case api.CodeUnavailable:
 		return http.StatusServiceUnavailable
 	case api.CodeDeadlineExceeded:
@@ -193,24 +218,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// decode reads an optional, bounded JSON body. Unknown fields are allowed:
-// newer SDKs add fields, and the ones Paddock cannot honour are checked
-// by name.
-func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		switch {
-		case errors.As(err, &mbe):
-			return errdefs.Invalid("request body is larger than %d bytes", maxBody)
-		case errors.Is(err, io.EOF):
-			return nil
-		}
-		return errdefs.Invalid("request body is not valid JSON: %v", err)
-	}
-	if dec.More() {
-		return errdefs.Invalid("request body has data after the JSON object")
-	}
-	return nil
+// decode reads an optional, bounded JSON body under the daemon's body
+// budget. Unknown fields are allowed: newer SDKs add fields, and the ones
+// Paddock cannot honour are checked by name.
+func (h *Handler) decode(r *http.Request, v any) error {
+	return h.bodies.DecodeJSON(r, maxBody, v, httpbody.DecodeOptions{AllowUnknown: true, AllowEmpty: true})
 }

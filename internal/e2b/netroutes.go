@@ -29,7 +29,7 @@ func networkInfoOf(sb *api.Sandbox) networkInfo {
 // a network cannot be given one here.
 func (h *Handler) setNetwork(w http.ResponseWriter, r *http.Request) {
 	var body networkUpdate
-	if err := decode(w, r, &body); err != nil {
+	if err := h.decode(r, &body); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -86,7 +86,7 @@ type forkResult struct {
 // others are removed and the request fails, where E2B reports each.
 func (h *Handler) fork(w http.ResponseWriter, r *http.Request) {
 	var body forkBody
-	if err := decode(w, r, &body); err != nil {
+	if err := h.decode(r, &body); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -130,7 +130,7 @@ func setLifetime(req *api.CreateSandboxRequest, timeout time.Duration, autoPause
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	var body newSandbox
-	if err := decode(w, r, &body); err != nil {
+	if err := h.decode(r, &body); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -261,7 +261,7 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request) {
 	var body timeoutBody
-	if err := decode(w, r, &body); err != nil {
+	if err := h.decode(r, &body); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -305,7 +305,7 @@ func (h *Handler) applyTimeout(r *http.Request, sb *api.Sandbox, d time.Duration
 
 func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 	var body pauseBody
-	if err := decode(w, r, &body); err != nil {
+	if err := h.decode(r, &body); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -357,7 +357,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) resumeOrConnect(w http.ResponseWriter, r *http.Request, mustBePaused bool) {
 	var body timeoutBody
-	if err := decode(w, r, &body); err != nil {
+	if err := h.decode(r, &body); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -122,7 +122,7 @@ func (h *Handler) updateSecret(w http.ResponseWriter, r *http.Request) {
 // the lookup and the store are one step against this API's other writers.
 func (h *Handler) storeSecret(w http.ResponseWriter, r *http.Request, nameOf func(*secretBody) (string, error), allow func(string, *api.Secret) error, status int) {
 	var body secretBody
-	if err := decode(w, r, &body); err != nil {
+	if err := h.decode(r, &body); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -47,7 +47,7 @@ func toSnapshotInfo(s *api.Snapshot) snapshotInfo {
 // name, as E2B does.
 func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	var body snapshotBody
-	if err := decode(w, r, &body); err != nil {
+	if err := h.decode(r, &body); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -22,6 +22,8 @@ var (
 	ErrPermissionDenied   = errors.New("permission denied")
 	ErrUnauthenticated    = errors.New("unauthenticated")
 	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrPayloadTooLarge is a request body over its route's limit (413).
+	ErrPayloadTooLarge = errors.New("payload too large")
 )
 
 // Invalid returns an ErrInvalidArgument with a message safe to show a user.
@@ -57,6 +59,8 @@ func Code(err error) string {
 		return api.CodeUnauthenticated
 	case errors.Is(err, ErrFailedPrecondition):
 		return api.CodeFailedPrecondition
+	case errors.Is(err, ErrPayloadTooLarge):
+		return api.CodePayloadTooLarge
 	case errors.Is(err, context.Canceled):
 		return api.CodeCanceled
 	default:
@@ -86,6 +90,8 @@ func FromCode(code string) error {
 		return ErrUnauthenticated
 	case api.CodeFailedPrecondition:
 		return ErrFailedPrecondition
+	case api.CodePayloadTooLarge:
+		return ErrPayloadTooLarge
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -35,13 +34,13 @@ func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("the admission policy can be changed only over the daemon's unix socket, not with API key %s: %w", caller, errdefs.ErrPermissionDenied))
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxJSONBody)
-	data, err := io.ReadAll(r.Body)
+	data, release, err := s.bodies.ReadAll(r, maxJSONBody)
 	if err != nil {
-		writeError(w, errdefs.Invalid("request body is larger than %d bytes", maxJSONBody))
+		writeError(w, err)
 		return
 	}
 	p, err := controller.ParsePolicy(data)
+	release()
 	if err != nil {
 		writeError(w, err)
 		return

@@ -16,7 +16,7 @@ func (s *Server) routesContexts(m *http.ServeMux) {
 
 func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateContextRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -50,7 +50,7 @@ const maxCodeBody = 8 << 20
 
 func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 	var req api.RunCodeRequest
-	if err := decode(w, r, maxCodeBody, &req); err != nil {
+	if err := s.decode(r, maxCodeBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -145,7 +145,7 @@ func (s *Server) stat(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
 	var req api.PathRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -165,7 +165,7 @@ func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) move(w http.ResponseWriter, r *http.Request) {
 	var req api.MoveRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}

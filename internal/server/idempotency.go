@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -74,20 +76,18 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			writeError(w, err)
 			return
 		}
-		if r.ContentLength > maxIdemReqBody {
-			writeError(w, idemBodyTooLarge(r.ContentLength))
-			return
+		// Held for the whole call (the fingerprint needs it first, the
+		// handler after), so it counts against the body budget until then.
+		body, release, err := s.bodies.ReadAll(r, maxIdemReqBody)
+		if errors.Is(err, errdefs.ErrPayloadTooLarge) {
+			err = idemBodyTooLarge(r.ContentLength)
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxIdemReqBody+1))
 		if err != nil {
-			writeError(w, errdefs.Invalid("read request body: %v", err))
+			writeError(w, err)
 			return
 		}
-		if len(body) > maxIdemReqBody {
-			writeError(w, idemBodyTooLarge(-1))
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		defer release()
+		r.Body = httpbody.Prebuffered{Reader: bytes.NewReader(body)}
 		idem.serve(w, r, next, idemID(r, key), fingerprint(r, body))
 	})
 }
@@ -99,10 +99,10 @@ func idemBodyTooLarge(size int64) error {
 	if size >= 0 {
 		what = fmt.Sprintf("this request's body is %d bytes", size)
 	}
-	return errdefs.Invalid("%s, and a request with an %s may carry at most 8 MiB (%d bytes): the daemon holds it in memory "+
+	return fmt.Errorf("%s, and a request with an %s may carry at most 8 MiB (%d bytes): the daemon holds it in memory "+
 		"to fingerprint it, so that a retry can be told from a different request. Send it without the key: a retried file or tar "+
-		"upload writes the same content again, but a retried snapshot import makes a second snapshot (look with paddock snapshot ls first)",
-		what, api.IdempotencyKeyHeader, maxIdemReqBody)
+		"upload writes the same content again, but a retried snapshot import makes a second snapshot (look with paddock snapshot ls first): %w",
+		what, api.IdempotencyKeyHeader, maxIdemReqBody, errdefs.ErrPayloadTooLarge)
 }
 
 func mutating(method string) bool {

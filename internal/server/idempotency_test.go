@@ -16,6 +16,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/store"
 	"github.com/paddock-dev/paddock/internal/store/sqlite"
 )
@@ -53,7 +54,7 @@ func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func newIdemServer(t *testing.T, st store.Store, h http.Handler) *httptest.Server {
 	t.Helper()
-	s := &Server{opts: Options{Store: st}, log: slog.New(slog.DiscardHandler)}
+	s := &Server{opts: Options{Store: st}, log: slog.New(slog.DiscardHandler), bodies: httpbody.NewBudget(0)}
 	srv := httptest.NewServer(s.idempotent(h))
 	t.Cleanup(srv.Close)
 	return srv
@@ -114,7 +115,7 @@ func TestIdempotencyReplay(t *testing.T) {
 		{"key too long", "POST", "/v1/sandboxes", strings.Repeat("k", 256), `{}`, 400, "1-255", 5},
 		{"key not ASCII", "POST", "/v1/sandboxes", "ké", `{}`, 400, "visible ASCII", 5},
 		{"keys route", "POST", "/v1/keys", "k9", `{"name":"a"}`, 400, "secret", 5},
-		{"body too large", "PUT", "/v1/sandboxes/x/files", "k8", strings.Repeat("x", maxIdemReqBody+1), 400, "may carry at most 8 MiB", 5},
+		{"body too large", "PUT", "/v1/sandboxes/x/files", "k8", strings.Repeat("x", maxIdemReqBody+1), 413, "may carry at most 8 MiB", 5},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -204,7 +205,7 @@ func TestIdempotencyPerCredential(t *testing.T) {
 func TestIdempotencyPerCaller(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "db"))
 	h := &counting{}
-	s := &Server{opts: Options{Store: st}, log: slog.New(slog.DiscardHandler)}
+	s := &Server{opts: Options{Store: st}, log: slog.New(slog.DiscardHandler), bodies: httpbody.NewBudget(0)}
 	// As requireKey and actFor do: the caller is in the context.
 	asCaller := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()

@@ -71,7 +71,7 @@ func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req api.PullImageRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -285,7 +285,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) expose(w http.ResponseWriter, r *http.Request) {
 	var req api.ExposeRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -66,7 +66,7 @@ func (s *Server) requireKey(next http.Handler) http.Handler {
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateKeyRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -55,7 +55,7 @@ func (s *Server) getLedger(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) addLedger(w http.ResponseWriter, r *http.Request) {
 	var req api.AddLedgerEntryRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -74,7 +74,7 @@ func (s *Server) recordFile(r *http.Request, kind, path string, data map[string]
 
 func (s *Server) createBackup(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateBackupRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -114,7 +114,7 @@ func (s *Server) deleteBackup(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) restoreBackup(w http.ResponseWriter, r *http.Request) {
 	var req api.RestoreBackupRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}

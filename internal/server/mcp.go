@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/mcp"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
@@ -37,6 +39,9 @@ type mcpHandlers struct {
 // /mcp?keep=true keeps each session's default sandbox when the session
 // ends, /mcp?snapshot=true snapshots its files and then destroys it; by
 // default it is destroyed.
+// maxMCPBody bounds one MCP message, as the MCP SDK's default does.
+const maxMCPBody = 4 << 20
+
 func (s *Server) routesMCP(m *http.ServeMux) {
 	if s.opts.MCPSocket == "" {
 		return
@@ -81,6 +86,17 @@ func (s *Server) routesMCP(m *http.ServeMux) {
 			if on {
 				h = opt.h
 			}
+		}
+		// The MCP handler reads each message whole (up to its own 4 MiB
+		// bound); read it here first, under the daemon's body budget.
+		if r.Method == http.MethodPost {
+			body, release, err := s.bodies.ReadAll(r, maxMCPBody)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			defer release()
+			r.Body = httpbody.Prebuffered{Reader: bytes.NewReader(body)}
 		}
 		h.ServeHTTP(w, r)
 	})

@@ -23,7 +23,7 @@ func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) putNetwork(w http.ResponseWriter, r *http.Request) {
 	var req api.UpdateNetworkRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}

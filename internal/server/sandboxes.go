@@ -10,7 +10,7 @@ import (
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateSandboxRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -111,7 +111,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	var req api.ExecRequest
-	if err := decode(w, r, maxExecBody, &req); err != nil {
+	if err := s.decode(r, maxExecBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -22,7 +22,7 @@ func (s *Server) routesSecrets(m *http.ServeMux) {
 
 func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 	var req api.SetSecretRequest
-	if err := decode(w, r, maxSecretBody, &req); err != nil {
+	if err := s.decode(r, maxSecretBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -60,7 +60,7 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) postInjection(w http.ResponseWriter, r *http.Request) {
 	var req api.Injection
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}

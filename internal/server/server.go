@@ -6,9 +6,7 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -37,13 +36,18 @@ type Options struct {
 	// MCPSocket, when set, mounts the MCP server at /mcp; it reaches the
 	// API through this socket, like any other client.
 	MCPSocket string
+	// Bodies bounds the request bodies all requests together hold in
+	// memory; nil means a budget of httpbody.DefaultBudget. Share one
+	// with the E2B API.
+	Bodies *httpbody.Budget
 }
 
 // Server serves the API. Handler() gives the handler for a listener.
 type Server struct {
-	opts Options
-	log  *slog.Logger
-	mux  *http.ServeMux
+	opts   Options
+	log    *slog.Logger
+	mux    *http.ServeMux
+	bodies *httpbody.Budget
 }
 
 // maxJSONBody bounds request bodies that are JSON documents; exec bodies
@@ -58,7 +62,10 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	if opts.Bodies == nil {
+		opts.Bodies = httpbody.NewBudget(0)
+	}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), bodies: opts.Bodies}
 	s.routes()
 	return s
 }
@@ -126,7 +133,14 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		body := r.Body // handlers may replace it; drain the connection's own
 		next.ServeHTTP(sw, r)
+		if sw.status >= 400 {
+			// A refused body (too large, no budget) is often left unread:
+			// without this the client may get a reset, not the answer.
+			r.Body = body
+			httpbody.Drain(w, r)
+		}
 		// The query is left out: it may carry file paths, never secrets,
 		// but keep logs lean and predictable.
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "took", time.Since(start))
@@ -172,6 +186,8 @@ func status(code string) int {
 		return http.StatusUnauthorized
 	case api.CodeFailedPrecondition:
 		return http.StatusPreconditionFailed
+	case api.CodePayloadTooLarge:
+		return http.StatusRequestEntityTooLarge
 	case api.CodeCanceled:
 		return 499
 	default:
@@ -197,25 +213,11 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
-// decode reads a bounded JSON body, refusing unknown fields and trailing data.
-func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errdefs.Invalid("request body is larger than %d bytes", limit)
-		}
-		if errors.Is(err, io.EOF) {
-			return errdefs.Invalid("request body is empty; expected a JSON object")
-		}
-		return errdefs.Invalid("request body is not valid JSON: %v", err)
-	}
-	if dec.More() {
-		return errdefs.Invalid("request body has data after the JSON object")
-	}
-	return nil
+// decode reads a bounded JSON body under the daemon's body budget,
+// refusing unknown fields and trailing data. A body over limit is 413
+// payload_too_large, refused by its Content-Length before it is read.
+func (s *Server) decode(r *http.Request, limit int64, v any) error {
+	return s.bodies.DecodeJSON(r, limit, v, httpbody.DecodeOptions{})
 }
 
 // ndjson writes one JSON document per line and flushes each, so a client

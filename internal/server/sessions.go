@@ -25,7 +25,7 @@ func (s *Server) routesSessions(m *http.ServeMux) {
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateSessionRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -56,7 +56,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 	var req api.StartProcessRequest
-	if err := decode(w, r, maxJSONBody+maxCmdBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody+maxCmdBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -126,7 +126,7 @@ func (s *Server) processLogs(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) {
 	var req api.KillProcessRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -140,7 +140,7 @@ func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) waitProcess(w http.ResponseWriter, r *http.Request) {
 	var req api.WaitProcessRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}

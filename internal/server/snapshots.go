@@ -7,7 +7,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
-	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/httpbody"
 )
 
 // maxImportBody bounds an imported snapshot file.
@@ -25,16 +25,16 @@ func (s *Server) routesSnapshots(m *http.ServeMux) {
 }
 
 // decodeOptional decodes a JSON body that may be left out entirely.
-func decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
+func (s *Server) decodeOptional(r *http.Request, v any) error {
 	if r.ContentLength == 0 {
 		return nil
 	}
-	return decode(w, r, maxJSONBody, v)
+	return s.decode(r, maxJSONBody, v)
 }
 
 func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateSnapshotRequest
-	if err := decodeOptional(w, r, &req); err != nil {
+	if err := s.decodeOptional(r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -49,7 +49,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 	var req api.ForkRequest
-	if err := decodeOptional(w, r, &req); err != nil {
+	if err := s.decodeOptional(r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -82,7 +82,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) updateSnapshot(w http.ResponseWriter, r *http.Request) {
 	var req api.UpdateSnapshotRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -117,13 +117,18 @@ func (s *Server) exportSnapshot(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if r.ContentLength > maxImportBody {
+		writeError(w, httpbody.TooLarge(r.ContentLength, maxImportBody))
+		return
+	}
+	// Streamed to disk, never held in memory: no body budget.
 	body := http.MaxBytesReader(w, r.Body, maxImportBody)
 	snap, err := s.opts.Controller.ImportSnapshot(r.Context(), body, controller.ImportOptions{
 		Name: q.Get("name"), TTL: q.Get("ttl"), MaxBytes: maxImportBody,
 	})
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		err = errdefs.Invalid("snapshot file is larger than %d bytes", int64(maxImportBody))
+		err = httpbody.TooLarge(-1, maxImportBody)
 	}
 	if err != nil {
 		writeError(w, err)

@@ -20,9 +20,19 @@ func (s *Server) routesTemplates(m *http.ServeMux) {
 }
 
 func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
-	body := http.MaxBytesReader(w, r.Body, api.MaxTemplateContext)
+	// The context is held in memory for the whole build, so it counts
+	// against the body budget until the build ends.
+	body, err := s.bodies.Open(r, api.MaxTemplateContext)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer body.Close()
 	spec, bc, err := controller.ReadBuildRequest(body)
 	if err != nil {
+		if berr := body.Err(); berr != nil {
+			err = berr // too large, or no budget: not a malformed tar
+		}
 		writeError(w, err)
 		return
 	}
@@ -96,7 +106,7 @@ func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) setPool(w http.ResponseWriter, r *http.Request) {
 	var req api.SetPoolRequest
-	if err := decode(w, r, maxJSONBody, &req); err != nil {
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
 		writeError(w, err)
 		return
 	}

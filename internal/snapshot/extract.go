@@ -287,6 +287,11 @@ func (x *extractor) attrs(fd int, hdr *tar.Header, mode uint32, xattrs map[strin
 	}
 	for k, v := range xattrs {
 		if err := unix.Fsetxattr(fd, k, []byte(v), 0); err != nil {
+			// The kernel judges a value's form: what it refuses is the
+			// archive's fault, not the daemon's.
+			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ERANGE) || errors.Is(err, unix.E2BIG) || errors.Is(err, unix.EOVERFLOW) {
+				return unsafeEntry(hdr.Name, fmt.Sprintf("carries extended attribute %s, whose value the file system refuses (%v)", truncate(k, 60), err))
+			}
 			return fmt.Errorf("snapshot: set xattr %s on %s: %w", k, truncate(hdr.Name, 200), err)
 		}
 	}
@@ -300,6 +305,34 @@ func (x *extractor) linkAttrs(parent int, base string, hdr *tar.Header, mtime un
 		}
 	}
 	return unix.UtimesNanoAt(parent, base, []unix.Timespec{mtime, mtime}, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// capXattr holds a file's capabilities, in the kernel's vfs_cap_data
+// form: a little-endian magic word whose top byte is the revision, then
+// 32-bit permitted and inheritable words (two of each from revision 2),
+// then, in revision 3, the root uid of the namespace.
+const capXattr = "security.capability"
+
+// validCapability checks a security.capability value's length against
+// its revision, as the kernel does before it takes one.
+func validCapability(v string) bool {
+	if len(v) < 4 {
+		return false
+	}
+	magic := uint32(v[0]) | uint32(v[1])<<8 | uint32(v[2])<<16 | uint32(v[3])<<24
+	const effective = 0x000001
+	if magic&^(0xff000000|effective) != 0 {
+		return false
+	}
+	switch magic >> 24 {
+	case 1:
+		return len(v) == 12
+	case 2:
+		return len(v) == 20
+	case 3:
+		return len(v) == 24
+	}
+	return false
 }
 
 // entryXattrs returns the extended attributes an entry carries, refusing
@@ -316,6 +349,9 @@ func entryXattrs(hdr *tar.Header) (map[string]string, error) {
 		}
 		if name == opaqueXattr && (hdr.Typeflag != tar.TypeDir || v != "y") {
 			return nil, unsafeEntry(hdr.Name, "carries a malformed overlay opaque marker")
+		}
+		if name == capXattr && !validCapability(v) {
+			return nil, unsafeEntry(hdr.Name, "carries a malformed security.capability attribute (not a version 1, 2 or 3 file capability set)")
 		}
 		if out == nil {
 			out = map[string]string{}

@@ -145,6 +145,11 @@ func TestExtractRefusesEscapes(t *testing.T) {
 		{"duplicate", []*tar.Header{reg("a"), reg("a")}},
 		{"foreign xattr", []*tar.Header{{Typeflag: tar.TypeReg, Name: "a", Format: tar.FormatPAX, PAXRecords: map[string]string{"SCHILY.xattr.security.selinux": "x"}}}},
 		{"opaque on file", []*tar.Header{{Typeflag: tar.TypeReg, Name: "a", Format: tar.FormatPAX, PAXRecords: map[string]string{"SCHILY.xattr.trusted.overlay.opaque": "y"}}}},
+		{"short capability", []*tar.Header{{Typeflag: tar.TypeReg, Name: "a", Format: tar.FormatPAX, PAXRecords: map[string]string{"SCHILY.xattr.security.capability": "xx"}}}},
+		{"capability of the wrong size", []*tar.Header{{Typeflag: tar.TypeReg, Name: "a", Format: tar.FormatPAX,
+			PAXRecords: map[string]string{"SCHILY.xattr.security.capability": "\x00\x00\x00\x02" + strings.Repeat("\x00", 12)}}}},
+		{"capability of no revision", []*tar.Header{{Typeflag: tar.TypeReg, Name: "a", Format: tar.FormatPAX,
+			PAXRecords: map[string]string{"SCHILY.xattr.security.capability": "\x00\x00\x00\x09" + strings.Repeat("\x00", 16)}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

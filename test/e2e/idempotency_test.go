@@ -160,7 +160,7 @@ func TestIdempotencyKeyRoutes(t *testing.T) {
 		big := bytes.Repeat([]byte("x"), 9<<20)
 		path := "/v1/sandboxes/" + sb.ID + "/files?path=/home/user/big"
 		r := rawDo(t, d, "PUT", path, "big-key", big)
-		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "at most 8 MiB") || !strings.Contains(string(r.body), "without the key") {
+		if r.status != http.StatusRequestEntityTooLarge || !strings.Contains(string(r.body), "at most 8 MiB") || !strings.Contains(string(r.body), "without the key") {
 			t.Fatalf("9 MiB upload with a key: %d %s", r.status, r.body)
 		}
 		if r := rawDo(t, d, "PUT", path, "", big); r.status != http.StatusOK {

@@ -174,7 +174,42 @@ type request struct {
 
 // send performs the request and returns the response when its status is
 // 2xx; any other status becomes an *APIError. The caller closes the body.
+// Retrying a 503 that says when to come back (the daemon is starting, or
+// holds too many request bodies): only requests whose body can be sent
+// again, and for at most maxRetryWait in all.
+const (
+	maxRetryWait  = 30 * time.Second
+	maxRetryAfter = 5 * time.Second
+)
+
 func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
+	deadline := time.Now().Add(maxRetryWait)
+	for {
+		resp, err := c.sendOnce(ctx, r)
+		wait, ok := retryAfter(err)
+		if !ok || r.body != nil || time.Now().Add(wait).After(deadline) {
+			return resp, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+// retryAfter reports how long to wait before sending again after err.
+func retryAfter(err error) (time.Duration, bool) {
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.retryAfter <= 0 {
+		return 0, false
+	}
+	return min(ae.retryAfter, maxRetryAfter), true
+}
+
+func (c *Client) sendOnce(ctx context.Context, r request) (*http.Response, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("nil context: %w", ErrInvalidArgument)
 	}

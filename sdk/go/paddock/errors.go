@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/paddock-dev/paddock/api"
@@ -25,6 +27,8 @@ var (
 	ErrPermissionDenied   = errors.New("permission denied")
 	ErrUnauthenticated    = errors.New("unauthenticated")
 	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrPayloadTooLarge: a request body over the route's limit (413).
+	ErrPayloadTooLarge = errors.New("payload too large")
 )
 
 // APIError is an error reported by the daemon.
@@ -35,6 +39,8 @@ type APIError struct {
 	Code string
 	// Message is safe to show a user.
 	Message string
+	// retryAfter is the response's Retry-After, in seconds, if it had one.
+	retryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -76,6 +82,8 @@ func sentinelFor(code string) error {
 		return ErrUnauthenticated
 	case api.CodeFailedPrecondition:
 		return ErrFailedPrecondition
+	case api.CodePayloadTooLarge:
+		return ErrPayloadTooLarge
 	case api.CodeCanceled:
 		return context.Canceled
 	}
@@ -90,8 +98,10 @@ func codeForStatus(status int) string {
 		return api.CodeNotFound
 	case http.StatusConflict:
 		return api.CodeConflict
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
 		return api.CodeInvalidArgument
+	case http.StatusRequestEntityTooLarge:
+		return api.CodePayloadTooLarge
 	case http.StatusTooManyRequests, http.StatusInsufficientStorage:
 		return api.CodeResourceExhausted
 	case http.StatusServiceUnavailable, http.StatusBadGateway:
@@ -112,6 +122,9 @@ func codeForStatus(status int) string {
 func decodeError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	e := &APIError{Status: resp.StatusCode}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		e.retryAfter = time.Duration(min(s, 3600)) * time.Second
+	}
 	var ae api.Error
 	if json.Unmarshal(body, &ae) == nil && ae.Code != "" {
 		e.Code = ae.Code
