@@ -204,15 +204,11 @@ func (s *Store) Import(ctx context.Context, r io.Reader, opts ImportOptions) (*I
 		return nil, errdefs.Invalid("image source name longer than %d bytes", maxSourceLen)
 	}
 	opts.Progress = orNop(opts.Progress)
-	unlockOwner, err := s.lockOwner(ctx, opts.Owner)
+	budget, unlockOwner, err := s.ownerImport(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer unlockOwner()
-	budget, err := s.newBudget(opts.Owner, opts.MaxOwnerBytes)
-	if err != nil {
-		return nil, err
-	}
 	archiveMax, why := maxBytes, fmt.Sprintf("the largest archive accepted is %d bytes", maxBytes)
 	if rem := budget.remaining(); rem >= 0 && rem < archiveMax {
 		archiveMax, why = rem, fmt.Sprintf("the images %s imported hold %d bytes on disk, and the limit per caller is %d (PADDOCK_IMAGE_IMPORT_MAX_PER_KEY), which leaves %d; delete images it imported to make room",
@@ -268,15 +264,11 @@ func orNop(p Progress) Progress {
 // store writes img's layers and record, holding the store's build lock
 // shared so a concurrent gc cannot take layers it has not seen recorded.
 func (s *Store) store(ctx context.Context, img v1.Image, digest v1.Hash, compressed bool, opts ImportOptions) (*Image, error) {
-	unlockOwner, err := s.lockOwner(ctx, opts.Owner)
+	budget, unlockOwner, err := s.ownerImport(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer unlockOwner()
-	budget, err := s.newBudget(opts.Owner, opts.MaxOwnerBytes)
-	if err != nil {
-		return nil, err
-	}
 	unlock, err := flockWait(ctx, filepath.Join(s.dir, "builds.lock"), false)
 	if err != nil {
 		return nil, err

@@ -81,6 +81,21 @@ type importBudget struct {
 	charged int64
 }
 
+// ownerImport starts an import for opts.Owner: it waits for the owner's
+// earlier import to end and returns the owner's budget and the unlock.
+func (s *Store) ownerImport(ctx context.Context, opts ImportOptions) (*importBudget, func(), error) {
+	unlock, err := s.lockOwner(ctx, opts.Owner)
+	if err != nil {
+		return nil, nil, err
+	}
+	budget, err := s.newBudget(opts.Owner, opts.MaxOwnerBytes)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return budget, unlock, nil
+}
+
 // newBudget starts the budget of an import by owner, refusing it at once
 // when the owner's images already fill the cap.
 func (s *Store) newBudget(owner string, limit int64) (*importBudget, error) {
