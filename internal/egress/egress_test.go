@@ -552,7 +552,12 @@ func testTeardownLeavesNothing(t *testing.T, fw string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mgr.Teardown(context.Background(), id); _ = mgr.Close(context.Background()) })
-	// A daemon restart: a new manager resets the rules; Setup restores.
+	// A daemon restart: the old manager stops (its sandbox keeps its
+	// network, the range claim is let go), a new one resets the rules and
+	// Setup restores them.
+	if err := mgr.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
 	mgr2, err := netns.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -625,6 +630,11 @@ func TestFirewallSwitch(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, err := a.Setup(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			// The daemon stops with its sandbox's network kept, and starts
+			// again with the other backend.
+			if err := a.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
 			opts.Firewall = tt.to
