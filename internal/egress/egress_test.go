@@ -632,6 +632,7 @@ func TestFirewallSwitch(t *testing.T) {
 			if _, err := a.Setup(ctx, id); err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = a.Teardown(context.Background(), id) })
 			// The daemon stops with its sandbox's network kept, and starts
 			// again with the other backend.
 			if err := a.Close(ctx); err != nil {

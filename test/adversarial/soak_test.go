@@ -82,7 +82,9 @@ func TestSoak(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				req := api.CreateSandboxRequest{Image: "busybox", KeepAlive: true}
+				// Small disks: admission counts every sandbox's disk
+				// against the host's free space.
+				req := api.CreateSandboxRequest{Image: "busybox", KeepAlive: true, Resources: api.Resources{DiskMB: 64}}
 				if i%10 == 0 {
 					req.Network = &api.NetworkPolicy{Mode: "egress"}
 				}
@@ -161,7 +163,7 @@ func TestSoak(t *testing.T) {
 		go func() {
 			defer rwg.Done()
 			for rctx.Err() == nil && done.Load() < int64(perRound) {
-				sb, err := d.Client.Create(rctx, api.CreateSandboxRequest{Image: "busybox"})
+				sb, err := d.Client.Create(rctx, api.CreateSandboxRequest{Image: "busybox", Resources: api.Resources{DiskMB: 64}})
 				if err != nil {
 					continue
 				}

@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/testnet"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -84,6 +86,11 @@ func startDaemon(t *testing.T, env ...string) *daemon {
 	d := &daemon{bin: bin, socket: filepath.Join(dir, "p.sock"), addr: addr, logs: &syncBuffer{}}
 	d.client = &paddock.Client{Socket: d.socket}
 	cmd := exec.Command(bin, "serve", "--state-dir", filepath.Join(dir, "s"), "--socket", d.socket, "--listen", addr, "--log-level", "debug")
+	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "PADDOCK_NETWORK_RANGE=") }) {
+		// Every daemon claims its range on the host; the default one
+		// would collide with other runs' daemons.
+		env = append(slices.Clip(env), "PADDOCK_NETWORK_RANGE="+testnet.DaemonRange(t))
+	}
 	cmd.Env = append(append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREPARE_DEFAULT_IMAGE=false"), env...)
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -96,7 +96,7 @@ test('createSnapshot, then create from it: files kept, processes not', async () 
     }
     const named = await Sandbox.listSnapshots({ name }).nextItems()
     assert.deepEqual(named.map((s) => s.snapshotId), [snap.snapshotId])
-    await assert.rejects(src.createSnapshot({ name }), /409: snapshot name "[^"]+" is taken/)
+    await assert.rejects(src.createSnapshot({ name }), /409: you already have a snapshot named "[^"]+"/)
 
     assert.equal(await Sandbox.deleteSnapshot(second.snapshotId), true)
     assert.equal(await Sandbox.deleteSnapshot(second.snapshotId), false)
