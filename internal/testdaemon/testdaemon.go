@@ -194,7 +194,9 @@ func (d *Daemon) Restart() {
 	d.t.Helper()
 	args := append([]string{"serve", "--state-dir", d.StateDir, "--socket", d.Socket, "--log-level", "debug"}, d.opts.Args...)
 	cmd := exec.Command(Binary(d.t), args...)
-	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+ImagesDir(d.t), "PADDOCK_PREPARE_DEFAULT_IMAGE=false", "PADDOCK_PREVIEW_LISTEN=127.0.0.1:0")
+	// Disks are admitted against the host's free space, which other runs
+	// on the machine share; Options.Env may set another ratio.
+	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+ImagesDir(d.t), "PADDOCK_PREPARE_DEFAULT_IMAGE=false", "PADDOCK_PREVIEW_LISTEN=127.0.0.1:0", "PADDOCK_DISK_OVERCOMMIT=100")
 	cmd.Env = append(cmd.Env, d.opts.Env...)
 	cmd.Stdout, cmd.Stderr = &d.logs, &d.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -115,7 +115,7 @@ func TestE2BCodeInterpreter(t *testing.T) {
 			{"no access token", noToken, map[string]any{"code": "1"}, 401, "envdAccessToken"},
 			{"wrong access token", hdr("X-Access-Token", "wrong"), map[string]any{"code": "1"}, 401, "envdAccessToken"},
 			{"code too large", hdr(), map[string]any{"code": strings.Repeat("#", 1<<20+1)}, 400, "at most 1048576"},
-			{"body too large", hdr(), map[string]any{"code": "1", "pad": strings.Repeat("x", 9<<20)}, 400, ""},
+			{"body too large", hdr(), map[string]any{"code": "1", "pad": strings.Repeat("x", 9<<20)}, 413, ""},
 			{"unknown context", hdr(), map[string]any{"code": "1", "context_id": "nope"}, 404, ""},
 			{"unsupported language", hdr(), map[string]any{"code": "1", "language": "r"}, 400, `language "r" is not supported`},
 			{"bad variable", hdr(), map[string]any{"code": "1", "env_vars": map[string]string{"A=B": "1"}}, 400, "environment variable name"},

@@ -195,7 +195,9 @@ func (d *daemon) start() {
 	if d.images != "" {
 		images = d.images
 	}
-	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREPARE_DEFAULT_IMAGE=false")
+	// Disks are admitted against the host's free space, which other runs
+	// on the machine share; tests of disk admission set their own ratio.
+	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREPARE_DEFAULT_IMAGE=false", "PADDOCK_DISK_OVERCOMMIT=100")
 	if os.Getenv("PADDOCK_PREVIEW_LISTEN") == "" { // a test may pick its own
 		cmd.Env = append(cmd.Env, "PADDOCK_PREVIEW_LISTEN=127.0.0.1:0")
 	}

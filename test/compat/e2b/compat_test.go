@@ -91,7 +91,9 @@ func startDaemon(t *testing.T, env ...string) *daemon {
 		// would collide with other runs' daemons.
 		env = append(slices.Clip(env), "PADDOCK_NETWORK_RANGE="+testnet.DaemonRange(t))
 	}
-	cmd.Env = append(append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREPARE_DEFAULT_IMAGE=false"), env...)
+	// Disks are admitted against the host's free space, which other runs
+	// on the machine share.
+	cmd.Env = append(append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREPARE_DEFAULT_IMAGE=false", "PADDOCK_DISK_OVERCOMMIT=100"), env...)
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
