@@ -33,6 +33,7 @@ const Slots = 32
 var (
 	claimsMu sync.Mutex
 	claims   = map[string]int{}
+	held     []*os.File // the claimed slots' lock files
 )
 
 // Claim takes, for the life of the test process, one of slots slots of the
@@ -59,7 +60,10 @@ func Claim(t testing.TB, family string, slots int) int {
 			f.Close()
 			continue
 		}
-		// Never closed: the lock is held until the process exits.
+		// Never closed: the lock is held until the process exits. The
+		// file is kept reachable, or its finalizer would close it (and
+		// let the lock go) at the next garbage collection.
+		held = append(held, f)
 		claims[family] = i
 		return i
 	}
