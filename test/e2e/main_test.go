@@ -301,32 +301,7 @@ func uniqueName(prefix string) string {
 // containers, then mounts, deepest first. It logs what it had to remove.
 func sweepState(t *testing.T, state string) {
 	t.Helper()
-	for _, rt := range []string{"runc", "runsc"} {
-		root := filepath.Join(state, "runtime", rt, "state")
-		if _, err := os.Stat(root); err != nil {
-			continue
-		}
-		out, err := exec.Command(rt, "--root", root, "list", "-q").Output()
-		if err != nil {
-			continue
-		}
-		for _, id := range strings.Fields(string(out)) {
-			t.Logf("cleanup: %s container %s was still there", rt, id)
-			_ = exec.Command(rt, "--root", root, "delete", "--force", id).Run()
-		}
-	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], state+"/") {
-			mounts = append(mounts, f[4])
-		}
-	}
-	for i := len(mounts) - 1; i >= 0; i-- {
-		t.Logf("cleanup: %s was still mounted", mounts[i])
-		_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
+	for _, left := range testdaemon.Leftovers(state) {
+		t.Logf("cleanup: %s was still there", left)
 	}
 }
