@@ -33,6 +33,18 @@ grep -E '^(ok|FAIL|---|panic:)|^\s+--- (FAIL|SKIP)' "$log" | grep -v -- '--- PAS
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
 skipped=$(grep -cE '^\s*--- SKIP' "$log" || true)
+if [ "$failed" -gt 0 ]; then
+	# What each failing test printed (its t.Log and t.Fatal lines), since
+	# the summary above names the failures without their reasons.
+	echo
+	echo "output of the failing tests:"
+	awk '
+		FNR == NR { if (match($0, /^ *--- FAIL: [^ ]+/)) { n = $0; sub(/^ *--- FAIL: /, "", n); sub(/ .*/, "", n); bad[n] = 1 } next }
+		/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+		/^ *--- (PASS|FAIL|SKIP)/ { next }
+		(cur in bad) && printed < 400 { print cur ": " $0; printed++ }
+	' "$log" "$log" || true
+fi
 if [ "$skipped" -gt 0 ]; then
 	echo
 	echo "skipped tests and their reasons:"
