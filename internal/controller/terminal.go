@@ -124,6 +124,9 @@ func (c *Controller) OpenTerminal(ctx context.Context, ref string, o TerminalOpt
 	}
 	tid := "t" + newID()[:termIDLen]
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	// The process may end before StartPTY returns to us: its duration is
+	// measured from the request, never from after the start.
+	asked := time.Now()
 	stream, pid, err := ag.StartPTY(sctx, client.PTYOptions{Cmd: o.Cmd, Env: env, Cwd: o.Cwd, User: o.User, Cols: o.Cols, Rows: o.Rows, Tag: terminalTag(tid)})
 	if err != nil {
 		stop()
@@ -135,7 +138,7 @@ func (c *Controller) OpenTerminal(ctx context.Context, ref string, o TerminalOpt
 		created: time.Now().UTC(), stop: stop, cols: o.Cols, rows: o.Rows,
 		clients: make(map[*TermConn]struct{}), done: make(chan struct{}),
 	}
-	t.ledger = c.recordTerminalOpen(ctx, t, o) // terminalledger.go
+	t.ledger = c.recordTerminalOpen(ctx, t, o, asked) // terminalledger.go
 	c.terms.add(t)
 	conn := t.attach(done)
 	go c.followTerminal(t, stream)

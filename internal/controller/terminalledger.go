@@ -3,15 +3,18 @@ package controller
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/paddock-dev/paddock/api"
 )
 
 // recordTerminalOpen writes a terminal's terminal_open entry and returns
 // the record its end is written from. The TERM the daemon sets is not the
-// caller's and is left out of the env names.
-func (c *Controller) recordTerminalOpen(ctx context.Context, t *terminal, o TerminalOptions) *cmdLedger {
+// caller's and is left out of the env names. asked is when the agent was
+// asked to start the process: its duration counts from there.
+func (c *Controller) recordTerminalOpen(ctx context.Context, t *terminal, o TerminalOptions, asked time.Time) *cmdLedger {
 	l := newCmdLedger(api.LedgerTerminalOpen, o.Cmd)
+	l.start = asked
 	l.user, l.cwd, l.env = o.User, o.Cwd, o.Env
 	l.data["terminal"] = t.id
 	l.data["pid"] = strconv.FormatUint(uint64(t.pid), 10)
