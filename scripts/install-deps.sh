@@ -48,6 +48,17 @@ if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ]; then
 		(cd "$s3dir" && CGO_ENABLED=0 go build -o "$s3bin.tmp" ./weed)
 		mv "$s3bin.tmp" "$s3bin"
 	fi
+	# staticcheck, the linter `make test` runs beside go vet, at a pinned
+	# version, into the same cache (its name carries the version).
+	scbin=${PADDOCK_TEST_STATICCHECK:-/var/cache/paddock-test/bin/staticcheck-v0.8.2}
+	if [ ! -x "$scbin" ]; then
+		echo "building staticcheck into $scbin (once)" >&2
+		scdir=$(mktemp -d)
+		GOBIN=$scdir go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+		mkdir -p "$(dirname "$scbin")"
+		mv "$scdir/staticcheck" "$scbin"
+		rmdir "$scdir"
+	fi
 fi
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0

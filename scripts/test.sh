@@ -23,6 +23,13 @@ fi
 if ! go vet ./...; then
 	fail=1
 fi
+# staticcheck at the version scripts/install-deps.sh builds (PADDOCK_TEST_DEPS=1).
+staticcheck=${PADDOCK_TEST_STATICCHECK:-/var/cache/paddock-test/bin/staticcheck-v0.8.2}
+if [ ! -x "$staticcheck" ]; then
+	echo "staticcheck is missing at $staticcheck: run PADDOCK_TEST_DEPS=1 scripts/install-deps.sh"; fail=1
+elif ! "$staticcheck" ./...; then
+	fail=1
+fi
 
 log="$out/go-test.log"
 echo "running go test (full log: $log)"

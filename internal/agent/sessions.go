@@ -65,14 +65,13 @@ type session struct {
 
 // sessionCmd is the command holding a session's turn.
 type sessionCmd struct {
-	outMarker, errMarker []byte
-	out                  chan outChunk
-	gone                 chan struct{} // closed when the caller stops reading
-	stdout, stderr       markerScanner
-	rc                   chan int // receives the exit status once
-	statusDone           bool
-	cwd                  string // the shell's $PWD after the command
-	errDone              chan struct{}
+	out            chan outChunk
+	gone           chan struct{} // closed when the caller stops reading
+	stdout, stderr markerScanner
+	rc             chan int // receives the exit status once
+	statusDone     bool
+	cwd            string // the shell's $PWD after the command
+	errDone        chan struct{}
 }
 
 type outChunk struct {

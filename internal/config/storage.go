@@ -164,7 +164,7 @@ func (c *Config) validateStorage() []error {
 		errs = append(errs, fmt.Errorf("PADDOCK_BACKUP_S3_BUCKET %q: 3-63 lowercase letters, digits, '-' and '.'", s.Bucket))
 	}
 	if !s3PrefixRE.MatchString(s.Prefix) || strings.HasPrefix(s.Prefix, "/") || strings.Contains(s.Prefix, "..") {
-		errs = append(errs, fmt.Errorf("PADDOCK_BACKUP_S3_PREFIX %q: at most 256 of letters, digits and !_.*'()/-, not starting with / and without ..", s.Prefix))
+		errs = append(errs, fmt.Errorf("PADDOCK_BACKUP_S3_PREFIX %q: at most 256 of letters, digits and !_.*'()/-, without \"..\" and not starting with /", s.Prefix))
 	}
 	if s.AccessKeyID == "" || s.SecretAccessKey == "" {
 		errs = append(errs, errors.New("S3 backup storage needs credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or PADDOCK_BACKUP_S3_CREDENTIALS_FILE"))

@@ -29,8 +29,7 @@ const (
 )
 
 var (
-	policyImageRE  = lazyre.New(`^([a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}|sha256:[a-f0-9]{64})$`)
-	policyDigestRE = lazyre.New(`^sha256:[a-f0-9]{64}$`)
+	policyImageRE = lazyre.New(`^([a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}|sha256:[a-f0-9]{64})$`)
 )
 
 // admission holds the admission policy and serialises quota checks with
@@ -213,7 +212,7 @@ func writePolicyFile(path string, p api.Policy) error {
 		return fmt.Errorf("write policy file: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err == nil {
+	if _, err = tmp.Write(append(data, '\n')); err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

@@ -391,7 +391,7 @@ func FuzzHeaderTemplate(f *testing.F) {
 		if n != want {
 			t.Fatalf("headerTemplate(%q) = %q: %d secret references, want %d", v, tmpl, n, want)
 		}
-		if back := e2bValue(tmpl); strings.ToLower(back) != strings.ToLower(v) {
+		if back := e2bValue(tmpl); !strings.EqualFold(back, v) {
 			t.Fatalf("e2bValue(headerTemplate(%q)) = %q", v, back)
 		}
 	})

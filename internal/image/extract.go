@@ -204,7 +204,7 @@ func (x *extractor) entry(hdr *tar.Header, body io.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		err = x.mkdir(dfd, base, mode)
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg:
 		err = x.file(dfd, name, base, mode, hdr, body)
 	case tar.TypeSymlink:
 		err = x.symlink(dfd, name, base, hdr.Linkname)

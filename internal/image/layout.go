@@ -106,7 +106,7 @@ func unpackLayoutFiles(archive, dir string) error {
 		if tarsafe.Sparse(h) {
 			return badImage("archive entry %q is a sparse file; sparse entries are not supported", printable(h.Name))
 		}
-		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeRegA {
+		if h.Typeflag != tar.TypeReg {
 			continue
 		}
 		n := strings.TrimPrefix(h.Name, "./")

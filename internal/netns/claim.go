@@ -200,7 +200,8 @@ func claimRange(dir, netnsDir string, rng netip.Prefix, stateDir, tag string) (*
 		return nil, fmt.Errorf("network range claims: lock %s: %w", path, err)
 	}
 	b, _ := json.Marshal(claimRecord{Range: rng.String(), StateDir: stateDir, Tag: tag, PID: os.Getpid()})
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt(append(b, '\n'), 0)
 	}
 	if err != nil {

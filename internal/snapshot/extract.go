@@ -91,7 +91,7 @@ func extract(ctx context.Context, r io.Reader, dir string, lim Limits) (int64, e
 			// archive, gigabytes on disk.
 			return x.written, unsafeEntry(hdr.Name, "is a sparse file (snapshots hold none)")
 		}
-		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
+		if hdr.Typeflag == tar.TypeReg {
 			if hdr.Size < 0 || x.written+hdr.Size > lim.MaxBytes {
 				return x.written, fmt.Errorf("snapshot: archive holds more than %d bytes: %w", lim.MaxBytes, errdefs.ErrResourceExhausted)
 			}
@@ -215,7 +215,7 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 		// A directory's time is set last, once nothing more is created in it.
 		x.dirs = append(x.dirs, dirTimes{parts: parts, mtime: mtime})
 		return nil
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg:
 		fd, err := unix.Openat(parent, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			return exists(err)

@@ -44,7 +44,7 @@ func makeTree(t *testing.T) string {
 	must(os.Chown(filepath.Join(d, "home/user/proj/a.txt"), 1000, 1000))
 	must(unix.Chmod(filepath.Join(d, "home/user/proj/a.txt"), 0o4750))
 	must(os.Symlink("/etc/shadow", filepath.Join(d, "home/user/link")))
-	must(unix.Mknod(filepath.Join(d, "home/user/gone"), unix.S_IFCHR|0o000, 0))
+	must(unix.Mknod(filepath.Join(d, "home/user/gone"), unix.S_IFCHR, 0))
 	must(os.Mkdir(filepath.Join(d, "opaque"), 0o700))
 	must(unix.Setxattr(filepath.Join(d, "opaque"), opaqueXattr, []byte("y"), 0))
 	must(unix.Setxattr(filepath.Join(d, "home/user/proj/a.txt"), "user.note", []byte("kept"), 0))

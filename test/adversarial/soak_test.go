@@ -36,11 +36,11 @@ func soakScale(t *testing.T) (sandboxes, execs, kills int) {
 
 // soakFigures are what the soak measured.
 type soakFigures struct {
-	execsOK, execsFailed   atomic.Int64
-	createsOK, createsLost atomic.Int64
-	restarts               []time.Duration
-	execLatency            []time.Duration
-	mu                     sync.Mutex
+	execsOK, execsFailed atomic.Int64
+	createsOK            atomic.Int64
+	restarts             []time.Duration
+	execLatency          []time.Duration
+	mu                   sync.Mutex
 }
 
 func (f *soakFigures) addExec(d time.Duration) {

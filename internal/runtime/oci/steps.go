@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"context"
 	"log/slog"
 	"time"
 )
@@ -26,7 +27,7 @@ func (t *stepTimer) mark(name string) {
 }
 
 func (t *stepTimer) log(log *slog.Logger, msg string) {
-	if !log.Enabled(nil, slog.LevelDebug) { //nolint:staticcheck // no context at hand; Enabled ignores it
+	if !log.Enabled(context.Background(), slog.LevelDebug) {
 		return
 	}
 	log.Debug(msg, append(t.attrs, slog.Duration("total", time.Since(t.start)))...)
