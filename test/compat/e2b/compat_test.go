@@ -244,7 +244,7 @@ func TestE2BConformance(t *testing.T) {
 		t.Run(sdk, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "conformance.test.mjs", "fileurls.test.mjs")
+			cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "conformance.test.mjs", "fileurls.test.mjs", "mcp.test.mjs")
 			cmd.Env = append(append(os.Environ(), d.e2bEnv(key)...), "E2B_SDK="+sdk)
 			out, err := cmd.CombinedOutput()
 			t.Logf("node --test (%s):\n%s", sdk, out)
