@@ -129,6 +129,7 @@ func TestUnsupported(t *testing.T) {
 		{name: "plain", body: newSandbox{TemplateID: "base"}},
 		{name: "volumes", body: newSandbox{VolumeMounts: []any{map[string]string{"name": "v"}}}, bad: true},
 		{name: "mcp", body: newSandbox{MCP: map[string]any{"x": 1}}, bad: true},
+		{name: "empty mcp", body: newSandbox{MCP: map[string]any{}}, bad: true},
 		{name: "iam tokens", body: newSandbox{IAM: map[string]any{"tokens": map[string]any{}}}, bad: true},
 		{name: "empty iam", body: newSandbox{IAM: map[string]any{}}},
 	}

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -139,8 +140,9 @@ func (h *Handler) serveDataPlane(w http.ResponseWriter, r *http.Request, t targe
 		return
 	}
 	if t.port == EnvdPort {
-		if !tokenOK(sb.Labels[labelEnvdToken], r.Header.Get(headerAccessToken)) {
-			writeError(w, errdefs.ErrUnauthenticatedf("sandbox %s is secure: send its envdAccessToken as %s", sb.ID, headerAccessToken))
+		// The access token, or a signed file URL (signedurl.go).
+		if err := authorizeEnvd(r, sb.Labels[labelEnvdToken], time.Now()); err != nil {
+			writeError(w, err)
 			return
 		}
 	} else if !tokenOK(sb.Labels[labelTrafficToken], r.Header.Get(headerTrafficToken)) {

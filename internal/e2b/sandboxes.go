@@ -75,7 +75,11 @@ func unsupported(b *newSandbox) error {
 	case len(b.VolumeMounts) > 0:
 		return errdefs.Invalid("volumeMounts are not supported by Paddock")
 	case b.MCP != nil:
-		return errdefs.Invalid("the MCP gateway is not supported by Paddock")
+		// E2B's SDK answers this option by running E2B's mcp-gateway
+		// program inside the sandbox, with a token it makes up itself and
+		// hands only to that program; see docs/e2b.md for why Paddock does
+		// not stand in for it.
+		return errdefs.Invalid("mcp is not supported by Paddock: E2B's SDK starts E2B's MCP gateway and the catalog servers named in mcp inside the sandbox (template mcp-gateway), which Paddock cannot run; Paddock's own MCP server is /mcp on this listener, with an API key (docs/mcp.md)")
 	case !emptyObject(b.IAM):
 		return errdefs.Invalid("iam (workload identity tokens) is not supported by Paddock; inject credentials with Secret and network.rules")
 	}

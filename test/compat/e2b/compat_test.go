@@ -226,9 +226,10 @@ func TestE2BSDK(t *testing.T) {
 	})
 }
 
-// TestE2BConformance runs conformance.test.mjs against the oldest and the
-// newest `e2b` release E2B documents (npm aliases in package.json): each
-// test there pins a behaviour of E2B's own that Paddock once did not match.
+// TestE2BConformance runs conformance.test.mjs and fileurls.test.mjs
+// against the oldest and the newest `e2b` release E2B documents (npm
+// aliases in package.json): each test there pins a behaviour of E2B's own
+// that Paddock once did not match.
 func TestE2BConformance(t *testing.T) {
 	requireTools(t)
 	d := startDaemon(t)
@@ -243,7 +244,7 @@ func TestE2BConformance(t *testing.T) {
 		t.Run(sdk, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "conformance.test.mjs")
+			cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "conformance.test.mjs", "fileurls.test.mjs", "mcp.test.mjs")
 			cmd.Env = append(append(os.Environ(), d.e2bEnv(key)...), "E2B_SDK="+sdk)
 			out, err := cmd.CombinedOutput()
 			t.Logf("node --test (%s):\n%s", sdk, out)
