@@ -276,6 +276,9 @@ func mustSize(name string) api.Resources {
 // counts until it is deleted.
 func (c *Controller) admitAndRecord(ctx context.Context, rec *store.Sandbox) error {
 	rec.KeyID = Caller(ctx)
+	if rec.KeyID == "" {
+		return errNoCaller
+	}
 	c.adm.mu.RLock()
 	cp := c.adm.policy
 	c.adm.mu.RUnlock()

@@ -177,7 +177,7 @@ func (c *Controller) Close() {
 // untilClose is a context that ends when the controller closes, for work
 // that outlives the request that started it.
 func (c *Controller) untilClose() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(System(context.Background()))
 	stop := make(chan struct{})
 	go func() {
 		select {

@@ -85,7 +85,7 @@ func (c *Controller) onDeath(id string, gen uint64, exit runtime.Exit) {
 	if e.watchGen != gen || c.closed() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+	ctx, cancel := context.WithTimeout(System(context.Background()), teardownTimeout)
 	defer cancel()
 	rec, err := c.opts.Store.GetSandbox(ctx, id)
 	if err != nil || (rec.State != api.StateRunning && rec.State != api.StatePaused) {

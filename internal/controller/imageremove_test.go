@@ -36,7 +36,7 @@ func (m removableImages) GC(context.Context, []string) (image.GCResult, error) {
 // one and the same refusal.
 func TestRemoveImageByOwnKey(t *testing.T) {
 	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db"), nil)
+	st, err := sqlite.Open(System(context.Background()), filepath.Join(dir, "db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestRemoveImageByOwnKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := WithCaller(context.Background(), "key-a", api.KeyScopeOwn)
+	a := WithCaller(System(context.Background()), "key-a", api.KeyScopeOwn)
 	var msgs []string
 	for _, ref := range []string{"busybox", "theirs"} {
 		_, _, err := c.RemoveImage(a, ref, false)
@@ -68,7 +68,7 @@ func TestRemoveImageByOwnKey(t *testing.T) {
 	if _, ok := imgs.images["mine"]; ok {
 		t.Fatal("the image was not removed")
 	}
-	if _, _, err := c.RemoveImage(context.Background(), "theirs", false); err != nil {
+	if _, _, err := c.RemoveImage(System(context.Background()), "theirs", false); err != nil {
 		t.Fatalf("the unix socket removing any import: %v", err)
 	}
 }

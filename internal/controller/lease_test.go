@@ -57,7 +57,7 @@ func newLeaseController(t *testing.T) (*Controller, *snapshot.Store) {
 // snapshotOf commits a one-file layer and records a snapshot of it.
 func snapshotOf(t *testing.T, c *Controller, ss *snapshot.Store, name, content string) *store.Snapshot {
 	t.Helper()
-	ctx := context.Background()
+	ctx := System(context.Background())
 	tmp, err := ss.Temp()
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func snapshotOf(t *testing.T, c *Controller, ss *snapshot.Store, name, content s
 
 func liveSandboxes(t *testing.T, c *Controller) []*store.Sandbox {
 	t.Helper()
-	list, err := c.opts.Store.ListSandboxes(context.Background(), nil)
+	list, err := c.opts.Store.ListSandboxes(System(context.Background()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func (h *resolveHook) Resolve(ctx context.Context, ref string) (*image.Image, er
 // sandbox's record names the layer, the collector keeps it for the
 // sandbox's life.
 func TestRestoreLeaseKeepsLayersWhileStarting(t *testing.T) {
-	ctx := context.Background()
+	ctx := System(context.Background())
 	c, ss := newLeaseController(t)
 	snap := snapshotOf(t, c, ss, "deps", "restored")
 	layer := snap.Layers[0].Digest
@@ -162,7 +162,7 @@ func TestRestoreLeaseKeepsLayersWhileStarting(t *testing.T) {
 // and the lease, or whose files changed on disk, fails the restore with a
 // clear error before any sandbox is recorded.
 func TestRestoreLeaseFailsBeforeRecord(t *testing.T) {
-	ctx := context.Background()
+	ctx := System(context.Background())
 	c, ss := newLeaseController(t)
 	c.opts.Backends[api.RuntimeRunc] = &startHook{start: func(runtime.Spec) error {
 		t.Error("a restore of a bad layer reached the runtime")

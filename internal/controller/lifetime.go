@@ -24,7 +24,7 @@ func (c *Controller) lifetimeLoop() {
 		case <-c.lifetimeWake:
 		case <-t.C:
 		}
-		next := c.endLifetimes(context.Background(), retry)
+		next := c.endLifetimes(System(context.Background()), retry)
 		t.Reset(next)
 	}
 }

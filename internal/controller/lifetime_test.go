@@ -17,7 +17,7 @@ import (
 // deadline, not at the next idle check: the idle interval here is a
 // minute, far longer than the lifetime.
 func TestLifetimeEndsOnTime(t *testing.T) {
-	ctx := context.Background()
+	ctx := System(context.Background())
 	c, _ := newSnapshotController(t)
 	c.opts.IdleInterval = time.Minute
 	c.opts.Backends = map[string]runtime.Backend{} // nothing to reconcile

@@ -34,7 +34,7 @@ func (c *Controller) reclaimLater(b runtime.Backend, id string) {
 		defer rc.pending.Done()
 		rc.slots <- struct{}{}
 		defer func() { <-rc.slots }()
-		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+		ctx, cancel := context.WithTimeout(System(context.Background()), teardownTimeout)
 		defer cancel()
 		if err := b.Destroy(ctx, id); err != nil {
 			c.log.Error("remove destroyed sandbox's files; the next daemon start retries", "sandbox", id, "err", err)

@@ -133,7 +133,7 @@ func (c *Controller) reconcileOne(ctx context.Context, rec *store.Sandbox) {
 			}
 			log.Info("re-adopted running sandbox")
 			// Waits for e.mu, held here; adopts the sandbox's terminals.
-			go c.recoverTerminals(context.Background(), rec.ID) // terminal_recover.go
+			go c.recoverTerminals(System(context.Background()), rec.ID) // terminal_recover.go
 		case runtime.StatusStopped:
 			// A container that died while the daemon was away says why,
 			// as one that dies under its eyes does (death.go); one gone
@@ -170,7 +170,7 @@ func (c *Controller) idleLoop() {
 		case <-c.stopIdle:
 			return
 		case <-t.C:
-			c.checkIdle(context.Background())
+			c.checkIdle(System(context.Background()))
 		}
 	}
 }

@@ -30,20 +30,37 @@ func WithCaller(ctx context.Context, keyID, scope string) context.Context {
 	return context.WithValue(ctx, callerKey{}, caller{id: keyID, scope: scope})
 }
 
-// Caller is the id of the API key ctx comes from, or api.CallerLocal.
+// System marks ctx as the daemon's own work (reconcile, idle stops, the
+// end of lifetimes, teardown, the data planes that authenticate by a
+// sandbox's own token): it acts as api.CallerLocal, which sees everything.
+// Every context that reaches the controller carries a caller: a request's
+// is set by its listener's middleware (an API key's, or the unix socket's
+// local caller), the daemon's own by System. A context that carries none
+// (a route outside the middleware, a goroutine started from
+// System(context.Background())) sees nothing and may create nothing: tenancy fails
+// closed.
+func System(ctx context.Context) context.Context {
+	return WithCaller(ctx, api.CallerLocal, api.KeyScopeAll)
+}
+
+// Caller is the id of the API key ctx comes from, api.CallerLocal for the
+// unix socket and the daemon's own work, or "" when ctx carries no caller.
 func Caller(ctx context.Context) string {
-	if c, ok := ctx.Value(callerKey{}).(caller); ok && c.id != "" {
+	if c, ok := ctx.Value(callerKey{}).(caller); ok {
 		return c.id
 	}
-	return api.CallerLocal
+	return ""
 }
 
 // CallerScope is the scope of the caller ctx comes from: api.KeyScopeAll
-// for the unix socket (and for work the daemon does on its own),
-// api.KeyScopeOwn for every key whose scope is not exactly all.
+// for the local caller and keys of scope all, api.KeyScopeOwn for every
+// other key, and "" (which sees nothing) when ctx carries no caller.
 func CallerScope(ctx context.Context) string {
 	c, ok := ctx.Value(callerKey{}).(caller)
-	if !ok || c.id == "" || c.id == api.CallerLocal || c.scope == api.KeyScopeAll {
+	switch {
+	case !ok || c.id == "":
+		return ""
+	case c.id == api.CallerLocal || c.scope == api.KeyScopeAll:
 		return api.KeyScopeAll
 	}
 	return api.KeyScopeOwn
@@ -54,10 +71,25 @@ func CallerScope(ctx context.Context) string {
 // everything; a key of scope own sees what it owns, and never what belongs
 // to no one (records older than owners, owner "").
 func maySee(callerID, scope, owner string) bool {
+	if callerID == "" {
+		return false
+	}
 	if callerID == api.CallerLocal || scope == api.KeyScopeAll {
 		return true
 	}
 	return owner != "" && owner == callerID
+}
+
+// errNoCaller refuses what a context without a caller asks: it is a
+// route or a goroutine that was not given one (System, WithCaller).
+var errNoCaller = fmt.Errorf("the request carries no caller (neither an API key nor the daemon's unix socket): %w", errdefs.ErrUnauthenticated)
+
+// requireCaller refuses ctx when it carries no caller.
+func requireCaller(ctx context.Context) error {
+	if Caller(ctx) == "" {
+		return errNoCaller
+	}
+	return nil
 }
 
 // visible applies maySee to ctx's caller.
@@ -136,7 +168,7 @@ func pickNamed[T any](ctx context.Context, what, name string, held []T, owner fu
 	me := Caller(ctx)
 	var seen []T
 	for _, x := range held {
-		if owner(x) == me {
+		if me != "" && owner(x) == me {
 			return x, nil
 		}
 		if visible(ctx, owner(x)) {

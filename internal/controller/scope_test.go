@@ -47,8 +47,9 @@ func TestMaySee(t *testing.T) {
 	}
 }
 
-// TestCallerScope: no caller is the socket (scope all); a key's scope is
-// all only when it says exactly that.
+// TestCallerScope: a context without a caller (or with an empty one) is
+// no one, of no scope, and sees nothing; System is the local caller of
+// scope all; a key's scope is all only when it says exactly that.
 func TestCallerScope(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -56,11 +57,12 @@ func TestCallerScope(t *testing.T) {
 		wantCaller string
 		wantScope  string
 	}{
-		{"no caller", context.Background(), api.CallerLocal, api.KeyScopeAll},
+		{"no caller", context.Background(), "", ""},
+		{"the daemon's own work", System(context.Background()), api.CallerLocal, api.KeyScopeAll},
 		{"own key", WithCaller(context.Background(), "k1", api.KeyScopeOwn), "k1", api.KeyScopeOwn},
 		{"all key", WithCaller(context.Background(), "k1", api.KeyScopeAll), "k1", api.KeyScopeAll},
 		{"unknown scope", WithCaller(context.Background(), "k1", "ALL"), "k1", api.KeyScopeOwn},
-		{"empty id is the socket", WithCaller(context.Background(), "", api.KeyScopeOwn), api.CallerLocal, api.KeyScopeAll},
+		{"empty id is no one", WithCaller(context.Background(), "", api.KeyScopeAll), "", ""},
 		{"the socket named", WithCaller(context.Background(), api.CallerLocal, api.KeyScopeOwn), api.CallerLocal, api.KeyScopeAll},
 	}
 	for _, tt := range tests {
@@ -70,6 +72,21 @@ func TestCallerScope(t *testing.T) {
 			}
 			if got := CallerScope(tt.ctx); got != tt.wantScope {
 				t.Errorf("CallerScope = %q, want %q", got, tt.wantScope)
+			}
+			if tt.wantCaller == "" {
+				// No one sees nothing, not even what belongs to no one,
+				// and may create nothing.
+				for _, owner := range []string{"", api.CallerLocal, "k1"} {
+					if visible(tt.ctx, owner) {
+						t.Errorf("visible(%q) = true without a caller", owner)
+					}
+				}
+				if _, err := pickNamed(tt.ctx, "sandbox", "dev", []string{"", "k1"}, func(s string) string { return s }); !errors.Is(err, errdefs.ErrNotFound) {
+					t.Errorf("pickNamed without a caller = %v, want not found", err)
+				}
+				if err := requireCaller(tt.ctx); !errors.Is(err, errdefs.ErrUnauthenticated) {
+					t.Errorf("requireCaller = %v, want unauthenticated", err)
+				}
 			}
 			err := requireScopeAll(tt.ctx, "deleting a pool")
 			if (tt.wantScope == api.KeyScopeAll) != (err == nil) {

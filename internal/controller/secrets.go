@@ -43,6 +43,9 @@ func (c *Controller) SetSecret(ctx context.Context, name string, value []byte) (
 	if err != nil {
 		return nil, false, err
 	}
+	if err := requireCaller(ctx); err != nil {
+		return nil, false, err
+	}
 	if err := egress.ValidSecretName(name); err != nil {
 		return nil, false, err
 	}

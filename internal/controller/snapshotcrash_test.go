@@ -22,7 +22,7 @@ import (
 // the first expiry pass, while a complete snapshot stays listed and
 // restorable.
 func TestRestartAfterKilledSnapshot(t *testing.T) {
-	ctx := context.Background()
+	ctx := System(context.Background())
 	dir := t.TempDir()
 	dbPath, snapDir := filepath.Join(dir, "db"), filepath.Join(dir, "snaps")
 	digest := "sha256:" + strings.Repeat("b", 64)

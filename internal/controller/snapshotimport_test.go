@@ -17,7 +17,7 @@ import (
 // work that takes the snapshot lock (a delete and its layer collection)
 // finishes at once; the import then completes from what it staged.
 func TestSnapshotImportHoldsNoLockWhileReading(t *testing.T) {
-	ctx := context.Background()
+	ctx := System(context.Background())
 	c, ss := newLeaseController(t)
 	src := snapshotOf(t, c, ss, "src", strings.Repeat("payload ", 4096))
 	var file bytes.Buffer

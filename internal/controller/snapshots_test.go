@@ -46,7 +46,7 @@ func newSnapshotController(t *testing.T) (*Controller, *snapshot.Store) {
 func newSnapshotControllerAt(t *testing.T, clock func() time.Time) (*Controller, *snapshot.Store) {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db"), nil)
+	st, err := sqlite.Open(System(context.Background()), filepath.Join(dir, "db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func newSnapshotControllerAt(t *testing.T, clock func() time.Time) (*Controller,
 }
 
 func TestPlanCreateFromSnapshot(t *testing.T) {
-	ctx := context.Background()
+	ctx := System(context.Background())
 	c, ss := newSnapshotController(t)
 	tmp, err := ss.Temp()
 	if err != nil {
@@ -163,7 +163,7 @@ func TestParseTTL(t *testing.T) {
 }
 
 func TestCollectLayersKeepsUsed(t *testing.T) {
-	ctx := context.Background()
+	ctx := System(context.Background())
 	c, ss := newSnapshotController(t)
 	mk := func(content string) string {
 		tmp, _ := ss.Temp()

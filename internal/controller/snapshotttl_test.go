@@ -43,7 +43,7 @@ func commitLayer(t *testing.T, ss *snapshot.Store, content string) snapshot.Laye
 	if err := os.WriteFile(filepath.Join(tmp, "f"), []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := ss.Commit(context.Background(), tmp)
+	l, err := ss.Commit(System(context.Background()), tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func commitLayer(t *testing.T, ss *snapshot.Store, content string) snapshot.Laye
 // stays never; an expired snapshot is neither listed nor restorable and the
 // collector deletes it.
 func TestSnapshotTTLRenewal(t *testing.T) {
-	ctx := context.Background()
+	ctx := System(context.Background())
 	day := 24 * time.Hour
 	day0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	clock := &fakeClock{t: day0}
@@ -144,7 +144,7 @@ func TestSnapshotTTLRenewal(t *testing.T) {
 // TestSnapshotTTLNever: "never" clears the expiry and a renewal leaves it
 // cleared; a TTL given again expires from now.
 func TestSnapshotTTLNever(t *testing.T) {
-	ctx := context.Background()
+	ctx := System(context.Background())
 	day0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	clock := &fakeClock{t: day0}
 	c, ss := newSnapshotControllerAt(t, clock.Now)

@@ -309,7 +309,7 @@ func (t *terminal) detach(tc *TermConn) {
 	delete(t.clients, tc)
 	if len(t.clients) == 0 && !t.exited && t.detached == nil {
 		t.detached = time.AfterFunc(termDetachedLimit, func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(System(context.Background()), 10*time.Second)
 			defer cancel()
 			_ = t.kill(ctx)
 		})

@@ -122,7 +122,7 @@ func (c *Controller) recoverTerminals(ctx context.Context, id string) {
 		if !termIDRE.MatchString(tid) || c.terms.get(id, tid) != nil {
 			continue
 		}
-		sctx, stop := context.WithCancel(context.Background())
+		sctx, stop := context.WithCancel(System(context.Background()))
 		stream, pid, err := ag.ConnectPTY(sctx, st.Tag)
 		if err != nil {
 			// It ended and someone read its end in between: nothing to adopt.
@@ -167,7 +167,7 @@ func (t *terminal) armDetached() {
 	defer t.mu.Unlock()
 	if len(t.clients) == 0 && !t.exited && t.detached == nil {
 		t.detached = time.AfterFunc(termDetachedLimit, func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(System(context.Background()), 10*time.Second)
 			defer cancel()
 			_ = t.kill(ctx)
 		})

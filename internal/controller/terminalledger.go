@@ -50,5 +50,5 @@ func (c *Controller) recordTerminalEnd(t *terminal) {
 	} else {
 		end.exitCode = &code
 	}
-	_ = c.Record(context.Background(), t.sandbox, t.ledger.entry(end))
+	_ = c.Record(System(context.Background()), t.sandbox, t.ledger.entry(end))
 }

@@ -125,7 +125,7 @@ func (r *recorder) refuse(ref egress.Refusal) {
 	if c == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 5*time.Second)
 	defer cancel()
 	_ = c.Record(ctx, ref.Sandbox, refusalEntry(ref))
 }

@@ -192,7 +192,7 @@ func (rec *envdRecorder) recordUpload(c *capture) {
 		}
 		return d
 	}
-	ctx := context.Background()
+	ctx := controller.System(context.Background())
 	if paths == nil {
 		e := api.LedgerEntry{Kind: api.LedgerFileWrite, Path: rec.query, Data: data(),
 			Note: "upload: the list of files written was not read (larger than the relay decodes, or cut off)"}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -120,6 +121,10 @@ func tokenOK(want, got string) bool {
 // running" (isRunning() is false, a stream cut by a kill is the sandbox
 // having ended).
 func (h *Handler) serveDataPlane(w http.ResponseWriter, r *http.Request, t target) {
+	// The data plane authenticates by the sandbox's own access token (or
+	// a signature made with it), not by an API key: the daemon reaches
+	// the sandbox on its own account once that check passed below.
+	r = r.WithContext(controller.System(r.Context()))
 	ctrl := h.opts.Controller
 	sb, err := ctrl.Get(r.Context(), t.id)
 	if err == nil && (sb.ID != t.id || sb.Labels[labelTemplate] == "") {

@@ -135,7 +135,8 @@ func (s *Server) actFor(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(callerHeader)
 		if id == "" {
-			next.ServeHTTP(w, r)
+			// The unix socket's own caller: the daemon's owner.
+			next.ServeHTTP(w, r.WithContext(controller.WithCaller(r.Context(), api.CallerLocal, api.KeyScopeAll)))
 			return
 		}
 		if len(id) > 128 {

@@ -117,11 +117,14 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request, domain str
 			return
 		}
 	}
-	if err := s.opts.Controller.CheckPreview(r.Context(), id, port, tok); err != nil {
+	// A preview URL is its own credential (public, or its token): the
+	// daemon checks it and reaches the sandbox on its own account.
+	ctx := controller.System(r.Context())
+	if err := s.opts.Controller.CheckPreview(ctx, id, port, tok); err != nil {
 		notFoundPreview(w)
 		return
 	}
-	ps, err := s.opts.Controller.OpenPort(r.Context(), id)
+	ps, err := s.opts.Controller.OpenPort(ctx, id)
 	if err != nil {
 		writeJSON(w, http.StatusBadGateway, api.Error{Code: errdefs.Code(err), Message: "the sandbox cannot be reached: " + err.Error()})
 		return
