@@ -43,6 +43,8 @@
 //	GET    /v1/sandboxes/{id}/processes/{pid}/logs?stream=S&offset=N&follow=BOOL  -> NDJSON stream of ProcessLogEvent
 //	POST   /v1/sandboxes/{id}/processes/{pid}/kill  KillProcessRequest -> Process
 //	POST   /v1/sandboxes/{id}/processes/{pid}/wait  WaitProcessRequest -> WaitResult
+//	GET    /v1/sandboxes/{id}/procs            -> ProcList (every process of the sandbox, the agent marked)
+//	POST   /v1/sandboxes/{id}/procs/kill-all   KillAllRequest -> KillAllResult (all but the agent; body optional)
 //	POST   /v1/sandboxes/{id}/contexts         CreateContextRequest -> CodeContext (201; docs/code-contexts.md)
 //	GET    /v1/sandboxes/{id}/contexts         -> CodeContextList
 //	DELETE /v1/sandboxes/{id}/contexts/{ctx}   -> 204 (ends the interpreter)

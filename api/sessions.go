@@ -34,6 +34,13 @@ type Session struct {
 	// Restarts counts shells replaced after a command ended or wedged one.
 	Restarts  int       `json:"restarts"`
 	CreatedAt time.Time `json:"created_at"`
+	// ShellEnded is true when the shell ended while no command ran (a
+	// kill-all, a job that killed it); Pid is then 0, and the next command
+	// starts a fresh shell. ShellSignal names the signal that ended it
+	// ("SIGKILL"); ShellExitCode is set when it exited by itself.
+	ShellEnded    bool   `json:"shell_ended,omitempty"`
+	ShellSignal   string `json:"shell_signal,omitempty"`
+	ShellExitCode *int   `json:"shell_exit_code,omitempty"`
 }
 
 // SessionList is the body of GET /v1/sandboxes/{id}/sessions.

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -89,6 +90,12 @@ type Agent struct {
 	defaultUser string
 	defaultCwd  string
 
+	// startGate is held for reading while the agent forks a child and
+	// for writing by a kill-all, so nothing the agent starts slips past
+	// one; killingAll tells sessions not to replace a killed shell then.
+	startGate  sync.RWMutex
+	killingAll atomic.Bool
+
 	procs    *procTable
 	watchers *watcherTable
 	sessions *sessionTable
@@ -153,6 +160,8 @@ func (a *Agent) Handler() http.Handler {
 	mux.Handle(agentv1connect.NewCodeContextServiceHandler(&codeContextService{a: a}, rpcOpts...))
 	mux.HandleFunc("GET /health", a.handleHealth)
 	mux.HandleFunc("GET "+TerminalsPath, a.handleTerminals)
+	mux.HandleFunc("GET "+ProcsPath, a.handleProcs)
+	mux.HandleFunc("POST "+KillAllPath, a.handleKillAll)
 	mux.HandleFunc("POST /init", a.handleInit)
 	mux.HandleFunc("GET /envs", a.handleEnvs)
 	mux.HandleFunc("GET /files", a.handleDownload)

@@ -425,7 +425,7 @@ func (a *Agent) startProcess(ctx context.Context, msg *process.StartRequest) (*p
 
 	argv := append([]string{cfg.GetCmd()}, cfg.GetArgs()...)
 	attr := &os.ProcAttr{Dir: cwd, Env: env, Files: files, Sys: sys}
-	pid, exitc, err := a.reaper.start(func() (int, error) {
+	pid, exitc, err := a.startChild(func() (int, error) {
 		// Never waited on through os.Process: the reaper owns waiting.
 		op, err := os.StartProcess(path, argv, attr)
 		if err != nil {

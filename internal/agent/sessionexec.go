@@ -240,6 +240,12 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 				return finish()
 			default:
 			}
+			if s.a.killingAll.Load() {
+				// Every process of the sandbox is being killed: a new
+				// shell now would be killed too, or outlive the kill.
+				end.Note = "every process of the sandbox was killed, the session's shell too; its next command starts a fresh shell"
+				return finish()
+			}
 			end.ShellRestarted = true
 			end.Note = "the command ended the session's shell; a new shell was started, so cwd, variables and functions are reset"
 			if err := s.restart(ctx, p); err != nil {

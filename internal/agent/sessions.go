@@ -447,7 +447,21 @@ func (s *session) info() *agentv1.SessionInfo {
 		Name: s.name, User: s.user, Env: s.env, Shell: path, CreatedAtUnixNano: s.created.UnixNano(),
 		Busy: busy, Queued: uint32(max(0, s.queued.Load())), Commands: s.commands.Load(), Restarts: s.restarts.Load(),
 	}
-	if p != nil {
+	switch {
+	case p != nil && p.exited.Load():
+		// Ended between commands: say so, rather than show a pid that
+		// may by now be another process's.
+		info.ShellEnded = true
+		select {
+		case <-p.done:
+			if p.end.GetExited() {
+				info.ShellExitCode = p.end.GetExitCode()
+			} else {
+				info.ShellSignal = signalFromStatus(p.end.GetStatus())
+			}
+		default: // its output still drains; how it ended is known after
+		}
+	case p != nil:
 		info.Pid = uint32(p.pid)
 		if cwd, err := os.Readlink("/proc/" + strconv.Itoa(p.pid) + "/cwd"); err == nil {
 			info.Cwd = cwd

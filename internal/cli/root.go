@@ -120,6 +120,8 @@ func newRoot() *cobra.Command {
 		newRunCodeCmd(g),
 		newContextCmd(g),
 		newProcCmd(g),
+		newPsCmd(g),
+		newKillallCmd(g),
 	)
 	return root
 }

@@ -65,8 +65,13 @@ func newSessionCmd(g *globals) *cobra.Command {
 			t := newTable(cmd.OutOrStdout(), "NAME", "USER", "CWD", "STATE", "COMMANDS", "CREATED")
 			for _, s := range list {
 				state := "idle"
-				if s.Busy {
+				switch {
+				case s.Busy:
 					state = fmt.Sprintf("busy (%d queued)", s.Queued)
+				case s.ShellEnded && s.ShellSignal != "":
+					state = "shell ended (" + s.ShellSignal + ")"
+				case s.ShellEnded:
+					state = "shell ended"
 				}
 				t.row(s.Name, s.User, s.Cwd, state, strconv.FormatUint(s.Commands, 10), ago(s.CreatedAt, now))
 			}

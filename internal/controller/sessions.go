@@ -66,11 +66,17 @@ func (c *Controller) DeleteSession(ctx context.Context, ref, name string) error 
 }
 
 func sessionToAPI(s *agentv1.SessionInfo) api.Session {
-	return api.Session{
+	out := api.Session{
 		Name: s.GetName(), User: s.GetUser(), Cwd: s.GetCwd(), Env: s.GetEnv(), Shell: s.GetShell(),
 		Pid: s.GetPid(), Busy: s.GetBusy(), Queued: int(s.GetQueued()), Commands: s.GetCommands(),
 		Restarts: int(s.GetRestarts()), CreatedAt: time.Unix(0, s.GetCreatedAtUnixNano()).UTC(),
+		ShellEnded: s.GetShellEnded(), ShellSignal: s.GetShellSignal(),
 	}
+	if out.ShellEnded && out.ShellSignal == "" {
+		code := int(s.GetShellExitCode())
+		out.ShellExitCode = &code
+	}
+	return out
 }
 
 // sessionCommand checks an exec bound for a session and returns its shell

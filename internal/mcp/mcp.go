@@ -114,6 +114,7 @@ func New(opts Options) *Server {
 	s.addExecTools()
 	s.addFileTools()
 	s.addProcessTools()
+	s.addProcsTools()
 	return s
 }
 

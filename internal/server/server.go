@@ -108,6 +108,7 @@ func (s *Server) routes() {
 	s.routesNetwork(m)
 	s.routesSecrets(m)
 	s.routesSessions(m)
+	s.routesProcs(m)
 	s.routesContexts(m)
 	s.routesAdmission(m)
 	s.routesTemplates(m)

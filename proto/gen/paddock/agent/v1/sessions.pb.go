@@ -40,7 +40,15 @@ type SessionInfo struct {
 	Queued            uint32            `protobuf:"varint,9,opt,name=queued,proto3" json:"queued,omitempty"`
 	Commands          uint64            `protobuf:"varint,10,opt,name=commands,proto3" json:"commands,omitempty"`
 	// How often the shell had to be replaced after a command left it unusable.
-	Restarts      uint32 `protobuf:"varint,11,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Restarts uint32 `protobuf:"varint,11,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// Set when the shell ended while no command ran (a kill of every process
+	// of the sandbox, a job that killed it); the next command starts a fresh
+	// one. pid is then 0.
+	ShellEnded bool `protobuf:"varint,12,opt,name=shell_ended,json=shellEnded,proto3" json:"shell_ended,omitempty"`
+	// The signal that ended it ("SIGKILL"), or "" when it exited by itself
+	// with shell_exit_code.
+	ShellSignal   string `protobuf:"bytes,13,opt,name=shell_signal,json=shellSignal,proto3" json:"shell_signal,omitempty"`
+	ShellExitCode int32  `protobuf:"varint,14,opt,name=shell_exit_code,json=shellExitCode,proto3" json:"shell_exit_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -148,6 +156,27 @@ func (x *SessionInfo) GetCommands() uint64 {
 func (x *SessionInfo) GetRestarts() uint32 {
 	if x != nil {
 		return x.Restarts
+	}
+	return 0
+}
+
+func (x *SessionInfo) GetShellEnded() bool {
+	if x != nil {
+		return x.ShellEnded
+	}
+	return false
+}
+
+func (x *SessionInfo) GetShellSignal() string {
+	if x != nil {
+		return x.ShellSignal
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetShellExitCode() int32 {
+	if x != nil {
+		return x.ShellExitCode
 	}
 	return 0
 }
@@ -1913,7 +1942,7 @@ var File_paddock_agent_v1_sessions_proto protoreflect.FileDescriptor
 
 const file_paddock_agent_v1_sessions_proto_rawDesc = "" +
 	"\n" +
-	"\x1fpaddock/agent/v1/sessions.proto\x12\x10paddock.agent.v1\"\xf6\x02\n" +
+	"\x1fpaddock/agent/v1/sessions.proto\x12\x10paddock.agent.v1\"\xe2\x03\n" +
 	"\vSessionInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x10\n" +
@@ -1926,7 +1955,11 @@ const file_paddock_agent_v1_sessions_proto_rawDesc = "" +
 	"\x06queued\x18\t \x01(\rR\x06queued\x12\x1a\n" +
 	"\bcommands\x18\n" +
 	" \x01(\x04R\bcommands\x12\x1a\n" +
-	"\brestarts\x18\v \x01(\rR\brestarts\x1a6\n" +
+	"\brestarts\x18\v \x01(\rR\brestarts\x12\x1f\n" +
+	"\vshell_ended\x18\f \x01(\bR\n" +
+	"shellEnded\x12!\n" +
+	"\fshell_signal\x18\r \x01(\tR\vshellSignal\x12&\n" +
+	"\x0fshell_exit_code\x18\x0e \x01(\x05R\rshellExitCode\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcb\x01\n" +

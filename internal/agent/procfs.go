@@ -1,0 +1,164 @@
+package agent
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// Bounds on what the agent reads of /proc. Every byte there about another
+// process is chosen, in part, by that process (its name, its arguments),
+// so each read is bounded and each parse distrustful.
+const (
+	maxStatBytes       = 4 << 10
+	maxProcStatusBytes = 16 << 10
+	// maxProcEntries bounds the directory entries of /proc looked at:
+	// pids plus the few dozen named entries.
+	maxProcEntries = 1 << 17
+	// maxCommBytes is generous: Linux keeps 15 bytes of a name.
+	maxCommBytes = 64
+	// clockTicks is USER_HZ, the unit of /proc/PID/stat's start time: 100
+	// on every architecture Linux and gVisor run on.
+	clockTicks = 100
+)
+
+// statFields is what the agent uses of /proc/PID/stat.
+type statFields struct {
+	pid, ppid  int
+	comm       string
+	state      byte
+	threads    int
+	startTicks uint64 // clock ticks after boot
+	rssPages   int64
+}
+
+// parseStat parses one /proc/PID/stat. The name field is the process's
+// own choice (prctl PR_SET_NAME, or its executable's file name) and may
+// hold spaces and parentheses, as in "12 () ( x) S 1 ...": it runs from
+// the first '(' to the LAST ')', and every other field comes after that.
+func parseStat(b []byte) (statFields, error) {
+	var st statFields
+	if len(b) > maxStatBytes {
+		return st, errdefs.Invalid("stat is %d bytes, longer than any the kernel writes", len(b))
+	}
+	open := bytes.IndexByte(b, '(')
+	end := bytes.LastIndexByte(b, ')')
+	if open < 1 || end < open {
+		return st, errdefs.Invalid("stat has no (name)")
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(b[:open])))
+	if err != nil || pid <= 0 {
+		return st, errdefs.Invalid("stat has no valid pid")
+	}
+	comm := b[open+1 : end]
+	if len(comm) > maxCommBytes {
+		return st, errdefs.Invalid("stat's name is %d bytes", len(comm))
+	}
+	// After the name: state ppid pgrp session tty_nr tpgid flags minflt
+	// cminflt majflt cmajflt utime stime cutime cstime priority nice
+	// num_threads itrealvalue starttime vsize rss ...
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 22 || len(f[0]) != 1 {
+		return st, errdefs.Invalid("stat has too few fields after the name")
+	}
+	st.pid, st.comm, st.state = pid, strings.ToValidUTF8(string(comm), "\uFFFD"), f[0][0]
+	if st.ppid, err = strconv.Atoi(f[1]); err != nil || st.ppid < 0 {
+		return st, errdefs.Invalid("stat has no valid ppid")
+	}
+	if st.threads, err = strconv.Atoi(f[17]); err != nil || st.threads < 0 {
+		return st, errdefs.Invalid("stat has no valid thread count")
+	}
+	if st.startTicks, err = strconv.ParseUint(f[19], 10, 64); err != nil {
+		return st, errdefs.Invalid("stat has no valid start time")
+	}
+	if st.rssPages, err = strconv.ParseInt(f[21], 10, 64); err != nil {
+		return st, errdefs.Invalid("stat has no valid rss")
+	}
+	st.rssPages = max(st.rssPages, 0)
+	return st, nil
+}
+
+// parseStatusUID returns the real uid of a /proc/PID/status.
+func parseStatusUID(b []byte) (uint32, bool) {
+	for line := range strings.SplitSeq(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "Uid:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(f[0], 10, 32)
+		return uint32(n), err == nil
+	}
+	return 0, false
+}
+
+// parseCmdline splits a /proc/PID/cmdline read of at most limit+1 bytes
+// into arguments; truncated says the command line went on past limit.
+func parseCmdline(b []byte, limit int) (args []string, truncated bool) {
+	if len(b) > limit {
+		b, truncated = b[:limit], true
+	}
+	b = bytes.TrimSuffix(b, []byte{0})
+	if len(b) == 0 {
+		return nil, truncated
+	}
+	for a := range bytes.SplitSeq(b, []byte{0}) {
+		args = append(args, strings.ToValidUTF8(string(a), "\uFFFD"))
+	}
+	return args, truncated
+}
+
+// parseUptime returns the seconds since boot of /proc/uptime.
+func parseUptime(b []byte) (float64, bool) {
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	return v, err == nil && v >= 0
+}
+
+// readBounded reads at most limit bytes of a /proc file.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+// procPids lists the numeric entries of procRoot, at most maxProcEntries
+// looked at.
+func procPids(procRoot string) ([]int, error) {
+	d, err := os.Open(procRoot)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	var pids []int
+	for seen := 0; seen < maxProcEntries; {
+		names, err := d.Readdirnames(1024)
+		seen += len(names)
+		for _, n := range names {
+			if pid, err := strconv.Atoi(n); err == nil && pid > 0 {
+				pids = append(pids, pid)
+			}
+		}
+		if errors.Is(err, io.EOF) || len(names) == 0 {
+			break
+		}
+		if err != nil {
+			return pids, err
+		}
+	}
+	return pids, nil
+}
