@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -92,9 +91,8 @@ type Agent struct {
 
 	// startGate is held for reading while the agent forks a child and
 	// for writing by a kill-all, so nothing the agent starts slips past
-	// one; killingAll tells sessions not to replace a killed shell then.
-	startGate  sync.RWMutex
-	killingAll atomic.Bool
+	// one.
+	startGate sync.RWMutex
 
 	procs    *procTable
 	watchers *watcherTable

@@ -173,8 +173,7 @@ func dead(st statFields) bool { return st.state == 'Z' || st.state == 'X' || st.
 func (a *Agent) killAll(ctx context.Context, s procScope, grace time.Duration) api.KillAllResult {
 	a.startGate.Lock()
 	defer a.startGate.Unlock()
-	a.killingAll.Store(true)
-	defer a.killingAll.Store(false)
+	a.sessions.markKilled()
 
 	seen := map[procKey]bool{}
 	alive := func() []statFields {

@@ -177,3 +177,46 @@ func TestKillAllGrace(t *testing.T) {
 		t.Errorf("the SIGTERM-ignoring loop ended without SIGKILL: %+v", killed)
 	}
 }
+
+// TestKillAllDuringSessionCommand: a kill-all that ends a session's shell
+// while a command runs ends the command by SIGKILL and leaves the shell
+// ended, not replaced by one that would outlive the kill.
+func TestKillAllDuringSessionCommand(t *testing.T) {
+	c, _ := startStandalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type result struct {
+		end *agentv1.SessionExecEvent_End
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		end, err := c.ExecInSession(ctx, &agentv1.SessionExecRequest{Session: "default", Command: "sleep 1004"},
+			func(*agentv1.SessionExecEvent) error { return nil })
+		done <- result{end, err}
+	}()
+	for i := 0; ; i++ {
+		list, err := c.Procs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := procsByCmd(list.Procs)["sleep 1004"]; ok {
+			break
+		}
+		if i > 200 {
+			t.Fatalf("the session's command never started: %+v", list.Procs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := c.KillAll(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.end.GetSignal() != "SIGKILL" || r.end.GetShellRestarted() || !strings.Contains(r.end.GetNote(), "killed") {
+		t.Fatalf("the command's end: %+v %v", r.end, r.err)
+	}
+	list, err := c.ListSessions(ctx)
+	if err != nil || len(list) != 1 || !list[0].GetShellEnded() || list[0].GetPid() != 0 {
+		t.Fatalf("session after kill-all: %+v %v", list, err)
+	}
+}

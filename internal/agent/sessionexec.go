@@ -114,6 +114,7 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 		return errdefs.NotFound("session %q was deleted", s.name)
 	default:
 	}
+	s.killed.Store(false)
 	s.mu.Lock()
 	p := s.shell
 	s.mu.Unlock()
@@ -240,7 +241,7 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 				return finish()
 			default:
 			}
-			if s.a.killingAll.Load() {
+			if s.killed.Swap(false) {
 				// Every process of the sandbox is being killed: a new
 				// shell now would be killed too, or outlive the kill.
 				end.Note = "every process of the sandbox was killed, the session's shell too; its next command starts a fresh shell"

@@ -55,6 +55,9 @@ type session struct {
 	commands atomic.Uint64
 	restarts atomic.Uint32
 	closed   chan struct{}
+	// killed is set by a kill-all before it signals: the shell it ends
+	// is not replaced until the session's next command.
+	killed atomic.Bool
 
 	mu      sync.Mutex
 	shell   *proc
@@ -534,5 +537,15 @@ func (t *sessionTable) closeAll() {
 	t.mu.Unlock()
 	for _, s := range list {
 		s.close()
+	}
+}
+
+// markKilled tells every session that a kill-all is about to end its
+// shell.
+func (t *sessionTable) markKilled() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.byName {
+		s.killed.Store(true)
 	}
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/paddock-dev/paddock/api"
 )
 
-func newPsCmd(g *globals) *cobra.Command {
+func newProcPsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "ps ID",
-		Short: "List every process of a sandbox, not only Paddock's (the agent is PID 1)",
+		Short: "List every process of a sandbox, not only background processes (the agent is PID 1)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			list, err := g.client().Procs(cmd.Context(), args[0])
@@ -43,7 +43,7 @@ func newPsCmd(g *globals) *cobra.Command {
 	}
 }
 
-func newKillallCmd(g *globals) *cobra.Command {
+func newProcKillallCmd(g *globals) *cobra.Command {
 	var grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "killall ID [--grace 0s]",

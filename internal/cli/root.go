@@ -120,8 +120,6 @@ func newRoot() *cobra.Command {
 		newRunCodeCmd(g),
 		newContextCmd(g),
 		newProcCmd(g),
-		newPsCmd(g),
-		newKillallCmd(g),
 	)
 	return root
 }

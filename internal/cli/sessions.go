@@ -87,11 +87,12 @@ func newProcCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "proc",
 		Aliases: []string{"process"},
-		Short:   "Run background processes: start, list, logs, kill and wait for readiness",
+		Short:   "Run background processes: start, list, logs, kill and wait for readiness; ps and killall for every process of a sandbox",
 		Args:    cobra.NoArgs,
 	}
 	cmd.AddCommand(newProcStartCmd(g), newProcLsCmd(g), newProcInspectCmd(g), newProcLogsCmd(g),
-		newProcKillCmd(g), newProcWaitCmd(g), newProcWaitPortCmd(g), newProcWaitLogCmd(g))
+		newProcKillCmd(g), newProcWaitCmd(g), newProcWaitPortCmd(g), newProcWaitLogCmd(g),
+		newProcPsCmd(g), newProcKillallCmd(g))
 	return cmd
 }
 
