@@ -40,7 +40,7 @@ func PaddockLedgerKinds() []string {
 		LedgerExec, LedgerFileWrite, LedgerFileRemove, LedgerFileMove, LedgerMkdir, LedgerTarUpload,
 		LedgerSnapshot, LedgerRestore, LedgerBackup, LedgerBackupRestore,
 		LedgerEgressRefused, LedgerNetworkInject, LedgerNetworkRules, LedgerNetworkGrant,
-		LedgerProcessStart, LedgerProcessEnd, LedgerCodeRun, LedgerTerminalOpen, LedgerTerminalEnd,
+		LedgerProcessStart, LedgerProcessEnd, LedgerCodeRun, LedgerTerminalOpen, LedgerTerminalEnd, LedgerKillAll,
 	}
 }
 

@@ -19,4 +19,7 @@ const (
 	// LedgerTerminalEnd: a terminal's process ended (exit code, signal,
 	// duration), or its stream to the sandbox broke.
 	LedgerTerminalEnd = "terminal_end"
+	// LedgerKillAll: every process of the sandbox but the agent was
+	// killed (POST .../procs/kill-all), with how many and what remained.
+	LedgerKillAll = "kill_all"
 )

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
@@ -126,9 +127,10 @@ func parseUptime(b []byte) (float64, bool) {
 	return v, err == nil && v >= 0
 }
 
-// readBounded reads at most limit bytes of a /proc file.
+// readBounded reads at most limit bytes of a /proc file. O_NONBLOCK
+// keeps anything but a procfs file (a FIFO) from holding the agent.
 func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}

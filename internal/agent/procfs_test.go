@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -208,4 +209,17 @@ func TestListProcsFromProc(t *testing.T) {
 	if !slices.Equal(pids, []int{7, 8}) {
 		t.Fatalf("outside PID 1 listed %v, want the agent and its descendant", pids)
 	}
+
+	// A FIFO where a procfs file should be is skipped, not waited on.
+	if err := os.MkdirAll(filepath.Join(root, "50"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "50", "stat"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "listing with a FIFO", func() {
+		if n := len(a.listProcs(procScope{root: root, self: 1}).Procs); n != 5 {
+			t.Errorf("listed %d processes, want 5", n)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
@@ -31,7 +32,18 @@ func (c *Controller) KillAll(ctx context.Context, ref string, req api.KillAllReq
 		}
 		grace = d
 	}
-	return withAgent(ctx, c, ref, func(ag *client.Client) (*api.KillAllResult, error) {
-		return ag.KillAll(ctx, grace)
-	})
+	ag, id, done, err := c.Agent(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	res, err := ag.KillAll(ctx, grace)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.Record(ctx, id, api.LedgerEntry{Kind: api.LedgerKillAll, Data: map[string]string{
+		"killed": strconv.Itoa(res.Killed), "rounds": strconv.Itoa(res.Rounds),
+		"remaining": strconv.Itoa(len(res.Remaining)), "grace": grace.String(),
+	}})
+	return res, nil
 }

@@ -139,7 +139,8 @@ func TestMCPFullTask(t *testing.T) {
 				}
 			}
 			for _, want := range []string{"sandbox_create", "sandbox_list", "sandbox_destroy", "exec", "read_file", "write_file", "edit_file", "list_dir", "find", "grep",
-				"start_process", "process_logs", "stop_process", "expose_port", "snapshot_create", "snapshot_restore"} {
+				"start_process", "process_logs", "stop_process", "list_all_processes", "kill_all_processes",
+				"expose_port", "snapshot_create", "snapshot_restore"} {
 				if !names[want] {
 					t.Errorf("tool %s is missing", want)
 				}
@@ -397,6 +398,31 @@ func TestMCPProcessesPreviewsSnapshots(t *testing.T) {
 		t.Fatalf("GET %s: %d %q", exposed.URL, resp.StatusCode, body)
 	}
 	callErr(t, cs, "expose_port", map[string]any{"port": 70000}, "port")
+	// Every process of the sandbox, the agent marked; then all but the
+	// agent end, the started server with them.
+	var procs struct {
+		Processes []struct {
+			Pid     int
+			Command string
+			Agent   bool
+		}
+	}
+	call(t, cs, "list_all_processes", map[string]any{}, &procs)
+	server := false
+	for _, p := range procs.Processes {
+		server = server || strings.Contains(p.Command, "http.server")
+	}
+	if len(procs.Processes) < 2 || !procs.Processes[0].Agent || procs.Processes[0].Pid != 1 || !server {
+		t.Fatalf("list_all_processes: %+v", procs)
+	}
+	var killed struct {
+		Killed    int
+		Remaining []any
+	}
+	call(t, cs, "kill_all_processes", map[string]any{}, &killed)
+	if killed.Killed < 1 || len(killed.Remaining) != 0 {
+		t.Fatalf("kill_all_processes: %+v", killed)
+	}
 	var stopped struct{ Process struct{ Status string } }
 	call(t, cs, "stop_process", map[string]any{"process": started.Process.ID}, &stopped)
 	if stopped.Process.Status == "running" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,16 @@ func TestSandboxProcs(t *testing.T) {
 			after := waitProcs(t, ctx, d.client, sb.ID, "after kill-all", func(l []api.Proc) bool { return len(alive(l)) == 0 })
 			if len(after) == 0 || !after[0].Agent {
 				t.Fatalf("the agent is not listed after kill-all: %+v", after)
+			}
+
+			// The ledger records the kill.
+			ledger, err := d.client.Ledger(ctx, sb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i := slices.IndexFunc(ledger.Entries, func(e api.LedgerEntry) bool { return e.Kind == api.LedgerKillAll }); i < 0 ||
+				ledger.Entries[i].Data["killed"] != strconv.Itoa(res.Killed) || ledger.Entries[i].Data["remaining"] != "0" {
+				t.Errorf("no kill_all entry in the ledger: %+v", ledger.Entries)
 			}
 
 			// Paddock's own records say how their processes ended.
