@@ -106,6 +106,10 @@ func TestSessionQueue(t *testing.T) {
 	}
 	sessionRun(t, e.c, "q", "n=0", 10*time.Second)
 	const n = 100
+	// A hundred commands wait their turn one after another: on a loaded
+	// host that is longer than one call's usual 10 s.
+	qctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	var wg sync.WaitGroup
 	results := make([]string, n)
 	errs := make([]error, n)
@@ -114,7 +118,7 @@ func TestSessionQueue(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var out strings.Builder
-			_, errs[i] = e.c.ExecInSession(ctxT(t), &agentv1.SessionExecRequest{Session: "q", Command: "n=$((n+1)); echo $n"},
+			_, errs[i] = e.c.ExecInSession(qctx, &agentv1.SessionExecRequest{Session: "q", Command: "n=$((n+1)); echo $n"},
 				func(ev *agentv1.SessionExecEvent) error { out.Write(ev.GetStdout()); return nil })
 			results[i] = strings.TrimSpace(out.String())
 		}()
