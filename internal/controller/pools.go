@@ -321,6 +321,12 @@ func (c *Controller) refill(ctx context.Context, p *store.Pool, tpl *store.Templ
 		c.setPoolErr(p.Name, err.Error())
 		return
 	}
+	// A refill that started before its template was deleted may end after
+	// the pool said so: it must not clear that (the next pass destroys
+	// the sandbox it made, as stale).
+	if _, err := c.opts.Store.GetTemplate(ctx, p.Template); errors.Is(err, errdefs.ErrNotFound) {
+		return
+	}
 	c.setPoolErr(p.Name, "")
 }
 

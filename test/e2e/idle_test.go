@@ -232,7 +232,9 @@ func TestPausedUsesNoCPU(t *testing.T) {
 			t.Cleanup(func() { _ = d.client.Delete(ctxT(t, time.Minute), sb.ID) })
 			execOut(t, d, sb.ID, "sh", "-c", "(while :; do :; done) >/dev/null 2>&1 &")
 			time.Sleep(300 * time.Millisecond)
-			if used := cpuOver(t, sb.ID); used < 200*time.Millisecond {
+			// The loop may have 500 ms a second; a host busy with other
+			// work gives it less (179 ms was seen), but never next to none.
+			if used := cpuOver(t, sb.ID); used < 20*time.Millisecond {
 				t.Fatalf("the busy loop used %s of CPU in a second", used)
 			}
 			if _, err := d.client.Pause(ctxT(t, time.Minute), sb.ID); err != nil {
@@ -249,7 +251,7 @@ func TestPausedUsesNoCPU(t *testing.T) {
 			if _, err := d.client.Resume(ctxT(t, time.Minute), sb.ID); err != nil {
 				t.Fatal(err)
 			}
-			if used := cpuOver(t, sb.ID); used < 200*time.Millisecond {
+			if used := cpuOver(t, sb.ID); used < 20*time.Millisecond {
 				t.Errorf("resumed: the busy loop used %s of CPU in a second", used)
 			}
 		})
