@@ -379,6 +379,9 @@ func (m *Manager) plumb(ctx context.Context, l Link) error {
 	if err := m.fw.add(ctx, l, m.links); err != nil {
 		return err
 	}
+	if len(l.Direct) == 0 {
+		return nil // left as the host has it (SetDirect turns it off)
+	}
 	return setForwarding(l)
 }
 
@@ -415,9 +418,11 @@ func (m *Manager) SetDirect(ctx context.Context, id string, direct []netip.Prefi
 	return m.fw.setDirect(ctx, l, old, m.links)
 }
 
-// setForwarding lets the host end of l's veth forward only while l has
-// address rules: without them a packet from the sandbox is not forwarded
-// even if a firewall rule went missing.
+// setForwarding lets the host end of l's veth forward while l has address
+// rules, and turns forwarding off when they go: then a packet from the
+// sandbox is not forwarded even if a firewall rule went missing. A veth
+// that never had address rules keeps the host's default (the firewall
+// drops what it would forward).
 func setForwarding(l Link) error {
 	v := "0"
 	if len(l.Direct) > 0 {
