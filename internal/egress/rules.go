@@ -55,7 +55,7 @@ func NormalizeHost(h string) (string, error) {
 		return "", fmt.Errorf("host name %q: empty or longer than %d bytes: %w", trunc(h), maxHostLen, errdefs.ErrInvalidArgument)
 	}
 	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
-		return "", fmt.Errorf("host %q is an IP address; rules name hosts: %w", h, errdefs.ErrInvalidArgument)
+		return "", fmt.Errorf("host %q is an IP address; host rules name hosts (give addresses as address rules: allow_cidrs, --allow-cidr): %w", h, errdefs.ErrInvalidArgument)
 	}
 	for _, label := range strings.Split(h, ".") {
 		if label == "" || len(label) > maxLabelLen {
