@@ -22,7 +22,7 @@ type NetworkPolicy struct {
 	AllowHosts []string `json:"allow_hosts,omitempty"`
 	DenyHosts  []string `json:"deny_hosts,omitempty"`
 	// AllowCIDRs are address rules: IPv4 addresses or CIDR blocks the
-	// sandbox reaches directly, any TCP or UDP port, past the proxy.
+	// sandbox reaches directly, any port and protocol, past the proxy.
 	// DenyCIDRs win over them. Loopback, link-local, multicast, the
 	// daemon's own range and private ranges the operator has not
 	// permitted are never reached (docs/networking.md).

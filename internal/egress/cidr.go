@@ -11,7 +11,7 @@ import (
 )
 
 // Address rules (CIDR rules) let a sandbox reach IPv4 addresses directly,
-// any TCP or UDP port, past the proxy: the host forwards its packets to
+// any port and protocol, past the proxy: the host forwards its packets to
 // them. Deny rules win over allow rules, and some ranges are never reached
 // whatever the rules say (DirectRoutes).
 const (
