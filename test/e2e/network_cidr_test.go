@@ -108,7 +108,7 @@ func TestNetworkAddressRules(t *testing.T) {
 				"PADDOCK_EGRESS_PERMIT=" + strings.Join([]string{allowed.Permit, denied.Permit, outside.Permit, "169.254.0.0/16"}, ","),
 				"PADDOCK_EGRESS_DNS_UPSTREAM=127.0.0.1:9",
 			}})
-			checkAddressRules(t, d, block, denied.Permit, allowed.Upstream, denied.Upstream, outside.Upstream, ll)
+			checkAddressRules(t, d, fw, block, denied.Permit, allowed.Upstream, denied.Upstream, outside.Upstream, ll)
 		})
 	}
 }
@@ -139,7 +139,7 @@ func probeTCPGreeting(addr string) string {
 	return string(b[:n])
 }
 
-func checkAddressRules(t *testing.T, d *daemon, block, deny, up, denied, outside, ll string) {
+func checkAddressRules(t *testing.T, d *daemon, fw, block, deny, up, denied, outside, ll string) {
 	type box struct{ runtime, id, gw string }
 	boxes := []*box{{runtime: "runc"}, {runtime: "gvisor"}}
 	for _, b := range boxes {
@@ -217,16 +217,25 @@ func checkAddressRules(t *testing.T, d *daemon, block, deny, up, denied, outside
 			check(t, b, pyTCP, []string{ll, "7000"}, dropped)
 		}
 		links := map[string]netLink{}
+		tag := d.netTag()
+		// With iptables a sandbox's address rules are a chain of its own
+		// (PADDOCK-DIR-<index>-<tag>, in filter and nat).
+		directChain := func(id string) string {
+			return "PADDOCK-DIR-" + strings.TrimPrefix(links[id].HostIf, "pd"+tag) + "-" + tag
+		}
 		for _, b := range boxes {
 			links[b.id] = readNetLink(t, d, b.id)
+			if out, _ := exec.Command("iptables-save").CombinedOutput(); fw == "iptables" && !strings.Contains(string(out), ":"+directChain(b.id)+" ") {
+				t.Errorf("%s: no chain %s before destroy:\n%s", b.runtime, directChain(b.id), out)
+			}
 			d.must("rm", b.id)
 		}
 		for _, b := range boxes {
-			if l := leftovers(b.id, d.netTag()); len(l) > 0 {
+			if l := leftovers(b.id, tag); len(l) > 0 {
 				t.Errorf("%s: left after destroy: %v", b.runtime, l)
 			}
-			if out, _ := exec.Command("iptables-save").CombinedOutput(); strings.Contains(string(out), "PADDOCK-DIR-") && strings.Contains(string(out), "-"+d.netTag()+" ") {
-				t.Errorf("%s: direct chains left after destroy:\n%s", b.runtime, out)
+			if out, _ := exec.Command("iptables-save").CombinedOutput(); strings.Contains(string(out), directChain(b.id)) {
+				t.Errorf("%s: chain %s left after destroy:\n%s", b.runtime, directChain(b.id), out)
 			}
 			if _, err := exec.Command("ip", "link", "show", links[b.id].HostIf).CombinedOutput(); err == nil {
 				t.Errorf("%s: veth %s left", b.runtime, links[b.id].HostIf)
