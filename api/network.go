@@ -21,6 +21,13 @@ type NetworkPolicy struct {
 	Mode       string   `json:"mode"`
 	AllowHosts []string `json:"allow_hosts,omitempty"`
 	DenyHosts  []string `json:"deny_hosts,omitempty"`
+	// AllowCIDRs are address rules: IPv4 addresses or CIDR blocks the
+	// sandbox reaches directly, any port and protocol, past the proxy.
+	// DenyCIDRs win over them. Loopback, link-local, multicast, the
+	// daemon's own range and private ranges the operator has not
+	// permitted are never reached (docs/networking.md).
+	AllowCIDRs []string `json:"allow_cidrs,omitempty"`
+	DenyCIDRs  []string `json:"deny_cidrs,omitempty"`
 	// Ports are the destination ports allowed (default 80 and 443).
 	Ports []int `json:"ports,omitempty"`
 	// Inject are the credential injection rules (templates, never values).
@@ -32,5 +39,7 @@ type NetworkPolicy struct {
 type UpdateNetworkRequest struct {
 	AllowHosts []string `json:"allow_hosts,omitempty"`
 	DenyHosts  []string `json:"deny_hosts,omitempty"`
+	AllowCIDRs []string `json:"allow_cidrs,omitempty"`
+	DenyCIDRs  []string `json:"deny_cidrs,omitempty"`
 	Ports      []int    `json:"ports,omitempty"`
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -13,30 +14,36 @@ import (
 
 // netFlags are the network flags of create and do.
 type netFlags struct {
-	mode  string
-	allow []string
-	deny  []string
+	mode                string
+	allow, deny         []string
+	allowCIDR, denyCIDR []string
 }
 
 func (f *netFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.mode, "network", "", `network: "none" (default, loopback only) or "egress" (out through Paddock's proxy, to allowed hosts only)`)
 	fs.StringArrayVar(&f.allow, "allow-host", nil, "with egress: allow this host or glob, e.g. pypi.org or '*.pythonhosted.org' (repeatable; implies --network egress)")
 	fs.StringArrayVar(&f.deny, "deny-host", nil, "with egress: deny this host or glob; deny rules win (repeatable)")
+	fs.StringArrayVar(&f.allowCIDR, "allow-cidr", nil, "with egress: let the sandbox reach this IPv4 address or CIDR block directly, any port, past the proxy (repeatable; implies --network egress)")
+	fs.StringArrayVar(&f.denyCIDR, "deny-cidr", nil, "with egress: never reach this IPv4 address or CIDR block directly; wins over --allow-cidr (repeatable)")
+}
+
+func (f *netFlags) any() bool {
+	return len(f.allow)+len(f.deny)+len(f.allowCIDR)+len(f.denyCIDR) > 0
 }
 
 func (f *netFlags) request(req *api.CreateSandboxRequest) error {
 	mode := f.mode
-	if mode == "" && (len(f.allow) > 0 || len(f.deny) > 0) {
+	if mode == "" && f.any() {
 		mode = api.NetworkEgress
 	}
 	switch mode {
 	case "", api.NetworkNone:
-		if len(f.allow) > 0 || len(f.deny) > 0 {
-			return fmt.Errorf("--allow-host and --deny-host need --network egress")
+		if f.any() {
+			return fmt.Errorf("--allow-host, --deny-host, --allow-cidr and --deny-cidr need --network egress")
 		}
 		return nil
 	case api.NetworkEgress:
-		req.Network = &api.NetworkPolicy{Mode: mode, AllowHosts: f.allow, DenyHosts: f.deny}
+		req.Network = &api.NetworkPolicy{Mode: mode, AllowHosts: f.allow, DenyHosts: f.deny, AllowCIDRs: f.allowCIDR, DenyCIDRs: f.denyCIDR}
 		return nil
 	default:
 		return fmt.Errorf("--network %q: want none or egress", f.mode)
@@ -46,11 +53,11 @@ func (f *netFlags) request(req *api.CreateSandboxRequest) error {
 func newNetCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "net",
-		Short: "Show and change an egress sandbox's host rules (effective at once)",
+		Short: "Show and change an egress sandbox's host and address rules (effective at once)",
 	}
-	change := func(use, short string, fn func(p *api.NetworkPolicy, hosts []string)) *cobra.Command {
+	change := func(use, short string, fn func(p *api.NetworkPolicy, hosts, cidrs []string)) *cobra.Command {
 		return &cobra.Command{
-			Use:   use + " SANDBOX HOST...",
+			Use:   use + " SANDBOX HOST|ADDRESS|CIDR...",
 			Short: short,
 			Args:  cobra.MinimumNArgs(2),
 			RunE: func(cmd *cobra.Command, args []string) error {
@@ -59,8 +66,11 @@ func newNetCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fn(p, args[1:])
-				out, err := c.SetNetworkRules(cmd.Context(), args[0], api.UpdateNetworkRequest{AllowHosts: p.AllowHosts, DenyHosts: p.DenyHosts, Ports: p.Ports})
+				hosts, cidrs := splitRules(args[1:])
+				fn(p, hosts, cidrs)
+				out, err := c.SetNetworkRules(cmd.Context(), args[0], api.UpdateNetworkRequest{
+					AllowHosts: p.AllowHosts, DenyHosts: p.DenyHosts, AllowCIDRs: p.AllowCIDRs, DenyCIDRs: p.DenyCIDRs, Ports: p.Ports,
+				})
 				if err != nil {
 					return err
 				}
@@ -69,13 +79,17 @@ func newNetCmd(g *globals) *cobra.Command {
 		}
 	}
 	cmd.AddCommand(
-		change("allow", "Allow hosts (and drop them from the deny rules)", func(p *api.NetworkPolicy, hosts []string) {
+		change("allow", "Allow hosts, addresses or CIDR blocks (and drop them from the deny rules)", func(p *api.NetworkPolicy, hosts, cidrs []string) {
 			p.DenyHosts = without(p.DenyHosts, hosts)
 			p.AllowHosts = union(p.AllowHosts, hosts)
+			p.DenyCIDRs = without(p.DenyCIDRs, cidrs)
+			p.AllowCIDRs = union(p.AllowCIDRs, cidrs)
 		}),
-		change("deny", "Deny hosts (and drop them from the allow rules)", func(p *api.NetworkPolicy, hosts []string) {
+		change("deny", "Deny hosts, addresses or CIDR blocks (and drop them from the allow rules)", func(p *api.NetworkPolicy, hosts, cidrs []string) {
 			p.AllowHosts = without(p.AllowHosts, hosts)
 			p.DenyHosts = union(p.DenyHosts, hosts)
+			p.AllowCIDRs = without(p.AllowCIDRs, cidrs)
+			p.DenyCIDRs = union(p.DenyCIDRs, cidrs)
 		}),
 		&cobra.Command{
 			Use:   "show SANDBOX",
@@ -101,9 +115,30 @@ func printPolicy(cmd *cobra.Command, p *api.NetworkPolicy) error {
 	if p.Mode == api.NetworkEgress {
 		fmt.Fprintf(w, "allow: %s\n", strings.Join(p.AllowHosts, " "))
 		fmt.Fprintf(w, "deny: %s\n", strings.Join(p.DenyHosts, " "))
+		if len(p.AllowCIDRs)+len(p.DenyCIDRs) > 0 {
+			fmt.Fprintf(w, "allow addresses: %s\n", strings.Join(p.AllowCIDRs, " "))
+			fmt.Fprintf(w, "deny addresses: %s\n", strings.Join(p.DenyCIDRs, " "))
+		}
 		printInjections(w, p) // secrets.go
 	}
 	return nil
+}
+
+// splitRules tells address rules (an IPv4 or IPv6 address, or a CIDR
+// block; the daemon refuses IPv6) from host rules. Addresses are written
+// as the daemon keeps them (a bare address is a /32), so that allow and
+// deny can find them in the lists.
+func splitRules(args []string) (hosts, cidrs []string) {
+	for _, a := range args {
+		if p, err := netip.ParsePrefix(a); err == nil {
+			cidrs = append(cidrs, p.Masked().String())
+		} else if ip, err := netip.ParseAddr(a); err == nil {
+			cidrs = append(cidrs, netip.PrefixFrom(ip, ip.BitLen()).String())
+		} else {
+			hosts = append(hosts, a)
+		}
+	}
+	return hosts, cidrs
 }
 
 func without(list, drop []string) []string {

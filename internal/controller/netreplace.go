@@ -51,8 +51,9 @@ func (c *Controller) ReplaceNetworkPolicy(ctx context.Context, ref string, p api
 		return nil, err
 	}
 	c.log.Info("network policy replaced", "sandbox", rec.ID, "allow", next.AllowHosts, "deny", next.DenyHosts, "injections", len(next.Inject))
-	if !slices.Equal(cur.AllowHosts, next.AllowHosts) || !slices.Equal(cur.DenyHosts, next.DenyHosts) || !slices.Equal(cur.Ports, next.Ports) {
-		_ = c.Record(ctx, rec.ID, api.LedgerEntry{Kind: api.LedgerNetworkRules, Note: fmt.Sprintf("allow %v deny %v", next.AllowHosts, next.DenyHosts)})
+	if !slices.Equal(cur.AllowHosts, next.AllowHosts) || !slices.Equal(cur.DenyHosts, next.DenyHosts) || !slices.Equal(cur.Ports, next.Ports) ||
+		!slices.Equal(cur.AllowCIDRs, next.AllowCIDRs) || !slices.Equal(cur.DenyCIDRs, next.DenyCIDRs) {
+		_ = c.Record(ctx, rec.ID, rulesEntry(next))
 	}
 	for _, ch := range injectionChanges(cur.Inject, next.Inject) {
 		_ = c.Record(ctx, rec.ID, api.LedgerEntry{

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -53,8 +54,8 @@ type NetSetup struct {
 // may name only secrets the caller may see.
 func (c *Controller) admitNetwork(ctx context.Context, req *api.CreateSandboxRequest, rtName string) (*api.NetworkPolicy, error) {
 	if req.Network == nil || req.Network.Mode == "" || req.Network.Mode == api.NetworkNone {
-		if req.Network != nil && (len(req.Network.AllowHosts) > 0 || len(req.Network.DenyHosts) > 0) {
-			return nil, errdefs.Invalid("network: host rules need mode %q", api.NetworkEgress)
+		if req.Network != nil && (len(req.Network.AllowHosts) > 0 || len(req.Network.DenyHosts) > 0 || len(req.Network.AllowCIDRs) > 0 || len(req.Network.DenyCIDRs) > 0) {
+			return nil, errdefs.Invalid("network: host and address rules need mode %q", api.NetworkEgress)
 		}
 		return nil, nil
 	}
@@ -175,16 +176,31 @@ func (c *Controller) SetNetworkRules(ctx context.Context, ref string, req api.Up
 		return nil, fmt.Errorf("sandbox %s has no network (mode none); create it with mode egress to give it rules: %w", rec.ID, errdefs.ErrConflict)
 	}
 	// Injection rules are changed on their own (inject.go) and kept here.
-	p, err := c.opts.Network.Validate(api.NetworkPolicy{Mode: api.NetworkEgress, AllowHosts: req.AllowHosts, DenyHosts: req.DenyHosts, Ports: req.Ports, Inject: cur.Inject})
+	p, err := c.opts.Network.Validate(api.NetworkPolicy{
+		Mode: api.NetworkEgress, AllowHosts: req.AllowHosts, DenyHosts: req.DenyHosts,
+		AllowCIDRs: req.AllowCIDRs, DenyCIDRs: req.DenyCIDRs, Ports: req.Ports, Inject: cur.Inject,
+	})
 	if err != nil {
 		return nil, err
 	}
 	if err := c.opts.Network.SetPolicy(ctx, rec.ID, p); err != nil {
 		return nil, err
 	}
-	c.log.Info("network rules changed", "sandbox", rec.ID, "allow", p.AllowHosts, "deny", p.DenyHosts)
-	_ = c.Record(ctx, rec.ID, api.LedgerEntry{Kind: api.LedgerNetworkRules, Note: fmt.Sprintf("allow %v deny %v", p.AllowHosts, p.DenyHosts)})
+	c.log.Info("network rules changed", "sandbox", rec.ID, "allow", p.AllowHosts, "deny", p.DenyHosts, "allow_cidrs", p.AllowCIDRs, "deny_cidrs", p.DenyCIDRs)
+	_ = c.Record(ctx, rec.ID, rulesEntry(p))
 	return &p, nil
+}
+
+// rulesEntry is the ledger entry of a rule change: host rules, and
+// address rules when there are any.
+func rulesEntry(p api.NetworkPolicy) api.LedgerEntry {
+	note := fmt.Sprintf("allow %v deny %v", p.AllowHosts, p.DenyHosts)
+	var data map[string]string
+	if len(p.AllowCIDRs)+len(p.DenyCIDRs) > 0 {
+		note += fmt.Sprintf(" allow addresses %v deny addresses %v", p.AllowCIDRs, p.DenyCIDRs)
+		data = map[string]string{"allow_cidrs": strings.Join(p.AllowCIDRs, ","), "deny_cidrs": strings.Join(p.DenyCIDRs, ",")}
+	}
+	return api.LedgerEntry{Kind: api.LedgerNetworkRules, Note: note, Data: data}
 }
 
 // grantHosts adds host rules to an egress sandbox for the length of one

@@ -99,6 +99,7 @@ func networkConfigFromEnv() (networkConfig, error) {
 // networks implements controller.Network with netns plumbing and the
 // egress server; each sandbox's policy is a file beside its link record.
 type networks struct {
+	log *slog.Logger
 	mgr *netns.Manager
 	srv *egress.Server
 	dir string
@@ -196,7 +197,7 @@ func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *r
 		UpstreamRoots: roots,
 		Secret:        sec.Reveal,
 	})
-	return &networks{mgr: mgr, srv: srv, dir: dir, ca: ca, sec: sec}, nil
+	return &networks{log: log, mgr: mgr, srv: srv, dir: dir, ca: ca, sec: sec}, nil
 }
 
 // Close stops the proxies; sandboxes keep their namespaces and rules
@@ -213,10 +214,16 @@ func (n *networks) Validate(p api.NetworkPolicy) (api.NetworkPolicy, error) {
 	if err != nil {
 		return api.NetworkPolicy{}, err
 	}
+	if err := n.srv.CheckDirect(np); err != nil {
+		return api.NetworkPolicy{}, err
+	}
 	if err := n.checkSecrets(np.Inject); err != nil { // inject.go
 		return api.NetworkPolicy{}, err
 	}
-	return api.NetworkPolicy{Mode: api.NetworkEgress, AllowHosts: np.Allow, DenyHosts: np.Deny, Ports: np.Ports, Inject: fromEgressInject(np.Inject)}, nil
+	return api.NetworkPolicy{
+		Mode: api.NetworkEgress, AllowHosts: np.Allow, DenyHosts: np.Deny, AllowCIDRs: np.AllowCIDR, DenyCIDRs: np.DenyCIDR,
+		Ports: np.Ports, Inject: fromEgressInject(np.Inject),
+	}, nil
 }
 
 var sandboxIDRE = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
@@ -257,7 +264,10 @@ func (n *networks) writePolicy(id string, p api.NetworkPolicy) error {
 }
 
 func toEgress(p api.NetworkPolicy) egress.Policy {
-	return egress.Policy{Allow: p.AllowHosts, Deny: p.DenyHosts, Ports: p.Ports, Inject: toEgressInject(p.Inject)}
+	return egress.Policy{
+		Allow: p.AllowHosts, Deny: p.DenyHosts, AllowCIDR: p.AllowCIDRs, DenyCIDR: p.DenyCIDRs,
+		Ports: p.Ports, Inject: toEgressInject(p.Inject),
+	}
 }
 
 func (n *networks) Prepare(ctx context.Context, id string, p *api.NetworkPolicy) (controller.NetSetup, error) {
@@ -273,10 +283,12 @@ func (n *networks) Prepare(ctx context.Context, id string, p *api.NetworkPolicy)
 	if !ok {
 		return controller.NetSetup{}, errors.New("no network policy recorded")
 	}
-	link, err := n.mgr.Setup(ctx, id)
+	direct := n.srv.DirectRoutes(toEgress(pol))
+	link, err := n.mgr.Setup(ctx, id, direct)
 	if err != nil {
 		return controller.NetSetup{}, err
 	}
+	n.warnForwarding(id, direct)
 	gw := link.Gateway.String()
 	if err := os.WriteFile(n.resolvPath(id), []byte("nameserver "+gw+"\noptions attempts:2 timeout:2\n"), 0o644); err != nil {
 		return controller.NetSetup{}, err
@@ -305,8 +317,30 @@ func (n *networks) SetPolicy(ctx context.Context, id string, p api.NetworkPolicy
 	if err := n.writePolicy(id, p); err != nil {
 		return err
 	}
+	// The firewall's address rules and the proxy's rules change together;
+	// a sandbox without plumbing yet gets its address rules at its start.
+	if _, ok := n.mgr.Get(id); ok {
+		direct := n.srv.DirectRoutes(toEgress(p))
+		if err := n.mgr.SetDirect(ctx, id, direct); err != nil {
+			return err
+		}
+		n.warnForwarding(id, direct)
+	}
 	n.srv.SetPolicy(id, toEgress(p)) // not attached (stopped): applies at next start
 	return nil
+}
+
+// warnForwarding says when address rules cannot work yet: the sandbox's
+// packets are forwarded from its veth, but the replies come in by the
+// host's uplink, which forwards only if the operator turned IPv4
+// forwarding on (Paddock never turns it on for the whole host).
+func (n *networks) warnForwarding(id string, direct []netip.Prefix) {
+	if len(direct) == 0 {
+		return
+	}
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		n.log.Warn("address rules need IPv4 forwarding on the interface replies come in by (net.ipv4.ip_forward=1, or net.ipv4.conf.<uplink>.forwarding=1); it is off for the host", "sandbox", id)
+	}
 }
 
 func (n *networks) Release(ctx context.Context, id string) error {

@@ -14,14 +14,13 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
-// E2B names its egress rules by address as well as by name; Paddock's name
-// hosts only (an address rule would bypass the names the proxy checks and
-// the forbidden ranges it applies after resolving them). The one address
-// range accepted is E2B's ALL_TRAFFIC: in allowOut it is Paddock's
-// match-all host rule, which still goes through the proxy, so the
-// forbidden ranges, the ledger and the DNS control apply to every host it
-// lets through; in denyOut it is what Paddock does anyway to every host no
-// rule allows.
+// E2B names its egress rules by address as well as by name. Names become
+// Paddock's host rules, addresses and CIDR blocks its address rules
+// (reached directly, any port, never the forbidden ranges). E2B's
+// ALL_TRAFFIC is special: in allowOut it is Paddock's match-all host rule,
+// which still goes through the proxy, so the forbidden ranges, the ledger
+// and the DNS control apply to every host it lets through; in denyOut it
+// is what Paddock does anyway to every host and address no rule allows.
 const (
 	allTraffic = "0.0.0.0/0"
 	matchAll   = "*"
@@ -36,10 +35,11 @@ const (
 
 // egressSpec is E2B's egress options, checked and in Paddock's terms.
 type egressSpec struct {
-	allowAll, denyAll bool
-	allow, deny       []string // normalised host names and globs
-	inject            []api.Injection
-	given             bool // any of allowOut, denyOut or rules was given
+	allowAll, denyAll   bool
+	allow, deny         []string // normalised host names and globs
+	allowCIDR, denyCIDR []string // normalised IPv4 prefixes
+	inject              []api.Injection
+	given               bool // any of allowOut, denyOut or rules was given
 }
 
 // parseEgress checks allowOut, denyOut, rules and egressProxy.
@@ -52,15 +52,22 @@ func parseEgress(allowOut, denyOut []string, rules map[string][]networkRule, egr
 		return s, errdefs.Invalid("network: %d allowOut and denyOut entries, at most %d", len(allowOut)+len(denyOut), egress.MaxRules)
 	}
 	var err error
-	if s.allow, s.allowAll, err = hostRules("allowOut", allowOut); err != nil {
+	if s.allow, s.allowCIDR, s.allowAll, err = hostRules("allowOut", allowOut); err != nil {
 		return s, err
 	}
-	if s.deny, s.denyAll, err = hostRules("denyOut", denyOut); err != nil {
+	if s.deny, s.denyCIDR, s.denyAll, err = hostRules("denyOut", denyOut); err != nil {
 		return s, err
 	}
 	for _, h := range s.allow {
 		if slices.Contains(s.deny, h) {
 			return s, errdefs.Invalid("network: %q is in both allowOut and denyOut; E2B lets allowOut win and Paddock lets denyOut win, so list it in one of them", h)
+		}
+	}
+	for _, a := range s.allowCIDR {
+		for _, d := range s.denyCIDR {
+			if netip.MustParsePrefix(a).Overlaps(netip.MustParsePrefix(d)) {
+				return s, errdefs.Invalid("network: allowOut %s and denyOut %s overlap; E2B lets allowOut win and Paddock lets denyOut win, so make them disjoint", a, d)
+			}
 		}
 	}
 	if s.inject, err = transformRules(rules); err != nil {
@@ -70,8 +77,9 @@ func parseEgress(allowOut, denyOut []string, rules map[string][]networkRule, egr
 	return s, nil
 }
 
-// hostRules normalises one list: host names and globs, or ALL_TRAFFIC.
-func hostRules(field string, entries []string) (hosts []string, all bool, err error) {
+// hostRules normalises one list: host names and globs, IPv4 addresses
+// and CIDR blocks, or ALL_TRAFFIC.
+func hostRules(field string, entries []string) (hosts, cidrs []string, all bool, err error) {
 	for _, raw := range entries {
 		e := strings.TrimSpace(raw)
 		if e == allTraffic || e == matchAll {
@@ -79,11 +87,18 @@ func hostRules(field string, entries []string) (hosts []string, all bool, err er
 			continue
 		}
 		if isAddress(e) {
-			return nil, false, errdefs.Invalid("network.%s %q is an IP address or CIDR block: Paddock's egress rules name hosts (example.com, *.example.com), and the only address range accepted is ALL_TRAFFIC (%s)", field, truncate(e), allTraffic)
+			p, perr := egress.NormalizeCIDR(strings.Trim(e, "[]"))
+			if perr != nil {
+				return nil, nil, false, fmt.Errorf("network.%s: %w", field, perr)
+			}
+			if c := p.String(); !slices.Contains(cidrs, c) {
+				cidrs = append(cidrs, c)
+			}
+			continue
 		}
 		h, gerr := egress.NormalizeGlob(e)
 		if gerr != nil {
-			return nil, false, fmt.Errorf("network.%s: %w", field, gerr)
+			return nil, nil, false, fmt.Errorf("network.%s: %w", field, gerr)
 		}
 		if h == matchAll {
 			all = true
@@ -93,11 +108,10 @@ func hostRules(field string, entries []string) (hosts []string, all bool, err er
 			hosts = append(hosts, h)
 		}
 	}
-	return hosts, all, nil
+	return hosts, cidrs, all, nil
 }
 
-// isAddress reports whether an entry is an IP address or a CIDR block
-// (E2B accepts both; Paddock refuses them with a message that says why).
+// isAddress reports whether an entry is an IP address or a CIDR block.
 func isAddress(e string) bool {
 	addr, _, _ := strings.Cut(e, "/")
 	_, err := netip.ParseAddr(strings.Trim(addr, "[]"))
@@ -123,14 +137,14 @@ func policyFor(internet *bool, s egressSpec, def string) (*api.NetworkPolicy, er
 	if s.denyAll {
 		on = false
 	}
-	p := &api.NetworkPolicy{Mode: api.NetworkEgress, DenyHosts: s.deny, Inject: s.inject}
+	p := &api.NetworkPolicy{Mode: api.NetworkEgress, DenyHosts: s.deny, AllowCIDRs: s.allowCIDR, DenyCIDRs: s.denyCIDR, Inject: s.inject}
 	if on || s.allowAll {
 		p.AllowHosts = append([]string{matchAll}, s.allow...)
 	} else {
 		p.AllowHosts = s.allow
 	}
 	switch {
-	case len(p.AllowHosts) > 0, s.denyAll:
+	case len(p.AllowHosts) > 0, len(p.AllowCIDRs) > 0, s.denyAll:
 		return p, nil
 	case internet != nil && !*internet, !s.given:
 		if len(s.inject) > 0 {
@@ -183,11 +197,23 @@ func egressInfo(p *api.NetworkPolicy) (allowOut, denyOut []string, rules map[str
 		}
 		allowOut = append(allowOut, h)
 	}
+	allowOut = append(allowOut, e2bAddrs(p.AllowCIDRs)...)
 	if !internetAccess(p) {
 		denyOut = append(denyOut, allTraffic)
 	}
 	denyOut = append(denyOut, p.DenyHosts...)
+	denyOut = append(denyOut, e2bAddrs(p.DenyCIDRs)...)
 	return allowOut, denyOut, rulesInfo(p.Inject)
+}
+
+// e2bAddrs writes address rules as E2B users give them: a /32 as the bare
+// address.
+func e2bAddrs(cidrs []string) []string {
+	out := make([]string, 0, len(cidrs))
+	for _, c := range cidrs {
+		out = append(out, strings.TrimSuffix(c, "/32"))
+	}
+	return out
 }
 
 // transformRules turns E2B's per-host transforms into injection rules.

@@ -23,6 +23,12 @@ func egressPolicy(allow, deny []string, inject ...api.Injection) *api.NetworkPol
 	return p
 }
 
+func cidrPolicy(hosts, allow, deny []string) *api.NetworkPolicy {
+	p := egressPolicy(hosts, nil)
+	p.AllowCIDRs, p.DenyCIDRs = allow, deny
+	return p
+}
+
 func TestCreateNetwork(t *testing.T) {
 	const none, all = config.E2BNetworkNone, config.E2BNetworkAll
 	bearer := `{"transform":{"headers":{"Authorization":"Bearer ${e2b.secrets.TOK}"}}}`
@@ -59,11 +65,15 @@ func TestCreateNetwork(t *testing.T) {
 		{name: "literal header and two rules", def: none, body: `{"network":{"allowOut":["0.0.0.0/0"],"rules":{"*.b.test":[{"transform":{"headers":{"x-a":"1"}}},{"transform":{"headers":{"X-B":"k=${e2b.secrets.s1}&${e2b.secrets.s2}"}}}]}}}`,
 			want: egressPolicy([]string{"*"}, nil, api.Injection{Host: "*.b.test", Header: "X-A", Value: "1"}, api.Injection{Host: "*.b.test", Header: "X-B", Value: "k={{secret:s1}}&{{secret:s2}}"})},
 
-		{name: "IPv4 address", body: `{"network":{"allowOut":["8.8.8.8"]}}`, bad: "is an IP address or CIDR block"},
-		{name: "CIDR", body: `{"network":{"allowOut":["10.0.0.0/8"]}}`, bad: "is an IP address or CIDR block"},
-		{name: "IPv6", body: `{"network":{"allowOut":["[::1]"]}}`, bad: "is an IP address or CIDR block"},
-		{name: "IPv6 all traffic", body: `{"network":{"allowOut":["::/0"]}}`, bad: "is an IP address or CIDR block"},
-		{name: "deny CIDR", body: `{"network":{"denyOut":["1.2.3.4/32"]}}`, bad: "network.denyOut"},
+		{name: "IPv4 address", def: none, body: `{"network":{"allowOut":["8.8.8.8"]}}`, want: cidrPolicy(nil, []string{"8.8.8.8/32"}, nil)},
+		{name: "deny all but an address", def: all, body: `{"network":{"denyOut":["0.0.0.0/0"],"allowOut":["1.1.1.1","10.1.2.3/8"]}}`, want: cidrPolicy(nil, []string{"1.1.1.1/32", "10.0.0.0/8"}, nil)},
+		{name: "hosts and addresses", def: none, body: `{"network":{"allowOut":["a.test","9.9.9.9"],"denyOut":["8.8.8.8"]}}`, want: cidrPolicy([]string{"a.test"}, []string{"9.9.9.9/32"}, []string{"8.8.8.8/32"})},
+		{name: "internet on minus an address", def: none, body: `{"allow_internet_access":true,"network":{"denyOut":["8.8.8.0/24"]}}`, want: cidrPolicy([]string{"*"}, nil, []string{"8.8.8.0/24"})},
+		{name: "IPv6", body: `{"network":{"allowOut":["[::1]"]}}`, bad: "IPv6 is not supported"},
+		{name: "IPv6 all traffic", body: `{"network":{"allowOut":["::/0"]}}`, bad: "IPv6 is not supported"},
+		{name: "deny IPv6", body: `{"network":{"denyOut":["2001:db8::/32"]}}`, bad: "network.denyOut"},
+		{name: "bad prefix", body: `{"network":{"allowOut":["1.2.3.4/40"]}}`, bad: "not an IPv4 address or CIDR block"},
+		{name: "allow and deny overlap", body: `{"network":{"allowOut":["10.0.0.0/8"],"denyOut":["10.1.0.0/16"]}}`, bad: "overlap"},
 		{name: "not a host", body: `{"network":{"allowOut":["exa mple.com"]}}`, bad: "network.allowOut"},
 		{name: "path is not a host", body: `{"network":{"allowOut":["example.com/x"]}}`, bad: "network.allowOut"},
 		{name: "both lists", body: `{"network":{"allowOut":["a.test"],"denyOut":["A.test"]}}`, bad: "in both allowOut and denyOut"},
@@ -127,7 +137,8 @@ func TestUpdateNetwork(t *testing.T) {
 		{name: "internet off", body: `{"allow_internet_access":false}`},
 		{name: "allow a host", body: `{"allowOut":["up.test"],"denyOut":["0.0.0.0/0"]}`, want: egressPolicy([]string{"up.test"}, nil)},
 		{name: "internet on", body: `{"allow_internet_access":true}`, want: egressPolicy([]string{"*"}, nil)},
-		{name: "address", body: `{"allowOut":["1.1.1.1"]}`, bad: true},
+		{name: "address", body: `{"allowOut":["1.1.1.1"],"denyOut":["0.0.0.0/0"]}`, want: cidrPolicy(nil, []string{"1.1.1.1/32"}, nil)},
+		{name: "IPv6 address", body: `{"allowOut":["::1"]}`, bad: true},
 		{name: "egress proxy", body: `{"egressProxy":{"address":"p:1"}}`, bad: true},
 	}
 	for _, tc := range tests {
@@ -162,6 +173,7 @@ func TestEgressInfo(t *testing.T) {
 		{name: "some hosts", p: egressPolicy([]string{"a.test"}, []string{"b.test"}), allow: []string{"a.test"}, deny: []string{allTraffic, "b.test"}},
 		{name: "nothing allowed", p: egressPolicy(nil, nil), allow: []string{}, deny: []string{allTraffic}},
 		{name: "every host", p: egressPolicy([]string{"*", "a.test"}, []string{"b.test"}), allow: []string{allTraffic, "a.test"}, deny: []string{"b.test"}, internet: true},
+		{name: "addresses", p: cidrPolicy([]string{"a.test"}, []string{"1.1.1.1/32", "10.0.0.0/8"}, []string{"10.1.0.0/16"}), allow: []string{"a.test", "1.1.1.1", "10.0.0.0/8"}, deny: []string{allTraffic, "10.1.0.0/16"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -192,7 +192,7 @@ func newEnvWith(t testing.TB, firewall string, mod func(*egress.Options)) *env {
 	}
 	t.Cleanup(func() { _ = mgr.Close(context.Background()) })
 	e.mgr = mgr
-	link, err := mgr.Setup(ctx, "egtest1")
+	link, err := mgr.Setup(ctx, "egtest1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,7 +547,7 @@ func testTeardownLeavesNothing(t *testing.T, fw string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := mgr.Setup(ctx, id)
+	l, err := mgr.Setup(ctx, id, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,18 +565,18 @@ func testTeardownLeavesNothing(t *testing.T, fw string) {
 	if got := mgr2.List(); len(got) != 1 || got[0] != id {
 		t.Fatalf("List after restart = %v", got)
 	}
-	if _, err := mgr2.Setup(ctx, id); err != nil {
+	if _, err := mgr2.Setup(ctx, id, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Setup twice is harmless.
-	if _, err := mgr2.Setup(ctx, id); err != nil {
+	if _, err := mgr2.Setup(ctx, id, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Another daemon on the range removed the rules on its way out:
 	// Setup repairs them.
 	bf := breakFirewall[fw]
 	bf.remove(mgr2, l.HostIf)
-	if _, err := mgr2.Setup(ctx, id); err != nil {
+	if _, err := mgr2.Setup(ctx, id, nil); err != nil {
 		t.Fatal(err)
 	}
 	out := bf.show(mgr2)
@@ -629,7 +629,7 @@ func TestFirewallSwitch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := a.Setup(ctx, id); err != nil {
+			if _, err := a.Setup(ctx, id, nil); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = a.Teardown(context.Background(), id) })
@@ -644,7 +644,7 @@ func TestFirewallSwitch(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = b.Teardown(context.Background(), id); _ = b.Close(context.Background()) })
-			if _, err := b.Setup(ctx, id); err != nil {
+			if _, err := b.Setup(ctx, id, nil); err != nil {
 				t.Fatal(err)
 			}
 			dump := firewallDump()

@@ -182,7 +182,7 @@ func newInjEnv(t testing.TB) *injEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mgr.Close(context.Background()) })
-	link, err := mgr.Setup(context.Background(), "injtest1")
+	link, err := mgr.Setup(context.Background(), "injtest1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 func TestUpstreamConnectionsAreNotShared(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	link2, err := e.mgr.Setup(ctx, "egtest2")
+	link2, err := e.mgr.Setup(ctx, "egtest2", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -210,6 +210,7 @@ func (s *Server) Attach(id string, gw, peer netip.Addr, p Policy) error {
 	if !gw.IsValid() || !peer.IsValid() || gw == peer {
 		return fmt.Errorf("egress attach %s: gateway %v and sandbox address %v must be two valid addresses", id, gw, peer)
 	}
+	p.Direct = s.DirectRoutes(p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if b, ok := s.boxes[id]; ok {
@@ -273,6 +274,7 @@ func (s *Server) Attach(id string, gw, peer netip.Addr, p Policy) error {
 // SetPolicy replaces a sandbox's rules; new connections and lookups see
 // them at once, and open connections the new rules refuse are closed.
 func (s *Server) SetPolicy(id string, p Policy) bool {
+	p.Direct = s.DirectRoutes(p)
 	s.mu.Lock()
 	b, ok := s.boxes[id]
 	s.mu.Unlock()
@@ -386,7 +388,7 @@ func checkPolicy(p Policy, host string, port int) string {
 	if !d.Allowed {
 		return d.Rule
 	}
-	if !p.PortAllowed(port) {
+	if !strings.HasPrefix(d.Rule, "allow-cidr:") && !p.PortAllowed(port) {
 		return "port:" + strconv.Itoa(port)
 	}
 	return ""
@@ -394,9 +396,14 @@ func checkPolicy(p Policy, host string, port int) string {
 
 // dialChecked resolves host with the daemon's resolver and connects to the
 // first address outside the forbidden ranges.
+//
+// An IP literal is dialled as it is: callers reach here only once the
+// rules allowed it, which for an address means an address rule did.
 func (s *Server) dialChecked(ctx context.Context, host string, port int) (net.Conn, error) {
-	addrs, err := s.opts.Resolver.Lookup(ctx, host)
-	if err != nil {
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Zone() == "" {
+		addrs = []netip.Addr{ip}
+	} else if addrs, err = s.opts.Resolver.Lookup(ctx, host); err != nil {
 		return nil, fmt.Errorf("resolve %s: %w", host, err)
 	}
 	var lastErr error = &errRefused{rule: "forbidden-address"}

@@ -28,13 +28,21 @@ type Policy struct {
 	// Inject are credential injection rules; a host with one has its
 	// HTTPS intercepted (inject.go, intercept.go).
 	Inject []Injection
+	// AllowCIDR and DenyCIDR are address rules (cidr.go): IPv4 prefixes
+	// the sandbox reaches directly, any port, deny winning.
+	AllowCIDR []string
+	DenyCIDR  []string
+	// Direct is what the address rules come to (DirectRoutes); the server
+	// fills it in when it takes a policy.
+	Direct []netip.Prefix
 }
 
 // Decision says whether a host may be reached and which rule decided.
 type Decision struct {
 	Allowed bool
 	// Rule names what decided: "deny:<glob>", "allow:<glob>", "default-deny",
-	// "direct-ip", "port", "invalid-host".
+	// "direct-ip", "port", "invalid-host", and for IP literals
+	// "allow-cidr:<prefix>" and "deny-cidr:<prefix>".
 	Rule string
 }
 
@@ -47,7 +55,7 @@ func NormalizeHost(h string) (string, error) {
 		return "", fmt.Errorf("host name %q: empty or longer than %d bytes: %w", trunc(h), maxHostLen, errdefs.ErrInvalidArgument)
 	}
 	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
-		return "", fmt.Errorf("host %q is an IP address; rules name hosts: %w", h, errdefs.ErrInvalidArgument)
+		return "", fmt.Errorf("host %q is an IP address; host rules name hosts (give addresses as address rules: allow_cidrs, --allow-cidr): %w", h, errdefs.ErrInvalidArgument)
 	}
 	for _, label := range strings.Split(h, ".") {
 		if label == "" || len(label) > maxLabelLen {
@@ -90,7 +98,17 @@ func NormalizePolicy(p Policy) (Policy, error) {
 	if len(p.Allow)+len(p.Deny) > MaxRules {
 		return Policy{}, fmt.Errorf("%d host rules: at most %d: %w", len(p.Allow)+len(p.Deny), MaxRules, errdefs.ErrInvalidArgument)
 	}
+	if n := len(p.AllowCIDR) + len(p.DenyCIDR); n > MaxCIDRRules {
+		return Policy{}, fmt.Errorf("%d address rules: at most %d: %w", n, MaxCIDRRules, errdefs.ErrInvalidArgument)
+	}
 	var out Policy
+	var err error
+	if out.AllowCIDR, err = normalizeCIDRs(p.AllowCIDR); err != nil {
+		return Policy{}, err
+	}
+	if out.DenyCIDR, err = normalizeCIDRs(p.DenyCIDR); err != nil {
+		return Policy{}, err
+	}
 	for _, pair := range []struct {
 		in  []string
 		out *[]string
@@ -170,8 +188,8 @@ func matchLabels(g, h []string) bool {
 func (p Policy) Decide(host string) Decision {
 	h, err := NormalizeHost(host)
 	if err != nil {
-		if _, ipErr := netip.ParseAddr(strings.Trim(strings.TrimSuffix(host, "."), "[]")); ipErr == nil {
-			return Decision{Rule: "direct-ip"}
+		if ip, ipErr := netip.ParseAddr(strings.Trim(strings.TrimSuffix(host, "."), "[]")); ipErr == nil {
+			return p.decideAddr(ip)
 		}
 		return Decision{Rule: "invalid-host"}
 	}
@@ -188,7 +206,8 @@ func (p Policy) Decide(host string) Decision {
 	return Decision{Rule: "default-deny"}
 }
 
-// PortAllowed reports whether a destination port is permitted.
+// PortAllowed reports whether a destination port is permitted to a host
+// name; an address an address rule allows may be reached on any port.
 func (p Policy) PortAllowed(port int) bool {
 	if len(p.Ports) == 0 {
 		return port == 80 || port == 443

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -90,6 +91,13 @@ func (s *Server) handleConnect(b *box, w http.ResponseWriter, r *http.Request) {
 	}
 	br := brw.Reader
 	upR := bufio.NewReader(up)
+	if _, err := netip.ParseAddr(host); err == nil {
+		// An address an address rule allows: the rule grants the address
+		// whole, any port and protocol, as the firewall does for a direct
+		// connection, and there is no name to check.
+		splice(conn, br, up, upR)
+		return
+	}
 	kind, spoke, err := s.sniffTunnel(conn, br, up, upR, port)
 	switch {
 	case kind == kindTLS:

@@ -3,6 +3,7 @@ package netns
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"time"
 )
@@ -25,6 +26,8 @@ type firewall interface {
 	// add is idempotent and repairs the base rules if they went missing;
 	// all lists every sandbox the daemon has, for a rebuild.
 	add(ctx context.Context, l Link, all func() []Link) error
+	// setDirect replaces l's address rules, from old to l.Direct.
+	setDirect(ctx context.Context, l Link, old []netip.Prefix, all func() []Link) error
 	// remove is idempotent.
 	remove(ctx context.Context, l Link) error
 	// close removes everything of this daemon's tag.

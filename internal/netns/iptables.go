@@ -18,11 +18,11 @@ import (
 // interfaces (a sandbox has no IPv6, and nothing v6 of it may pass if a
 // host ever gave it some).
 type iptablesFirewall struct {
-	ifPrefix                    string
-	rng                         netip.Prefix
-	chainIn, chainFwd, chainNAT string
-	ports                       Ports
-	v4, v6                      iptFamily
+	ifPrefix                              string
+	rng                                   netip.Prefix
+	chainIn, chainFwd, chainNAT, chainOut string
+	ports                                 Ports
+	v4, v6                                iptFamily
 	// ipv6 is whether the kernel has IPv6 (and so the v6 chains matter).
 	ipv6 bool
 }
@@ -35,17 +35,21 @@ type iptFamily struct {
 }
 
 // baseChain is a chain of Paddock's, the hooks that send packets to it
-// (a built-in chain, then match arguments) and whether it ends in DROP.
+// (a built-in chain, then match arguments) and the rule it ends in, if
+// any (DROP for the filter chains).
 type baseChain struct {
 	table, chain string
 	hooks        [][]string
-	drop         bool
+	tail         []string
 }
+
+// drop is the rule the filter chains end in.
+var drop = []string{"-j", "DROP"}
 
 func newIptables(tag string, rng netip.Prefix, ports Ports) *iptablesFirewall {
 	f := &iptablesFirewall{
 		ifPrefix: "pd" + tag, rng: rng.Masked(),
-		chainIn: chainInput + tag, chainFwd: chainForward + tag, chainNAT: chainNAT + tag,
+		chainIn: chainInput + tag, chainFwd: chainForward + tag, chainNAT: chainNAT + tag, chainOut: chainPost + tag,
 		ports: ports, ipv6: kernelIPv6(),
 	}
 	ifs := f.ifPrefix + "+"
@@ -55,13 +59,16 @@ func newIptables(tag string, rng netip.Prefix, ports Ports) *iptablesFirewall {
 		// (the host itself over lo, a LAN neighbour routing the range
 		// here): the sandboxes' accept rules name their own veth, so
 		// whatever does not come in on it drops.
-		{"filter", f.chainIn, [][]string{{"INPUT", "-i", ifs}, {"INPUT", "-d", dst}}, true},
-		{"filter", f.chainFwd, [][]string{{"FORWARD", "-i", ifs}, {"FORWARD", "-o", ifs}, {"FORWARD", "-d", dst}}, true},
-		{"nat", f.chainNAT, [][]string{{"PREROUTING", "-i", ifs}}, false},
+		{"filter", f.chainIn, [][]string{{"INPUT", "-i", ifs}, {"INPUT", "-d", dst}}, drop},
+		{"filter", f.chainFwd, [][]string{{"FORWARD", "-i", ifs}, {"FORWARD", "-o", ifs}, {"FORWARD", "-d", dst}}, drop},
+		{"nat", f.chainNAT, [][]string{{"PREROUTING", "-i", ifs}}, nil},
+		// What address rules let through is forwarded, and leaves with
+		// the host's address: nobody outside routes the range back.
+		{"nat", f.chainOut, [][]string{{"POSTROUTING", "-s", dst}}, []string{"!", "-o", ifs, "-j", "MASQUERADE"}},
 	}}
 	f.v6 = iptFamily{cmd: "ip6tables", restore: "ip6tables-restore", base: []baseChain{
-		{"filter", f.chainIn, [][]string{{"INPUT", "-i", ifs}}, true},
-		{"filter", f.chainFwd, [][]string{{"FORWARD", "-i", ifs}, {"FORWARD", "-o", ifs}}, true},
+		{"filter", f.chainIn, [][]string{{"INPUT", "-i", ifs}}, drop},
+		{"filter", f.chainFwd, [][]string{{"FORWARD", "-i", ifs}, {"FORWARD", "-o", ifs}}, drop},
 	}}
 	return f
 }
@@ -71,7 +78,7 @@ func (f *iptablesFirewall) Name() string { return FirewallIptables }
 // chains are the IPv4 chains ({table, chain}); the IPv6 ones have the
 // names of the two filter chains.
 func (f *iptablesFirewall) chains() [][2]string {
-	return [][2]string{{"filter", f.chainIn}, {"filter", f.chainFwd}, {"nat", f.chainNAT}}
+	return [][2]string{{"filter", f.chainIn}, {"filter", f.chainFwd}, {"nat", f.chainNAT}, {"nat", f.chainOut}}
 }
 
 // families are the families whose rules must be in place.
@@ -96,6 +103,10 @@ func (f *iptablesFirewall) add(ctx context.Context, l Link, _ func() []Link) err
 		if err := f.ensureBase(ctx, fam, false); err != nil {
 			return err
 		}
+	}
+	// The sandbox's direct chains first: the jumps below name them.
+	if err := f.v4.apply(ctx, f.directScript(l)); err != nil {
+		return err
 	}
 	// Only the rules that are missing, all in one commit per table; each
 	// goes to the top of its chain, ahead of the chain's final DROP.
@@ -123,6 +134,7 @@ func (f *iptablesFirewall) remove(ctx context.Context, l Link) error {
 		for f.v4.run(ctx, append([]string{"-t", r[0], "-D"}, r[1:]...)...) == nil {
 		}
 	}
+	f.removeDirect(ctx, l)
 	return nil
 }
 
@@ -158,6 +170,16 @@ func (f *iptablesFirewall) close(ctx context.Context) error {
 			}
 			_ = fam.run(ctx, "-t", c.table, "-F", c.chain)
 			if err := fam.run(ctx, "-t", c.table, "-X", c.chain); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	// Sandboxes' direct chains left over (a reset empties the base chains
+	// that jump to them, and a sandbox gone since has no teardown).
+	for _, table := range []string{"filter", "nat"} {
+		for _, c := range f.directChains(ctx, table) {
+			_ = f.v4.run(ctx, "-t", table, "-F", c)
+			if err := f.v4.run(ctx, "-t", table, "-X", c); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -210,7 +232,7 @@ func (f *iptablesFirewall) state(ctx context.Context, fam iptFamily) baseState {
 	st := make(baseState, len(fam.base))
 	for i, c := range fam.base {
 		st[i].exists = fam.run(ctx, "-t", c.table, "-S", c.chain) == nil
-		st[i].hasDrop = st[i].exists && fam.run(ctx, "-t", c.table, "-C", c.chain, "-j", "DROP") == nil
+		st[i].hasDrop = st[i].exists && c.tail != nil && fam.run(ctx, append([]string{"-t", c.table, "-C", c.chain}, c.tail...)...) == nil
 		st[i].hooked = make([]bool, len(c.hooks))
 		for j, h := range c.hooks {
 			st[i].hooked[j] = st[i].exists && fam.run(ctx, hookArgs(c, h, "-C")...) == nil
@@ -247,8 +269,8 @@ func baseScript(fam iptFamily, st baseState, flush bool) string {
 			}
 			// Whatever a sandbox's own rules do not accept ends here;
 			// they are inserted above it.
-			if c.drop && (declare || !s.hasDrop) {
-				lines = append(lines, "-A "+c.chain+" -j DROP")
+			if c.tail != nil && (declare || !s.hasDrop) {
+				lines = append(lines, "-A "+c.chain+" "+strings.Join(c.tail, " "))
 			}
 			// Emptying a chain keeps the hooks that jump to it (they are
 			// in the built-in chains), so only absent hooks are added.
@@ -287,7 +309,7 @@ func (f *iptablesFirewall) rules(l Link) [][]string {
 	tag := []string{"-m", "comment", "--comment", "paddock:" + l.ID}
 	tcpPorts := fmt.Sprintf("%d,%d,%d", p.Proxy, p.Transparent, p.DNS)
 	to := func(port int) string { return fmt.Sprintf("%s:%d", l.Gateway, port) }
-	return [][]string{
+	rs := [][]string{
 		append([]string{"filter", f.chainIn, "-i", l.HostIf, "-s", src, "-d", gw, "-p", "tcp", "-m", "multiport", "--dports", tcpPorts, "-j", "ACCEPT"}, tag...),
 		append([]string{"filter", f.chainIn, "-i", l.HostIf, "-s", src, "-d", gw, "-p", "udp", "--dport", strconv.Itoa(p.DNS), "-j", "ACCEPT"}, tag...),
 		// Programs that ignore HTTP_PROXY and connect straight out on
@@ -296,5 +318,84 @@ func (f *iptablesFirewall) rules(l Link) [][]string {
 		append([]string{"nat", f.chainNAT, "-i", l.HostIf, "-p", "tcp", "-m", "multiport", "--dports", "80,443", "-j", "DNAT", "--to-destination", to(p.Transparent)}, tag...),
 		append([]string{"nat", f.chainNAT, "-i", l.HostIf, "-p", "udp", "--dport", "53", "-j", "DNAT", "--to-destination", to(p.DNS)}, tag...),
 		append([]string{"nat", f.chainNAT, "-i", l.HostIf, "-p", "tcp", "--dport", "53", "-j", "DNAT", "--to-destination", to(p.DNS)}, tag...),
+	}
+	return append(rs, f.directJumps(l)...)
+}
+
+// directChain is the chain (in both filter and nat) of a sandbox's
+// address rules. A chain per sandbox makes a change one commit per table
+// whatever the number of prefixes, rather than a command per rule.
+func (f *iptablesFirewall) directChain(l Link) string {
+	return chainDirect + strings.TrimPrefix(l.HostIf, f.ifPrefix) + "-" + strings.TrimPrefix(f.ifPrefix, "pd")
+}
+
+// directJumps send a sandbox's forwarded packets, both ways, and its NAT
+// prerouting to its direct chain (empty: nothing happens there).
+func (f *iptablesFirewall) directJumps(l Link) [][]string {
+	src := l.Addr.String() + "/32"
+	c := f.directChain(l)
+	tag := []string{"-m", "comment", "--comment", "paddock:" + l.ID}
+	return [][]string{
+		append([]string{"filter", f.chainFwd, "-i", l.HostIf, "-s", src, "-j", c}, tag...),
+		append([]string{"filter", f.chainFwd, "-o", l.HostIf, "-d", src, "-j", c}, tag...),
+		append([]string{"nat", f.chainNAT, "-i", l.HostIf, "-s", src, "-j", c}, tag...),
+	}
+}
+
+// directScript declares (creating or emptying) and fills a sandbox's
+// direct chains in one iptables-restore input: per prefix, the sandbox's
+// packets out (checked on every packet, so a removed rule stops an open
+// connection too), the replies of those connections back, and in NAT an
+// accept that keeps them from the transparent proxy and resolver.
+func (f *iptablesFirewall) directScript(l Link) string {
+	src := l.Addr.String() + "/32"
+	c := f.directChain(l)
+	filter := []string{":" + c + " - [0:0]"}
+	nat := []string{":" + c + " - [0:0]"}
+	for _, p := range l.Direct {
+		dst := p.Masked().String()
+		filter = append(filter,
+			"-A "+c+" -s "+src+" -d "+dst+" -j ACCEPT",
+			"-A "+c+" -s "+dst+" -d "+src+" -m conntrack --ctstate ESTABLISHED,RELATED --ctdir REPLY -j ACCEPT")
+		nat = append(nat, "-A "+c+" -s "+src+" -d "+dst+" -j ACCEPT")
+	}
+	var b strings.Builder
+	writeTable(&b, "filter", filter)
+	writeTable(&b, "nat", nat)
+	return b.String()
+}
+
+// setDirect replaces a sandbox's address rules with l.Direct: its
+// chains are emptied and refilled in one commit per table.
+func (f *iptablesFirewall) setDirect(ctx context.Context, l Link, _ []netip.Prefix, all func() []Link) error {
+	return f.add(ctx, l, all)
+}
+
+// directChains lists this daemon's direct chains in table.
+func (f *iptablesFirewall) directChains(ctx context.Context, table string) []string {
+	out, err := exec.CommandContext(ctx, f.v4.cmd, "-w", "5", "-t", table, "-S").Output()
+	if err != nil {
+		return nil
+	}
+	var cs []string
+	suffix := "-" + strings.TrimPrefix(f.ifPrefix, "pd")
+	for _, line := range strings.Split(string(out), "\n") {
+		if c, ok := strings.CutPrefix(line, "-N "+chainDirect); ok && strings.HasSuffix(c, suffix) {
+			cs = append(cs, chainDirect+c)
+		}
+	}
+	return cs
+}
+
+// removeDirect deletes a sandbox's direct chains once nothing jumps to
+// them.
+func (f *iptablesFirewall) removeDirect(ctx context.Context, l Link) {
+	c := f.directChain(l)
+	for _, table := range []string{"filter", "nat"} {
+		if f.v4.run(ctx, "-t", table, "-S", c) != nil {
+			continue
+		}
+		_ = f.v4.run(ctx, "-t", table, "-F", c)
+		_ = f.v4.run(ctx, "-t", table, "-X", c)
 	}
 }

@@ -56,6 +56,9 @@ COMMIT
 *nat
 :PADDOCK-PRE-b845 - [0:0]
 -I PREROUTING 1 -i pdb845+ -j PADDOCK-PRE-b845
+:PADDOCK-POST-b845 - [0:0]
+-A PADDOCK-POST-b845 ! -o pdb845+ -j MASQUERADE
+-I POSTROUTING 1 -s 100.96.0.0/11 -j PADDOCK-POST-b845
 COMMIT
 `},
 		// A restart: each chain is emptied and gets its DROP back in the
@@ -68,6 +71,8 @@ COMMIT
 COMMIT
 *nat
 :PADDOCK-PRE-b845 - [0:0]
+:PADDOCK-POST-b845 - [0:0]
+-A PADDOCK-POST-b845 ! -o pdb845+ -j MASQUERADE
 COMMIT
 `},
 		{"v4 repair with nothing missing", f.v4, whole(f.v4), false, ""},
@@ -115,7 +120,7 @@ func TestIptablesRules(t *testing.T) {
 			}
 		}
 		s := strings.Join(r, " ")
-		if !strings.HasSuffix(s, "--comment paddock:bbb") || !strings.Contains(s, "-i pdb8451 ") {
+		if !strings.HasSuffix(s, "--comment paddock:bbb") || !strings.Contains(s, "-i pdb8451 ") && !strings.Contains(s, "-o pdb8451 -d 100.96.0.6/32 ") {
 			t.Errorf("rule not tied to the sandbox's veth and id: %s", s)
 		}
 		if strings.Contains(s, "-j ACCEPT") {
@@ -127,8 +132,12 @@ func TestIptablesRules(t *testing.T) {
 			}
 		}
 	}
-	if accepts != 2 || len(rules) != 5 {
-		t.Errorf("%d rules, %d accepts; want 5 and 2", len(rules), accepts)
+	if accepts != 2 || len(rules) != 8 {
+		t.Errorf("%d rules, %d accepts; want 8 and 2", len(rules), accepts)
+	}
+	// The jumps to the sandbox's direct chain are the only other verdicts.
+	if n := strings.Count(fmt.Sprint(rules), "-j PADDOCK-DIR-1-b845 "); n != 3 {
+		t.Errorf("%d jumps to the direct chain, want 3: %v", n, rules)
 	}
 }
 
@@ -221,8 +230,9 @@ func TestIptablesLifecycle(t *testing.T) {
 			hooks, rules         int
 		}{
 			{s4, "INPUT", f.chainIn, 2, 2*sandboxes + 1},
-			{s4, "FORWARD", f.chainFwd, 3, 1},
-			{s4, "PREROUTING", f.chainNAT, 1, 3 * sandboxes},
+			{s4, "FORWARD", f.chainFwd, 3, 2*sandboxes + 1},
+			{s4, "PREROUTING", f.chainNAT, 1, 4 * sandboxes},
+			{s4, "POSTROUTING", f.chainOut, 1, 1},
 			{s6, "INPUT", f.chainIn, 1, 1},
 			{s6, "FORWARD", f.chainFwd, 2, 1},
 		} {
@@ -234,7 +244,7 @@ func TestIptablesLifecycle(t *testing.T) {
 				t.Errorf("%s: %s has %d rules, want %d:\n%s", step, c.chain, len(rs), c.rules, strings.Join(rs, "\n"))
 				continue
 			}
-			if c.chain != f.chainNAT && rs[len(rs)-1] != "-A "+c.chain+" -j DROP" {
+			if c.chain != f.chainNAT && c.chain != f.chainOut && rs[len(rs)-1] != "-A "+c.chain+" -j DROP" {
 				t.Errorf("%s: %s does not end in DROP:\n%s", step, c.chain, strings.Join(rs, "\n"))
 			}
 		}

@@ -1,8 +1,9 @@
 // Package netns gives a networked sandbox its plumbing: a named network
 // namespace, a veth pair on a /30 carved from a range Paddock owns, and
 // host firewall rules (nftables or iptables) that let the sandbox reach only the
-// egress proxy and DNS resolver on its gateway address. Nothing is
-// forwarded: every byte out goes through the proxy.
+// egress proxy and DNS resolver on its gateway address, and, forwarded,
+// the destination prefixes its address rules allow (Link.Direct); nothing
+// else is forwarded.
 package netns
 
 import (
@@ -17,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +33,11 @@ const (
 	chainInput   = "PADDOCK-IN-"
 	chainForward = "PADDOCK-FWD-"
 	chainNAT     = "PADDOCK-PRE-"
-	nsDir        = "/run/netns"
+	chainPost    = "PADDOCK-POST-"
+	// chainDirect + a sandbox's veth name less "pd" (tag and index): its
+	// address rules, in filter and nat.
+	chainDirect = "PADDOCK-DIR-"
+	nsDir       = "/run/netns"
 )
 
 // Ports the sandbox may reach on its gateway; set by the egress package's
@@ -69,6 +75,10 @@ type Link struct {
 	// NetNS is the namespace's bind-mount path, for the runtime.
 	NetNS  string `json:"netns"`
 	HostIf string `json:"host_if"`
+	// Direct are the destination prefixes the sandbox reaches directly
+	// (forwarded, any port), disjoint; empty: none, and the host end of
+	// the veth does not forward.
+	Direct []netip.Prefix `json:"direct,omitempty"`
 }
 
 // Manager is safe for concurrent use.
@@ -290,8 +300,9 @@ func (m *Manager) linkFor(id string, idx int) Link {
 }
 
 // Setup creates (or restores after a restart) a sandbox's namespace, veth
-// and firewall rules. It is idempotent.
-func (m *Manager) Setup(ctx context.Context, id string) (Link, error) {
+// and firewall rules, with direct the destination prefixes it reaches
+// directly (disjoint). It is idempotent.
+func (m *Manager) Setup(ctx context.Context, id string, direct []netip.Prefix) (Link, error) {
 	if !idRE.MatchString(id) {
 		return Link{}, fmt.Errorf("netns: bad sandbox id %q", id)
 	}
@@ -304,8 +315,19 @@ func (m *Manager) Setup(ctx context.Context, id string) (Link, error) {
 			return Link{}, err
 		}
 		l = m.linkFor(id, idx)
-		b, _ := json.Marshal(l)
-		if err := os.WriteFile(m.recordPath(id), b, 0o600); err != nil {
+		l.Direct = direct
+		if err := m.writeRecord(l); err != nil {
+			return Link{}, err
+		}
+	}
+	if old := l.Direct; !slices.Equal(old, direct) {
+		// Recorded first: the firewall never holds rules no record names,
+		// so a teardown after a crash removes them all.
+		l.Direct = direct
+		if err := m.writeRecord(l); err != nil {
+			return Link{}, err
+		}
+		if err := m.fw.setDirect(ctx, l, old, m.links); err != nil {
 			return Link{}, err
 		}
 	}
@@ -354,7 +376,78 @@ func (m *Manager) plumb(ctx context.Context, l Link) error {
 			}
 		}
 	}
-	return m.fw.add(ctx, l, m.links)
+	if err := m.fw.add(ctx, l, m.links); err != nil {
+		return err
+	}
+	if len(l.Direct) == 0 {
+		return nil // left as the host has it (SetDirect turns it off)
+	}
+	return setForwarding(l)
+}
+
+// SetDirect replaces the destination prefixes a sandbox reaches directly;
+// open direct connections to a prefix no longer listed stop at once.
+func (m *Manager) SetDirect(ctx context.Context, id string, direct []netip.Prefix) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.Get(id)
+	if !ok {
+		return fmt.Errorf("netns: sandbox %s has no network record", id)
+	}
+	old := l.Direct
+	if slices.Equal(old, direct) {
+		return nil
+	}
+	l.Direct = direct
+	// Recorded before the firewall changes: the record always names
+	// every element the firewall may hold (old ones included, since
+	// setDirect removes them whether or not they are there).
+	if err := m.writeRecord(l); err != nil {
+		return err
+	}
+	if len(direct) > 0 {
+		if err := m.fw.setDirect(ctx, l, old, m.links); err != nil {
+			return err
+		}
+		return setForwarding(l)
+	}
+	// Forwarding off first, then the rules.
+	if err := setForwarding(l); err != nil {
+		return err
+	}
+	return m.fw.setDirect(ctx, l, old, m.links)
+}
+
+// setForwarding lets the host end of l's veth forward while l has address
+// rules, and turns forwarding off when they go: then a packet from the
+// sandbox is not forwarded even if a firewall rule went missing. A veth
+// that never had address rules keeps the host's default (the firewall
+// drops what it would forward).
+func setForwarding(l Link) error {
+	v := "0"
+	if len(l.Direct) > 0 {
+		v = "1"
+	}
+	path := filepath.Join("/proc/sys/net/ipv4/conf", l.HostIf, "forwarding")
+	if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+		if os.IsNotExist(err) {
+			return nil // no veth yet: set when it is made (plumb)
+		}
+		return fmt.Errorf("netns: forwarding on %s: %w", l.HostIf, err)
+	}
+	return nil
+}
+
+func (m *Manager) writeRecord(l Link) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	tmp := m.recordPath(l.ID) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, m.recordPath(l.ID))
 }
 
 // Teardown removes a sandbox's rules, veth, namespace and record.

@@ -47,7 +47,7 @@ func TestBadInput(t *testing.T) {
 	}
 	m := &Manager{opts: Options{Range: DefaultRange}}
 	for _, id := range []string{"", "../x", "ABC", "a b"} {
-		if _, err := m.Setup(context.Background(), id); err == nil {
+		if _, err := m.Setup(context.Background(), id, nil); err == nil {
 			t.Errorf("Setup(%q) accepted", id)
 		}
 		if err := m.Teardown(context.Background(), id); err == nil {

@@ -15,6 +15,8 @@ import (
 const (
 	nftFilterPriority = -10
 	nftNATPriority    = -110
+	// Source NAT of forwarded packets, just ahead of the host's own (100).
+	nftSNATPriority = 90
 )
 
 // nftFirewall keeps all of a daemon's rules in one table,
@@ -61,6 +63,9 @@ func (f *nftFirewall) script(links []Link) string {
 	fmt.Fprintf(&b, "table inet %s {\n", f.table)
 	b.WriteString("\tset allow {\n\t\ttype ifname . ipv4_addr . ipv4_addr . inet_proto . inet_service\n\t}\n")
 	b.WriteString("\tmap gateways {\n\t\ttype ifname : ipv4_addr\n\t}\n")
+	// Address rules: a sandbox's veth . its address . a destination
+	// prefix it may reach directly (forwarded, any port).
+	b.WriteString("\tset direct {\n\t\ttype ifname . ipv4_addr . ipv4_addr\n\t\tflags interval\n\t}\n")
 	// Packets from our interfaces, and packets to our range from any
 	// other (the host itself over lo, a LAN neighbour routing the range
 	// here), go to sandbox_in.
@@ -69,13 +74,21 @@ func (f *nftFirewall) script(links []Link) string {
 	// accepted; anything else, IPv6 included (ip saddr matches IPv4
 	// only), drops.
 	b.WriteString("\tchain sandbox_in {\n\t\tiifname . ip saddr . ip daddr . meta l4proto . th dport @allow accept\n\t\tdrop\n\t}\n")
-	fmt.Fprintf(&b, "\tchain forward {\n\t\ttype filter hook forward priority %d; policy accept;\n\t\tiifname \"%s*\" drop\n\t\toifname \"%s*\" drop\n\t\tip daddr %s drop\n\t}\n", nftFilterPriority, f.ifPrefix, f.ifPrefix, f.rng)
+	// Forwarded only: a sandbox's packets to a destination its address
+	// rules allow (looked up on every packet, so a removed rule stops an
+	// open connection too), and the replies of those connections.
+	fmt.Fprintf(&b, "\tchain forward {\n\t\ttype filter hook forward priority %d; policy accept;\n\t\tiifname . ip saddr . ip daddr @direct accept\n\t\tct direction reply oifname . ip daddr . ip saddr @direct accept\n\t\tiifname \"%s*\" drop\n\t\toifname \"%s*\" drop\n\t\tip daddr %s drop\n\t}\n", nftFilterPriority, f.ifPrefix, f.ifPrefix, f.rng)
+	// What is forwarded leaves with the host's address: the range is
+	// the daemon's own and nobody outside routes it back.
+	fmt.Fprintf(&b, "\tchain postrouting {\n\t\ttype nat hook postrouting priority %d; policy accept;\n\t\tip saddr %s oifname != \"%s*\" masquerade\n\t}\n", nftSNATPriority, f.rng, f.ifPrefix)
 	fmt.Fprintf(&b, "\tchain prerouting {\n\t\ttype nat hook prerouting priority %d; policy accept;\n\t\tiifname \"%s*\" jump sandbox_nat\n\t}\n", nftNATPriority, f.ifPrefix)
 	// Programs that ignore HTTP_PROXY and connect straight out on 80/443
 	// land on the transparent proxy; any DNS server they name is
 	// answered by Paddock's. An interface without a gateway element
 	// matches nothing here and its packets drop in sandbox_in.
-	fmt.Fprintf(&b, "\tchain sandbox_nat {\n\t\ttcp dport { 80, 443 } dnat ip to iifname map @gateways : %d\n\t\tmeta l4proto { tcp, udp } th dport 53 dnat ip to iifname map @gateways : %d\n\t}\n", p.Transparent, p.DNS)
+	// A destination an address rule allows is reached as addressed, any
+	// port, DNS included: no redirect.
+	fmt.Fprintf(&b, "\tchain sandbox_nat {\n\t\tiifname . ip saddr . ip daddr @direct accept\n\t\ttcp dport { 80, 443 } dnat ip to iifname map @gateways : %d\n\t\tmeta l4proto { tcp, udp } th dport 53 dnat ip to iifname map @gateways : %d\n\t}\n", p.Transparent, p.DNS)
 	b.WriteString("}\n")
 	for _, l := range links {
 		b.WriteString(f.elements("add", l))
@@ -103,8 +116,43 @@ func (f *nftFirewall) elements(op string, l Link) string {
 	if op == "add" {
 		gw += " : " + l.Gateway.String()
 	}
-	return fmt.Sprintf("%s element inet %s allow { %s }\n%s element inet %s gateways { %s }\n",
+	out := fmt.Sprintf("%s element inet %s allow { %s }\n%s element inet %s gateways { %s }\n",
 		op, f.table, strings.Join(allow, ", "), op, f.table, gw)
+	return out + f.directElements(op, l, l.Direct)
+}
+
+// directElements are the elements of a sandbox's address rules; direct
+// are disjoint prefixes (an interval set refuses overlapping elements).
+func (f *nftFirewall) directElements(op string, l Link, direct []netip.Prefix) string {
+	if len(direct) == 0 {
+		return ""
+	}
+	comment := ""
+	if op == "add" {
+		comment = fmt.Sprintf(" comment \"paddock:%s\"", l.ID)
+	}
+	els := make([]string, 0, len(direct))
+	for _, p := range direct {
+		els = append(els, fmt.Sprintf("%q . %s . %s%s", l.HostIf, l.Addr, p.Masked(), comment))
+	}
+	return fmt.Sprintf("%s element inet %s direct { %s }\n", op, f.table, strings.Join(els, ", "))
+}
+
+// setDirect replaces a sandbox's address rules (from old to l.Direct) in
+// one transaction; adding the old elements first makes deleting them
+// safe whether or not they are there.
+func (f *nftFirewall) setDirect(ctx context.Context, l Link, old []netip.Prefix, all func() []Link) error {
+	script := f.directElements("add", l, old) + f.directElements("delete", l, old) + f.directElements("add", l, l.Direct)
+	if script == "" {
+		return nil
+	}
+	if err := nft(ctx, script); err != nil {
+		// The set holds something the record does not say (or the table
+		// is gone): rebuild the table from every record, l's new rules
+		// included.
+		return nft(ctx, f.script(all()))
+	}
+	return nil
 }
 
 func (f *nftFirewall) reset(ctx context.Context) error { return nft(ctx, f.script(nil)) }

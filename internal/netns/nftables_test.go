@@ -16,9 +16,16 @@ func testLinks() []Link {
 	return []Link{m.linkFor("aaa", 0), m.linkFor("bbb", 1)}
 }
 
+// directLinks are testLinks with address rules on the second.
+func directLinks() []Link {
+	l := testLinks()
+	l[1].Direct = []netip.Prefix{netip.MustParsePrefix("198.19.0.0/30"), netip.MustParsePrefix("8.8.8.8/32")}
+	return l
+}
+
 func TestNftScript(t *testing.T) {
 	f := newNft("b845", DefaultRange, testPorts)
-	s := f.script(testLinks())
+	s := f.script(directLinks())
 	// Each line must appear, in this order: the table is replaced whole,
 	// base chains hook ahead of the host's own, only Paddock's interfaces
 	// are matched, and the policy ends in drop.
@@ -28,16 +35,22 @@ func TestNftScript(t *testing.T) {
 		"table inet paddock_b845 {",
 		"type ifname . ipv4_addr . ipv4_addr . inet_proto . inet_service",
 		"type ifname : ipv4_addr",
+		"type ifname . ipv4_addr . ipv4_addr\n\t\tflags interval",
 		"type filter hook input priority -10; policy accept;",
 		`iifname "pdb845*" jump sandbox_in`,
 		"ip daddr 100.96.0.0/11 jump sandbox_in",
 		"iifname . ip saddr . ip daddr . meta l4proto . th dport @allow accept\n\t\tdrop\n",
 		"type filter hook forward priority -10; policy accept;",
+		"iifname . ip saddr . ip daddr @direct accept",
+		"ct direction reply oifname . ip daddr . ip saddr @direct accept",
 		`iifname "pdb845*" drop`,
 		`oifname "pdb845*" drop`,
 		"ip daddr 100.96.0.0/11 drop",
+		"type nat hook postrouting priority 90; policy accept;",
+		`ip saddr 100.96.0.0/11 oifname != "pdb845*" masquerade`,
 		"type nat hook prerouting priority -110; policy accept;",
 		`iifname "pdb845*" jump sandbox_nat`,
+		"iifname . ip saddr . ip daddr @direct accept",
 		"tcp dport { 80, 443 } dnat ip to iifname map @gateways : 3129",
 		"meta l4proto { tcp, udp } th dport 53 dnat ip to iifname map @gateways : 53",
 		"}\nadd element inet paddock_b845 allow { ",
@@ -48,6 +61,7 @@ func TestNftScript(t *testing.T) {
 		`add element inet paddock_b845 gateways { "pdb8450" comment "paddock:aaa" : 100.96.0.1 }`,
 		`"pdb8451" . 100.96.0.6 . 100.96.0.5 . udp . 53 comment "paddock:bbb"`,
 		`add element inet paddock_b845 gateways { "pdb8451" comment "paddock:bbb" : 100.96.0.5 }`,
+		`add element inet paddock_b845 direct { "pdb8451" . 100.96.0.6 . 198.19.0.0/30 comment "paddock:bbb", "pdb8451" . 100.96.0.6 . 8.8.8.8/32 comment "paddock:bbb" }`,
 	}
 	rest := s
 	for _, w := range want {
@@ -57,11 +71,12 @@ func TestNftScript(t *testing.T) {
 		}
 		rest = rest[i+len(w):]
 	}
-	// Nothing accepts but the allow set; the only verdicts are the set's
-	// accept, jumps to our own chains, and drops.
+	// Nothing accepts but the allow and direct sets; the only verdicts
+	// are the sets' accepts, jumps to our own chains, masquerade and
+	// drops.
 	for _, line := range strings.Split(s, "\n") {
 		line = strings.TrimSpace(line)
-		if strings.Contains(line, "accept") && !strings.Contains(line, "policy accept;") && !strings.HasSuffix(line, "@allow accept") {
+		if strings.Contains(line, "accept") && !strings.Contains(line, "policy accept;") && !strings.HasSuffix(line, "@allow accept") && !strings.HasSuffix(line, "@direct accept") {
 			t.Errorf("unexpected accept: %q", line)
 		}
 	}
@@ -75,7 +90,7 @@ func TestNftScript(t *testing.T) {
 
 func TestNftElements(t *testing.T) {
 	f := newNft("b845", DefaultRange, testPorts)
-	l := testLinks()[1]
+	l := directLinks()[1]
 	tests := []struct {
 		op      string
 		want    []string
@@ -84,11 +99,13 @@ func TestNftElements(t *testing.T) {
 		{"add", []string{
 			`add element inet paddock_b845 allow { "pdb8451" . 100.96.0.6 . 100.96.0.5 . tcp . 3128 comment "paddock:bbb", `,
 			`add element inet paddock_b845 gateways { "pdb8451" comment "paddock:bbb" : 100.96.0.5 }`,
+			`add element inet paddock_b845 direct { "pdb8451" . 100.96.0.6 . 198.19.0.0/30 comment "paddock:bbb", `,
 		}, nil},
 		// A delete names keys only: no comment, no map value.
 		{"delete", []string{
 			`delete element inet paddock_b845 allow { "pdb8451" . 100.96.0.6 . 100.96.0.5 . tcp . 3128, `,
 			`delete element inet paddock_b845 gateways { "pdb8451" }`,
+			`delete element inet paddock_b845 direct { "pdb8451" . 100.96.0.6 . 198.19.0.0/30, "pdb8451" . 100.96.0.6 . 8.8.8.8/32 }`,
 		}, []string{"comment", ": 100.96.0.5"}},
 	}
 	for _, tt := range tests {
@@ -104,8 +121,8 @@ func TestNftElements(t *testing.T) {
 					t.Errorf("has %q:\n%s", w, s)
 				}
 			}
-			if got := strings.Count(s, "\n"); got != 2 {
-				t.Errorf("%d commands, want 2:\n%s", got, s)
+			if got := strings.Count(s, "\n"); got != 3 {
+				t.Errorf("%d commands, want 3:\n%s", got, s)
 			}
 		})
 	}
@@ -121,10 +138,12 @@ func TestNftScriptAccepted(t *testing.T) {
 		t.Skip("needs nft (Debian package nftables)")
 	}
 	f := newNft("fffe", DefaultRange, testPorts)
-	l := testLinks()
+	l := directLinks()
 	for name, s := range map[string]string{
 		"table":   f.script(l),
 		"element": f.script(nil) + f.elements("add", l[0]) + f.elements("delete", l[0]),
+		"direct":  f.script(nil) + f.elements("add", l[1]) + f.elements("delete", l[1]),
+		"change":  f.script(l) + f.directElements("add", l[1], l[1].Direct) + f.directElements("delete", l[1], l[1].Direct) + f.directElements("add", l[1], l[1].Direct[:1]),
 	} {
 		cmd := exec.Command("nft", "-c", "-f", "-")
 		cmd.Stdin = strings.NewReader(s)

@@ -357,6 +357,11 @@ func TestNetworkBadInput(t *testing.T) {
 		{[]string{"create", "--network", "wifi"}, "want none or egress"},
 		{[]string{"create", "--allow-host", "10.0.0.1"}, "is an IP address"},
 		{[]string{"create", "--allow-host", "a*b.example"}, "must be a whole label"},
+		{[]string{"create", "--allow-cidr", "2001:db8::1"}, "IPv6 is not supported"},
+		{[]string{"create", "--allow-cidr", "1.2.3.4/40"}, "not an IPv4 address or CIDR block"},
+		{[]string{"create", "--allow-cidr", "169.254.169.254"}, "never reachable"},
+		{[]string{"create", "--allow-cidr", "127.0.0.0/8"}, "never reachable"},
+		{[]string{"create", "--deny-cidr", "10.0.0.0/8", "--network", "none"}, "need --network egress"},
 		{[]string{"net", "allow", "nosuchbox", "example.com"}, "not found"},
 	}
 	for _, c := range cases {

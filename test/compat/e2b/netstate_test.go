@@ -52,6 +52,9 @@ type upstream struct {
 	// sandbox (network.httpsPorts).
 	tlsCert, tlsKey string
 	caPEM           string // the upstream's CA
+	// addr is the upstream's address, addr2 a second test host's; both
+	// answer HTTP on port 8080.
+	addr, addr2 string
 }
 
 func newUpstream(t *testing.T) *upstream {
@@ -74,6 +77,24 @@ func newUpstream(t *testing.T) *upstream {
 	})}
 	go plain.Serve(listenInNetns(t, ns, addr+":80"))
 	t.Cleanup(func() { plain.Close() })
+	// Address rules: the upstream and a second test host (the next /30 of
+	// the slot) answer on port 8080, which only a direct connection an
+	// address rule allows can reach.
+	ns2, hostIf2 := fmt.Sprintf("pcmp-up2-%d", s), fmt.Sprintf("pcmpup2-%d", s)
+	hostCIDR2, addr2, permit2 := fmt.Sprintf("198.19.%d.5/30", s), fmt.Sprintf("198.19.%d.6", s), fmt.Sprintf("198.19.%d.4/30", s)
+	testnet.NewHost(t, ns2, hostIf2, hostCIDR2, addr2)
+	for _, a := range []struct{ ns, addr string }{{ns, addr}, {ns2, addr2}} {
+		direct := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "direct to %s", a.addr)
+		})}
+		go direct.Serve(listenInNetns(t, a.ns, a.addr+":8080"))
+		t.Cleanup(func() { direct.Close() })
+	}
+	// Forwarded packets' replies come back in by the test hosts' veths,
+	// which forward only if the operator (here the test) says so.
+	for _, ifname := range []string{hostIf, hostIf2} {
+		setForwarding(t, ifname)
+	}
 
 	ca, caKey, caPEM := newCA(t, "E2B compat upstream root")
 	leaf := newLeaf(t, ca, caKey, upAPI)
@@ -103,10 +124,10 @@ func newUpstream(t *testing.T) *upstream {
 	u := &upstream{env: []string{
 		"PADDOCK_NETWORK_RANGE=" + rng,
 		fmt.Sprintf("PADDOCK_EGRESS_DNS_STATIC=%s=%s;%s=%s;%s=%s;%s=%s;%s=127.0.0.1", upAllowed, addr, upOther, addr, upDenied, addr, upAPI, addr, upLoopback),
-		"PADDOCK_EGRESS_PERMIT=" + permit,
+		"PADDOCK_EGRESS_PERMIT=" + permit + "," + permit2,
 		"PADDOCK_EGRESS_DNS_UPSTREAM=127.0.0.1:9", // names outside the static map resolve nowhere
 		"PADDOCK_EGRESS_UPSTREAM_CA=" + caFile,
-	}}
+	}, addr: addr, addr2: addr2}
 	self, selfKey, _ := newCA(t, "localhost")
 	keyDER, err := x509.MarshalECPrivateKey(selfKey)
 	if err != nil {
@@ -123,8 +144,24 @@ func (u *upstream) nodeEnv() []string {
 	return []string{
 		"E2B_COMPAT_ALLOWED=" + upAllowed, "E2B_COMPAT_OTHER=" + upOther, "E2B_COMPAT_DENIED=" + upDenied,
 		"E2B_COMPAT_API=" + upAPI, "E2B_COMPAT_LOOPBACK=" + upLoopback,
+		"E2B_COMPAT_ADDR=" + u.addr, "E2B_COMPAT_ADDR_OTHER=" + u.addr2,
 		"E2B_COMPAT_TLS_CERT=" + u.tlsCert, "E2B_COMPAT_TLS_KEY=" + u.tlsKey, "E2B_COMPAT_UPSTREAM_CA=" + u.caPEM,
 	}
+}
+
+// setForwarding turns IPv4 forwarding on for a test interface and back
+// off when the test ends.
+func setForwarding(t *testing.T, ifname string) {
+	t.Helper()
+	path := filepath.Join("/proc/sys/net/ipv4/conf", ifname, "forwarding")
+	old, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.WriteFile(path, old, 0o644) })
 }
 
 func newCA(t *testing.T, cn string) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {

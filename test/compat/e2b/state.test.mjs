@@ -16,6 +16,8 @@ const OTHER = env.E2B_COMPAT_OTHER
 const DENIED = env.E2B_COMPAT_DENIED
 const API = env.E2B_COMPAT_API
 const LOOPBACK = env.E2B_COMPAT_LOOPBACK
+const ADDR = env.E2B_COMPAT_ADDR
+const ADDR_OTHER = env.E2B_COMPAT_ADDR_OTHER
 const sandboxURL = new URL(env.E2B_SANDBOX_URL)
 const runID = `st${process.pid}${Date.now() % 100000}`
 const sha256 = (s) => createHash('sha256').update(s).digest('hex')
@@ -167,6 +169,28 @@ test('network: allowOut reaches a host, denyOut and everything else refused', as
   })
 })
 
+test('network: denyOut ALL_TRAFFIC and allowOut an address reach exactly that address', async () => {
+  await withSandbox('base', { network: { denyOut: [ALL_TRAFFIC], allowOut: [ADDR] } }, async (s) => {
+    // Directly (any port, past the proxy) and through the proxy alike.
+    assert.match(await fetchIn(s, `http://${ADDR}:8080/`, "--noproxy '*'"), new RegExp(`direct to ${ADDR} status=200`))
+    assert.match(await fetchIn(s, `http://${ADDR}:8080/`), new RegExp(`direct to ${ADDR} status=200`))
+    assert.match(await fetchIn(s, `http://${ADDR_OTHER}:8080/`, "--noproxy '*' --max-time 5"), /status=000.*exit=28/s)
+    assert.match(await fetchIn(s, `http://${ADDR_OTHER}:8080/`), /refused by rule direct-ip.*status=403/s)
+    assert.match(await fetchIn(s, `http://${ALLOWED}/`), /default-deny.*status=403/s)
+    const info = await s.getInfo()
+    assert.equal(info.allowInternetAccess, false)
+    assert.deepEqual(info.network.allowOut, [ADDR])
+    assert.deepEqual(info.network.denyOut, [ALL_TRAFFIC])
+
+    // At run time, a CIDR block for the other host, a deny for the first.
+    await s.updateNetwork({ allowOut: [`${ADDR_OTHER}/30`], denyOut: [ALL_TRAFFIC, ADDR] })
+    assert.match(await fetchIn(s, `http://${ADDR_OTHER}:8080/`, "--noproxy '*'"), /status=200/)
+    assert.match(await fetchIn(s, `http://${ADDR}:8080/`, "--noproxy '*' --max-time 5"), /status=000.*exit=28/s)
+    const after = await s.getInfo()
+    assert.deepEqual(after.network.denyOut, [ALL_TRAFFIC, ADDR])
+  })
+})
+
 test('network: allowInternetAccess reaches any name, never a forbidden address', async () => {
   await withSandbox('base', { allowInternetAccess: true, network: { denyOut: [DENIED] } }, async (s) => {
     for (const h of [ALLOWED, OTHER]) assert.match(await fetchIn(s, `http://${h}/`), /status=200/)
@@ -198,8 +222,10 @@ test('network: allowInternetAccess false, or nothing said, is no network', async
 
 test('network: what cannot be honoured is refused, naming the field', async () => {
   const cases = [
-    [{ network: { allowOut: ['8.8.8.8'] } }, /400: network.allowOut "8.8.8.8" is an IP address/],
-    [{ network: { denyOut: ['10.0.0.0/8'] } }, /400: network.denyOut "10.0.0.0\/8" is an IP address/],
+    [{ network: { allowOut: ['2001:db8::1'] } }, /400: network.allowOut: .*IPv6 is not supported/],
+    [{ network: { denyOut: ['1.2.3.4/33'] } }, /400: network.denyOut: .*not an IPv4 address or CIDR block/],
+    [{ network: { allowOut: ['169.254.169.254'] } }, /400: .*never reachable/],
+    [{ network: { allowOut: ['8.8.8.0/24'], denyOut: ['8.8.8.8'] } }, /400: .*overlap/],
     [{ network: { egressProxy: { address: 'proxy.example:1080' } } }, /400: network.egressProxy is not supported/],
     [{ network: { allowOut: [ALLOWED], denyOut: [ALLOWED] } }, /400: .*in both allowOut and denyOut/],
     [{ network: { rules: { '*': [{ transform: { headers: { A: 'b' } } }] } } }, /400: network.rules/],
