@@ -77,7 +77,9 @@ func ensureDebianImage(t *testing.T, name string) string {
 		dir = t.TempDir()
 	}
 	s := newTestStore(t, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	// Minutes on an idle machine; far longer on a busy one, where giving
+	// up would only waste what was downloaded and unpacked.
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	start := time.Now()
 	lines := 0
