@@ -3,6 +3,7 @@ package e2e
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddock-dev/paddock/api"
 )
@@ -14,6 +15,14 @@ import (
 // which they do on runc.
 func TestBuiltinImageTools(t *testing.T) {
 	d := startDaemon(t, daemonOpts{})
+	// Built here rather than by the first create, whose CLI call gives up
+	// after five minutes: a fresh machine builds both from Debian's
+	// packages (docs/images.md).
+	for _, img := range []string{"base", "code-interpreter"} {
+		if _, err := d.client.EnsureImage(ctxT(t, 30*time.Minute), img, nil); err != nil {
+			t.Fatalf("build the %s image: %v", img, err)
+		}
+	}
 	for _, rt := range []string{api.RuntimeRunc, api.RuntimeGVisor} {
 		t.Run(rt, func(t *testing.T) {
 			if rt == api.RuntimeGVisor {

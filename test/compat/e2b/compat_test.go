@@ -164,9 +164,9 @@ func TestE2BSDK(t *testing.T) {
 	d := startDaemon(t, up.env...)
 	key := d.e2bKey(t)
 	npmCI(t)
-	// The SDK's requests time out after 60 s; build the image first so the
-	// first create does not wait for Debian's packages.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// The SDK's requests time out after 60 s; build the images first so
+	// the first create does not wait for Debian's packages.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	for _, img := range []string{"base", "code-interpreter"} {
 		if _, err := d.client.EnsureImage(ctx, img, nil); err != nil {
@@ -269,7 +269,7 @@ func TestE2BCodeInterpreterCharts(t *testing.T) {
 	npmCI(t)
 	// The SDK's requests time out after 60 s; build the image first so the
 	// first create does not wait for Debian's packages.
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	if _, err := d.client.EnsureImage(ctx, "code-interpreter", nil); err != nil {
 		t.Fatalf("build the code-interpreter image: %v", err)
