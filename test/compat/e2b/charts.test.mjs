@@ -1,8 +1,9 @@
 // Charts and data frames through the unmodified `@e2b/code-interpreter`
 // SDK, run once per release named by E2B_CI_SDK (an npm alias in
 // package.json: `@e2b/code-interpreter` is the newest pinned release,
-// `code-interpreter-2-0` the oldest that works: the 1.x releases need an
-// `e2b` 1.x, which cannot be pointed at another API than E2B's). The sandbox is the SDK's
+// `code-interpreter-2-7`, 2.7.0, the oldest that works: earlier releases
+// send runCode to https://49999-<id>.<domain> whatever E2B_SANDBOX_URL says,
+// and the 1.x releases need an `e2b` 1.x, which reads neither variable). The sandbox is the SDK's
 // default template, code-interpreter-v1, which is Paddock's
 // code-interpreter image (numpy, pandas and matplotlib from Debian).
 // compat_test.go starts the daemon and sets E2B_API_URL, E2B_SANDBOX_URL

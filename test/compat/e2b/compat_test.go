@@ -257,9 +257,10 @@ func TestE2BConformance(t *testing.T) {
 }
 
 // TestE2BCodeInterpreterCharts runs charts.test.mjs against the oldest
-// `@e2b/code-interpreter` release that works here (2.0.0: the 1.x releases
-// need an `e2b` 1.x, which reads neither E2B_API_URL nor E2B_SANDBOX_URL)
-// and the newest pinned one
+// `@e2b/code-interpreter` release that works here (2.7.0: earlier ones
+// send runCode to https://49999-<id>.<domain> whatever E2B_SANDBOX_URL
+// says, and the 1.x releases need an `e2b` 1.x, which reads neither
+// E2B_API_URL nor E2B_SANDBOX_URL) and the newest pinned one
 // (npm aliases in package.json): matplotlib charts come back as PNG and
 // DataFrames as text and HTML, from the SDK's default template.
 func TestE2BCodeInterpreterCharts(t *testing.T) {
@@ -274,7 +275,7 @@ func TestE2BCodeInterpreterCharts(t *testing.T) {
 	if _, err := d.client.EnsureImage(ctx, "code-interpreter", nil); err != nil {
 		t.Fatalf("build the code-interpreter image: %v", err)
 	}
-	for _, sdk := range []string{"code-interpreter-2-0", "@e2b/code-interpreter"} {
+	for _, sdk := range []string{"code-interpreter-2-7", "@e2b/code-interpreter"} {
 		t.Run(sdk, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 			defer cancel()
