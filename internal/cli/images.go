@@ -38,7 +38,7 @@ func newImagesCmd(g *globals) *cobra.Command {
 	}
 	build := &cobra.Command{
 		Use:   "build NAME",
-		Short: "Build an image (base, busybox, ...), printing progress as it goes",
+		Short: "Build an image (base, busybox, code-interpreter), printing progress as it goes",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()

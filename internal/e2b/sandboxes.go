@@ -12,6 +12,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/image"
 )
 
 // Labels Paddock keeps on sandboxes created through the facade. Metadata
@@ -37,11 +38,12 @@ const (
 
 // templateImages maps E2B's template names to the Paddock images that
 // stand in for them. E2B's code-interpreter template is a Debian with
-// Python and a Jupyter server on port 49999; Paddock's base image has
-// python3, and the daemon serves that port from its code contexts.
+// Python, numpy, pandas and matplotlib and a Jupyter server on port 49999;
+// Paddock's code-interpreter image has the packages, and the daemon serves
+// that port from its code contexts.
 var templateImages = map[string]string{
-	"code-interpreter-v1": defaultImage,
-	"code-interpreter":    defaultImage,
+	"code-interpreter-v1": image.NameCodeInterpreter,
+	"code-interpreter":    image.NameCodeInterpreter,
 }
 
 // E2B's two sandbox states.

@@ -3,6 +3,8 @@ package image
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,12 +23,29 @@ import (
 )
 
 // basePackages are installed on top of Debian's minbase variant: a shell,
-// the usual text tools, Python and git for agents, curl with CA
-// certificates for HTTPS, ps/top and ip for looking around. Nothing else,
-// to keep the image small and quick to build.
+// the usual text tools, Python with pip and venv (and `python` naming
+// python3), git, curl and wget with CA certificates for HTTPS, ps/top and
+// ip for looking around, and sudo for the default user. With E2B's base
+// template in mind, the tools it installs that Debian packages: a C
+// compiler and make (build-essential, for pip packages built from source),
+// util-linux and GitHub's gh. Recommends are never installed (mmdebstrap's
+// default), which keeps the image to what is named here and its
+// dependencies.
 var basePackages = []string{
 	"bash", "coreutils", "procps", "python3", "git", "curl", "ca-certificates",
 	"less", "findutils", "grep", "sed", "tar", "gzip", "xz-utils", "iproute2",
+	"sudo", "python-is-python3", "python3-pip", "python3-venv", "util-linux",
+	"build-essential", "gh", "wget", "unzip",
+}
+
+// codeInterpreterPackages are added to basePackages for the code-interpreter
+// image: what E2B's code-interpreter template offers for data work and
+// charts, from Debian's packages (pip would need PyPI at run time).
+// python3-munkres satisfies fonttools' "scipy or munkres" dependency with a
+// small package: apt would otherwise take scipy, and with it a compiler
+// toolchain for Python (pythran, boost, OpenBLAS headers), some 350 MB.
+var codeInterpreterPackages = []string{
+	"python3-numpy", "python3-pandas", "python3-matplotlib", "python3-munkres",
 }
 
 // baseDpkgOpts drop manuals and documentation (but not licences) from the
@@ -39,10 +59,57 @@ var baseDpkgOpts = []string{
 }
 
 // baseHooks run in the finished chroot. The user gets fixed ids so files
-// it writes map to the same owner on every host.
+// it writes map to the same owner on every host, and may use sudo without
+// a password, as E2B's default user may: the sandbox is the boundary, not
+// root inside it.
 var baseHooks = []string{
 	`chroot "$1" groupadd --gid 1000 user`,
 	`chroot "$1" useradd --uid 1000 --gid 1000 --create-home --home-dir /home/user --shell /bin/bash --comment user user`,
+	`chroot "$1" sh -c 'echo "user ALL=(ALL:ALL) NOPASSWD: ALL" > /etc/sudoers.d/user && chmod 0440 /etc/sudoers.d/user && visudo -c -q'`,
+}
+
+// codeInterpreterHooks build matplotlib's font cache as the user, once,
+// rather than in every sandbox's first plot (seconds of CPU each time).
+var codeInterpreterHooks = []string{
+	`chroot "$1" runuser -u user -- env HOME=/home/user MPLBACKEND=Agg python3 -c 'import matplotlib.pyplot'`,
+}
+
+// debianImage is the definition of an image mmdebstrap builds: minbase
+// with these packages, then baseHooks and its own hooks.
+type debianImage struct {
+	name     string
+	packages []string
+	hooks    []string
+}
+
+// debianImages are the built-in images made from Debian's packages.
+var debianImages = []debianImage{
+	{name: NameBase, packages: basePackages},
+	{
+		name:     NameCodeInterpreter,
+		packages: append(slices.Clip(basePackages), codeInterpreterPackages...),
+		hooks:    codeInterpreterHooks,
+	},
+}
+
+// debianRecipeVersion changes whenever what a Debian image is made of
+// changes in a way its package list does not show (finishBase, say).
+const debianRecipeVersion = 2
+
+// recipe is a digest of everything an image is built from, kept in its
+// record: a store holding an image built from another definition (an
+// older Paddock, a cache shared between versions) builds it again rather
+// than hand out an image that lacks what this version promises.
+func (d debianImage) recipe(suite string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "debian %d\nsuite %s\n", debianRecipeVersion, suite)
+	for _, part := range [][]string{d.packages, baseDpkgOpts, baseHooks, d.hooks} {
+		for _, v := range part {
+			fmt.Fprintf(h, "%q\n", v)
+		}
+		h.Write([]byte("--\n"))
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // defaultSourceDateEpoch (2024-01-01) clamps file times when the
@@ -83,7 +150,7 @@ func sourceDateEpoch() int64 {
 	return defaultSourceDateEpoch
 }
 
-func (s *Store) baseArgs(rootfs string) []string {
+func (s *Store) debianArgs(d debianImage, rootfs string) []string {
 	args := []string{
 		"--mode=root",
 		"--variant=minbase",
@@ -91,29 +158,36 @@ func (s *Store) baseArgs(rootfs string) []string {
 		// Every apt and dpkg step as a line of its own, so a long build
 		// is seen to move and a failure shows what it was doing.
 		"--verbose",
-		"--include=" + strings.Join(basePackages, ","),
+		"--include=" + strings.Join(d.packages, ","),
 	}
 	for _, o := range baseDpkgOpts {
 		args = append(args, "--dpkgopt="+o)
 	}
-	for _, h := range baseHooks {
+	for _, h := range append(slices.Clip(baseHooks), d.hooks...) {
 		args = append(args, "--customize-hook="+h)
 	}
 	return append(args, s.suite, rootfs, s.mirror)
 }
 
-// buildBase runs mmdebstrap into rootfs, streaming its output to progress.
-func (s *Store) buildBase(ctx context.Context, rootfs string, progress Progress) error {
+// debianBuilder returns the builder of d.
+func (s *Store) debianBuilder(d debianImage) builderFunc {
+	return func(ctx context.Context, rootfs string, progress Progress) error {
+		return s.buildDebian(ctx, d, rootfs, progress)
+	}
+}
+
+// buildDebian runs mmdebstrap into rootfs, streaming its output to progress.
+func (s *Store) buildDebian(ctx context.Context, d debianImage, rootfs string, progress Progress) error {
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("base image: building it needs root (mmdebstrap --mode=root): %w", errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("%s image: building it needs root (mmdebstrap --mode=root): %w", d.name, errdefs.ErrFailedPrecondition)
 	}
 	bin, err := exec.LookPath("mmdebstrap")
 	if err != nil {
-		return fmt.Errorf("base image: mmdebstrap is not installed: %w", errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("%s image: mmdebstrap is not installed: %w", d.name, errdefs.ErrFailedPrecondition)
 	}
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		return fmt.Errorf("base image: unshare (util-linux) is not installed: %w", errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("%s image: unshare (util-linux) is not installed: %w", d.name, errdefs.ErrFailedPrecondition)
 	}
 	// mmdebstrap runs as the first process of a PID namespace of its own,
 	// in a mount namespace of its own, so nothing of a build outlives the
@@ -124,7 +198,7 @@ func (s *Store) buildBase(ctx context.Context, rootfs string, progress Progress)
 	// private mount namespace and vanish with its last process; the host
 	// never sees them.
 	args := append([]string{"--mount", "--propagation", "private", "--pid", "--fork", "--kill-child=SIGKILL", "--", bin},
-		s.baseArgs(rootfs)...)
+		s.debianArgs(d, rootfs)...)
 	cmd := exec.CommandContext(ctx, unshare, args...)
 	cmd.Env = append(os.Environ(),
 		"SOURCE_DATE_EPOCH="+strconv.FormatInt(sourceDateEpoch(), 10),
@@ -148,7 +222,7 @@ func (s *Store) buildBase(ctx context.Context, rootfs string, progress Progress)
 
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("base image: %w", err)
+		return fmt.Errorf("%s image: %w", d.name, err)
 	}
 	defer pr.Close()
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -156,7 +230,7 @@ func (s *Store) buildBase(ctx context.Context, rootfs string, progress Progress)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		pw.Close()
-		return fmt.Errorf("base image: starting mmdebstrap: %w", err)
+		return fmt.Errorf("%s image: starting mmdebstrap: %w", d.name, err)
 	}
 	pw.Close()
 
@@ -184,13 +258,16 @@ func (s *Store) buildBase(ctx context.Context, rootfs string, progress Progress)
 	}
 	if werr != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("base image: build stopped: %w", ctx.Err())
+			return fmt.Errorf("%s image: build stopped: %w", d.name, ctx.Err())
 		}
-		return fmt.Errorf("base image: mmdebstrap failed (%v); its last output:\n%s\n%w",
+		return fmt.Errorf("%s image: mmdebstrap failed (%v); its last output:\n%s\n%w", d.name,
 			werr, strings.Join(tail.lines(), "\n"), errdefs.ErrUnavailable)
 	}
 	progress(fmt.Sprintf("mmdebstrap finished in %s", time.Since(start).Round(100*time.Millisecond)))
-	return finishBase(rootfs)
+	if err := finishBase(rootfs); err != nil {
+		return fmt.Errorf("%s image: %w", d.name, err)
+	}
+	return nil
 }
 
 // finishBase replaces files mmdebstrap copies from the build host: the
@@ -203,17 +280,17 @@ func finishBase(rootfs string) error {
 	}
 	etc := filepath.Join(rootfs, "etc")
 	if info, err := os.Lstat(etc); err != nil || !info.IsDir() {
-		return fmt.Errorf("base image: /etc is missing or not a directory")
+		return errors.New("/etc is missing or not a directory")
 	}
 	for _, f := range files {
 		p := filepath.Join(rootfs, f.path)
 		// Remove does not follow a final symlink, and the exclusive create
 		// below refuses one, so nothing outside the rootfs is written.
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("base image: %w", err)
+			return err
 		}
 		if err := writeFileExact(p, []byte(f.body), 0o644); err != nil {
-			return fmt.Errorf("base image: %w", err)
+			return err
 		}
 	}
 	return nil

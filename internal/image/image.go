@@ -7,7 +7,7 @@ import "time"
 
 // Image is one stored image.
 type Image struct {
-	Name      string   // "base", "busybox"
+	Name      string   // "base", "busybox", "code-interpreter"
 	Digest    string   // "sha256:<hex>" of the layer's canonical tar
 	Layers    []string // host dirs, lowest first, read-only
 	SizeBytes int64

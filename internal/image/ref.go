@@ -11,6 +11,9 @@ const (
 	NameBase = "base"
 	// NameBusybox is the small image made from busybox-static.
 	NameBusybox = "busybox"
+	// NameCodeInterpreter is base with numpy, pandas and matplotlib, the
+	// image of E2B's code-interpreter template.
+	NameCodeInterpreter = "code-interpreter"
 
 	digestPrefix = "sha256:"
 	digestHexLen = 64
@@ -21,7 +24,7 @@ const (
 
 // Builtin returns the names of the images this store can build, the
 // default first.
-func Builtin() []string { return []string{NameBase, NameBusybox} }
+func Builtin() []string { return []string{NameBase, NameBusybox, NameCodeInterpreter} }
 
 func isBuiltin(name string) bool {
 	for _, n := range Builtin() {

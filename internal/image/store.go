@@ -64,6 +64,10 @@ type Store struct {
 	// builders maps each builtin name to the function that fills a fresh
 	// rootfs directory. Tests replace entries to observe builds.
 	builders map[string]builderFunc
+	// recipes maps a builtin name to the digest of its definition (base.go),
+	// recorded with each build: an image recorded with another is stale.
+	// Builtins without an entry (busybox) are never stale.
+	recipes map[string]string
 
 	mu      sync.Mutex
 	flights map[string]*flight
@@ -85,6 +89,8 @@ type refFile struct {
 	Digest    string    `json:"digest"`
 	CreatedAt time.Time `json:"created_at"`
 	Size      int64     `json:"size"`
+	// Recipe is the definition the image was built from (Store.recipes).
+	Recipe string `json:"recipe,omitempty"`
 }
 
 // New opens (creating if needed) the store in opts.Dir and removes what
@@ -132,9 +138,11 @@ func New(opts Options) (*Store, error) {
 	if err := validateSuite(s.suite); err != nil {
 		return nil, err
 	}
-	s.builders = map[string]builderFunc{
-		NameBusybox: s.buildBusybox,
-		NameBase:    s.buildBase,
+	s.builders = map[string]builderFunc{NameBusybox: s.buildBusybox}
+	s.recipes = make(map[string]string)
+	for _, d := range debianImages {
+		s.builders[d.name] = s.debianBuilder(d)
+		s.recipes[d.name] = d.recipe(s.suite)
 	}
 	for _, d := range []string{s.layersDir(), s.refsDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -195,6 +203,11 @@ func (s *Store) resolveName(name string) (*Image, error) {
 	}
 	if !dirExists(s.layerPath(rf.Digest)) {
 		return nil, errdefs.NotFound("image %q points at layer %s, which is missing; build it again", name, rf.Digest)
+	}
+	if rf.Recipe != s.recipes[name] {
+		// Sandboxes already on it keep it (they pin the digest); new ones
+		// get the image this version defines.
+		return nil, errdefs.NotFound("image %q was built from another definition of it; build it again", name)
 	}
 	return s.image(rf), nil
 }
@@ -371,7 +384,7 @@ func (s *Store) commit(ctx context.Context, name, work string) (*Image, error) {
 	} else if err := syncDir(s.layersDir()); err != nil {
 		return nil, fmt.Errorf("image %q: sync: %w", name, err)
 	}
-	rf := refFile{Name: name, Digest: sum.Digest, CreatedAt: time.Now().UTC().Truncate(time.Second), Size: sum.Size}
+	rf := refFile{Name: name, Digest: sum.Digest, CreatedAt: time.Now().UTC().Truncate(time.Second), Size: sum.Size, Recipe: s.recipes[name]}
 	if err := s.writeRef(rf); err != nil {
 		return nil, fmt.Errorf("image %q: %w", name, err)
 	}

@@ -1,12 +1,21 @@
 # Paddock code-context driver for Python. Requests arrive as JSON lines on
 # fd 3 and replies leave as JSON lines on fd 4, so nothing the user's code
 # prints on stdout or stderr can be taken for a control message.
-import ast, base64, json, linecache, os, sys, traceback
+import ast, base64, json, linecache, os, sys, traceback, warnings
 
 _ctl_in = os.fdopen(3, "rb")
 _ctl_out = os.fdopen(4, "wb", buffering=0)
 _MAX_REPR = 1 << 20
 _ns = {"__name__": "__main__", "__builtins__": __builtins__}
+
+# Figures are drawn with Agg (MPLBACKEND) and sent after each run, so
+# plt.show() shows them, as a notebook's inline backend does; its warning
+# that Agg cannot show a window is noise here.
+warnings.filterwarnings(
+    "ignore",
+    message=r"(Matplotlib is currently using agg|FigureCanvasAgg is non-interactive)",
+    category=UserWarning,
+)
 
 
 def _send(msg):
@@ -18,7 +27,29 @@ def _readline():
     return line or None
 
 
+def _figure_data(fig):
+    # A figure as a notebook shows it: PNG (and SVG), with its repr.
+    import io
+    data = {"text/plain": repr(fig)}
+    for fmt, mime in (("png", "image/png"), ("svg", "image/svg+xml")):
+        b = io.BytesIO()
+        try:
+            fig.savefig(b, format=fmt, bbox_inches="tight")
+        except Exception:
+            continue
+        raw = b.getvalue()
+        data[mime] = base64.b64encode(raw).decode() if fmt == "png" else raw.decode("utf-8", "replace")
+    return data
+
+
+def _is_figure(value):
+    figure = sys.modules.get("matplotlib.figure")
+    return figure is not None and isinstance(value, figure.Figure)
+
+
 def _bundle(value):
+    if _is_figure(value):
+        return _bounded(_figure_data(value))
     data = {}
     for meth, mime, binary in (
         ("_repr_png_", "image/png", True),
@@ -50,6 +81,10 @@ def _bundle(value):
         data["text/plain"] = repr(value)
     except Exception as e:
         data["text/plain"] = "<repr failed: %s>" % type(e).__name__
+    return _bounded(data)
+
+
+def _bounded(data):
     # Each reply is one line the agent bounds; a huge value is cut, not
     # allowed to break the channel.
     for k in list(data):
@@ -61,25 +96,17 @@ def _bundle(value):
     return data
 
 
-def _figures():
+def _figures(shown):
     # Only when the code itself loaded pyplot: importing matplotlib here
-    # would slow every run and change the namespace's behaviour.
+    # would slow every run and change the namespace's behaviour. A figure
+    # that was the run's value has been sent already.
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return
-    import io
     for num in list(plt.get_fignums()):
         fig = plt.figure(num)
-        data = {"text/plain": repr(fig)}
-        for fmt, mime in (("png", "image/png"), ("svg", "image/svg+xml")):
-            b = io.BytesIO()
-            try:
-                fig.savefig(b, format=fmt, bbox_inches="tight")
-            except Exception:
-                continue
-            raw = b.getvalue()
-            data[mime] = base64.b64encode(raw).decode() if fmt == "png" else raw.decode("utf-8", "replace")
-        _send({"type": "result", "data": data, "main": False})
+        if fig is not shown:
+            _send({"type": "result", "data": _bounded(_figure_data(fig)), "main": False})
     plt.close("all")
 
 
@@ -106,6 +133,8 @@ def _run(code, n):
         if value is not None:
             _ns["_"] = value
             _send({"type": "result", "data": _bundle(value), "main": True})
+            return value
+    return None
 
 
 def _set_env(env):
@@ -136,10 +165,11 @@ def _main():
         try:
             req = json.loads(line)
             status = "ok"
+            shown = None
             saved = _set_env(req.get("env") or {})
             try:
                 try:
-                    _run(req["code"], req.get("n", 0))
+                    shown = _run(req["code"], req.get("n", 0))
                 except SystemExit as e:
                     _error(e)
                     status = "error"
@@ -147,7 +177,7 @@ def _main():
                     _error(e)
                     status = "error"
                 try:
-                    _figures()
+                    _figures(shown)
                 except Exception:
                     pass
             finally:

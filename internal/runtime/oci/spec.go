@@ -79,7 +79,11 @@ func (r *Runtime) buildSpec(spec runtime.Spec, p bundlePaths) *specs.Spec {
 				Effective: caps,
 				Permitted: caps,
 			},
-			NoNewPrivileges: true,
+			// Setuid programs work, so the default user has sudo as on
+			// E2B: root in a sandbox is no more than the user there
+			// (docs/security.md), and a setuid program gains at most the
+			// capabilities above, which bound every process of the sandbox.
+			NoNewPrivileges: false,
 			Rlimits: []specs.POSIXRlimit{
 				{Type: "RLIMIT_NOFILE", Soft: nofile, Hard: nofile},
 				{Type: "RLIMIT_CORE", Soft: 0, Hard: 0},

@@ -42,7 +42,7 @@ func TestBuildSpec(t *testing.T) {
 		if !slices.Contains(s.Process.Env, "A=1") || !slices.ContainsFunc(s.Process.Env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
 			t.Errorf("env = %v, want A=1 and a PATH", s.Process.Env)
 		}
-		if s.Hostname != "abc123" || s.Root.Path != "/r/rootfs" || s.Root.Readonly || !s.Process.NoNewPrivileges {
+		if s.Hostname != "abc123" || s.Root.Path != "/r/rootfs" || s.Root.Readonly || s.Process.NoNewPrivileges {
 			t.Errorf("hostname %q root %+v nnp %v", s.Hostname, s.Root, s.Process.NoNewPrivileges)
 		}
 		if host.lowerOOMScore && (s.Process.OOMScoreAdj == nil || *s.Process.OOMScoreAdj != agentOOMScoreAdj) {

@@ -164,12 +164,14 @@ func TestE2BSDK(t *testing.T) {
 	d := startDaemon(t, up.env...)
 	key := d.e2bKey(t)
 	npmCI(t)
-	// The SDK's requests time out after 60 s; build the image first so the
-	// first create does not wait for Debian's packages.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// The SDK's requests time out after 60 s; build the images first so
+	// the first create does not wait for Debian's packages.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	if _, err := d.client.EnsureImage(ctx, "base", nil); err != nil {
-		t.Fatalf("build the base image: %v", err)
+	for _, img := range []string{"base", "code-interpreter"} {
+		if _, err := d.client.EnsureImage(ctx, img, nil); err != nil {
+			t.Fatalf("build the %s image: %v", img, err)
+		}
 	}
 
 	t.Run("suite", func(t *testing.T) {
@@ -250,6 +252,40 @@ func TestE2BConformance(t *testing.T) {
 			t.Logf("node --test (%s):\n%s", sdk, out)
 			if err != nil {
 				t.Fatalf("the conformance suite failed with %s: %v", sdk, err)
+			}
+		})
+	}
+}
+
+// TestE2BCodeInterpreterCharts runs charts.test.mjs against the oldest
+// `@e2b/code-interpreter` release that works here (2.7.0: earlier ones
+// send runCode to https://49999-<id>.<domain> whatever E2B_SANDBOX_URL
+// says, and the 1.x releases need an `e2b` 1.x, which reads neither
+// E2B_API_URL nor E2B_SANDBOX_URL) and the newest pinned one
+// (npm aliases in package.json): matplotlib charts come back as PNG and
+// DataFrames as text and HTML, from the SDK's default template.
+func TestE2BCodeInterpreterCharts(t *testing.T) {
+	requireTools(t)
+	d := startDaemon(t)
+	key := d.e2bKey(t)
+	npmCI(t)
+	// The SDK's requests time out after 60 s; build the image first so the
+	// first create does not wait for Debian's packages.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	if _, err := d.client.EnsureImage(ctx, "code-interpreter", nil); err != nil {
+		t.Fatalf("build the code-interpreter image: %v", err)
+	}
+	for _, sdk := range []string{"code-interpreter-2-7", "@e2b/code-interpreter"} {
+		t.Run(sdk, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "charts.test.mjs")
+			cmd.Env = append(append(os.Environ(), d.e2bEnv(key)...), "E2B_CI_SDK="+sdk)
+			out, err := cmd.CombinedOutput()
+			t.Logf("node --test (%s):\n%s", sdk, out)
+			if err != nil {
+				t.Fatalf("the charts suite failed with %s: %v", sdk, err)
 			}
 		})
 	}
