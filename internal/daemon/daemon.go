@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/e2b"
@@ -158,6 +159,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	go ctrl.RunPools(ctx)          // warm pools: refill, stale replacement, cooldown
 
 	bodies := httpbody.NewBudget(cfg.RequestBodyMemory) // one budget for every listener
+	// Each API key's bodies hold at most half of it together, so one
+	// tenant cannot take it all from the others; the unix socket's
+	// operator is bounded by the whole budget only.
+	bodies.SetShares(bodyShareKey, 0)
 	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCPSocket: cfg.Socket, Bodies: bodies})
 	apiGate.open(srv.Handler(false))
 	if cfg.Listen != "" {
@@ -256,4 +261,13 @@ func lockStateDir(dir string) (func(), error) {
 		return nil, fmt.Errorf("state directory %s is in use by another paddock daemon", dir)
 	}
 	return func() { f.Close() }, nil
+}
+
+// bodyShareKey names the caller whose share of the request body budget a
+// request counts against: its API key, or "" for the operator.
+func bodyShareKey(ctx context.Context) string {
+	if c := controller.Caller(ctx); c != api.CallerLocal {
+		return c
+	}
+	return ""
 }

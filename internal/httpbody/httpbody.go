@@ -9,7 +9,9 @@
 // budget is taken before reading: a declared length at once, an
 // undeclared one as the bytes arrive. A request that cannot get its share
 // within MaxWait is refused as unavailable (503) rather than queued
-// without end.
+// without end. With shares (SetShares), each caller also holds at most its
+// share of the budget, so one tenant's bodies cannot take all of it from
+// the others.
 package httpbody
 
 import (
@@ -20,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -41,6 +44,82 @@ type Budget struct {
 	size int64
 	sem  *semaphore.Weighted
 	wait time.Duration
+
+	// Per-caller shares (SetShares): keyOf names a request's caller, ""
+	// for one whose bodies count against the whole budget only.
+	keyOf func(context.Context) string
+	share int64
+	mu    sync.Mutex
+	keys  map[string]*keyShare
+}
+
+// keyShare is what one caller's open bodies hold of its share; it lives
+// while any of them is open.
+type keyShare struct {
+	key   string
+	sem   *semaphore.Weighted
+	users int
+}
+
+// SetShares bounds what the bodies of one caller hold together to share
+// bytes (at most the budget; half of it if share <= 0). keyOf names the
+// caller of a request's context, "" for a caller not bounded this way (the
+// daemon's operator). Call it before the budget is used.
+func (b *Budget) SetShares(keyOf func(context.Context) string, share int64) {
+	if share <= 0 || share > b.size {
+		share = b.size / 2
+	}
+	b.keyOf, b.share, b.keys = keyOf, share, map[string]*keyShare{}
+}
+
+// Share is what one caller's bodies may hold together, or the whole
+// budget without shares.
+func (b *Budget) Share() int64 {
+	if b.keyOf == nil {
+		return b.size
+	}
+	return b.share
+}
+
+// join returns ctx's caller's share, counting one more open body, or nil
+// when the caller is not bounded by a share.
+func (b *Budget) join(ctx context.Context) *keyShare {
+	if b.keyOf == nil {
+		return nil
+	}
+	key := b.keyOf(ctx)
+	if key == "" {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ks := b.keys[key]
+	if ks == nil {
+		ks = &keyShare{key: key, sem: semaphore.NewWeighted(b.share)}
+		b.keys[key] = ks
+	}
+	ks.users++
+	return ks
+}
+
+// leave undoes join once its body holds nothing.
+func (b *Budget) leave(ks *keyShare) {
+	if ks == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ks.users--; ks.users == 0 {
+		delete(b.keys, ks.key)
+	}
+}
+
+// capacity is the most one body of ks's caller may hold at once.
+func (b *Budget) capacity(ks *keyShare) int64 {
+	if ks != nil {
+		return b.share
+	}
+	return b.size
 }
 
 // NewBudget returns a budget of size bytes (DefaultBudget if size <= 0).
@@ -84,29 +163,65 @@ func Drain(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxDrain))
 }
 
-// acquire takes n bytes of the budget, waiting at most b.wait.
-func (b *Budget) acquire(ctx context.Context, n int64) error {
+// acquire takes n bytes of ks's share (when ks is not nil), then of the
+// budget, waiting at most b.wait for both together.
+func (b *Budget) acquire(ctx context.Context, ks *keyShare, n int64) error {
 	if n <= 0 {
 		return nil
 	}
-	if b.sem.TryAcquire(n) {
-		return nil
-	}
-	wctx, cancel := context.WithTimeout(ctx, b.wait)
-	defer cancel()
-	if err := b.sem.Acquire(wctx, n); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	var (
+		wctx   context.Context
+		cancel context.CancelFunc
+	)
+	wait := func() context.Context {
+		if wctx == nil {
+			wctx, cancel = context.WithTimeout(ctx, b.wait)
 		}
-		return fmt.Errorf("the daemon is holding %d MiB of request bodies, its limit; retry in a moment: %w", b.size>>20, errdefs.ErrUnavailable)
+		return wctx
+	}
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
+	if ks != nil && !ks.sem.TryAcquire(n) {
+		if err := ks.sem.Acquire(wait(), n); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("this caller's request bodies hold %d MiB, its share of the daemon's %d MiB; retry in a moment: %w", b.share>>20, b.size>>20, errdefs.ErrUnavailable)
+		}
+	}
+	if !b.sem.TryAcquire(n) {
+		if err := b.sem.Acquire(wait(), n); err != nil {
+			if ks != nil {
+				ks.sem.Release(n)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("the daemon is holding %d MiB of request bodies, its limit; retry in a moment: %w", b.size>>20, errdefs.ErrUnavailable)
+		}
 	}
 	return nil
+}
+
+// release gives n bytes back to the budget and to ks's share.
+func (b *Budget) release(ks *keyShare, n int64) {
+	if n <= 0 {
+		return
+	}
+	b.sem.Release(n)
+	if ks != nil {
+		ks.sem.Release(n)
+	}
 }
 
 // Reader is a request body read under the budget. Close gives back what
 // it took; it does not close the underlying body (the server does).
 type Reader struct {
 	b     *Budget
+	ks    *keyShare // the caller's share, nil without one
 	ctx   context.Context
 	r     io.Reader // the body, cut at limit+1
 	limit int64
@@ -124,10 +239,11 @@ func (b *Budget) Open(r *http.Request, limit int64) (*Reader, error) {
 	if r.ContentLength > limit {
 		return nil, TooLarge(r.ContentLength, limit)
 	}
-	br := &Reader{b: b, ctx: r.Context(), r: io.LimitReader(r.Body, limit+1), limit: limit}
+	br := &Reader{b: b, ks: b.join(r.Context()), ctx: r.Context(), r: io.LimitReader(r.Body, limit+1), limit: limit}
 	if r.ContentLength >= 0 {
-		n := min(r.ContentLength, b.size)
-		if err := b.acquire(r.Context(), n); err != nil {
+		n := min(r.ContentLength, b.capacity(br.ks))
+		if err := b.acquire(r.Context(), br.ks, n); err != nil {
+			b.leave(br.ks)
 			return nil, err
 		}
 		br.held, br.prepaid = n, true
@@ -141,17 +257,19 @@ func (br *Reader) Read(p []byte) (int, error) {
 	}
 	if !br.prepaid {
 		// Take budget ahead of the bytes, a step at a time, capped at
-		// the whole budget so one body can always finish alone.
-		want := min(br.read+int64(len(p)), br.limit+1, br.b.size)
+		// the caller's share (or the whole budget) so one body can
+		// always finish alone.
+		capacity := br.b.capacity(br.ks)
+		want := min(br.read+int64(len(p)), br.limit+1, capacity)
 		for br.held < want {
-			n := min(int64(step), br.b.size-br.held)
-			if err := br.b.acquire(br.ctx, n); err != nil {
+			n := min(int64(step), capacity-br.held)
+			if err := br.b.acquire(br.ctx, br.ks, n); err != nil {
 				br.err = err
 				return 0, err
 			}
 			br.held += n
 		}
-		if room := br.held - br.read; br.held < br.b.size && room < int64(len(p)) {
+		if room := br.held - br.read; br.held < capacity && room < int64(len(p)) {
 			p = p[:room]
 		}
 	}
@@ -168,11 +286,15 @@ func (br *Reader) Read(p []byte) (int, error) {
 // for callers whose parser hides the cause.
 func (br *Reader) Err() error { return br.err }
 
-// Close gives the budget back.
+// Close gives the budget (and the caller's share) back.
 func (br *Reader) Close() error {
 	if br.held > 0 {
-		br.b.sem.Release(br.held)
+		br.b.release(br.ks, br.held)
 		br.held = 0
+	}
+	if br.ks != nil {
+		br.b.leave(br.ks)
+		br.ks = nil
 	}
 	return nil
 }

@@ -179,3 +179,78 @@ func TestCanceledWhileWaiting(t *testing.T) {
 		t.Fatalf("err = %v, want canceled", err)
 	}
 }
+
+type callerKey struct{}
+
+// asCaller is a request whose context names a caller for keyOf below.
+func asCaller(r *http.Request, who string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), callerKey{}, who))
+}
+
+func keyOf(ctx context.Context) string {
+	s, _ := ctx.Value(callerKey{}).(string)
+	return s
+}
+
+// TestSharesBoundOneCaller: one caller's bodies hold at most its share
+// together, so another caller still finds budget; a caller not bounded by
+// a share ("") has the rest; a body bigger than the share still finishes
+// alone; shares are forgotten once their bodies are closed.
+func TestSharesBoundOneCaller(t *testing.T) {
+	b := NewBudget(2 << 20)
+	b.SetShares(keyOf, 0)
+	b.wait = 200 * time.Millisecond
+	if b.Share() != 1<<20 {
+		t.Fatalf("share = %d, want half the budget", b.Share())
+	}
+	ra, _ := request(strings.Repeat("a", 1<<20), true)
+	heldA, err := b.Open(asCaller(ra, "key-a"), 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same caller's next body waits for its share, then is refused
+	// unread, with the budget half free.
+	ra2, cba2 := request(strings.Repeat("a", 64<<10), true)
+	if _, err := b.Open(asCaller(ra2, "key-a"), 4<<20); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "its share") {
+		t.Fatalf("second body of key-a: %v, want unavailable for its share", err)
+	}
+	if cba2.read.Load() != 0 {
+		t.Error("a body refused for want of share was read")
+	}
+	// An undeclared body of the same caller is refused too.
+	ra3, _ := request(strings.Repeat("a", 64<<10), false)
+	if _, _, err := b.ReadAll(asCaller(ra3, "key-a"), 4<<20); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("undeclared body of key-a: %v, want unavailable", err)
+	}
+	// Another caller gets its own share.
+	rb, _ := request(strings.Repeat("b", 1<<20), true)
+	data, releaseB, err := b.ReadAll(asCaller(rb, "key-b"), 4<<20)
+	if err != nil || len(data) != 1<<20 {
+		t.Fatalf("key-b beside key-a: %d bytes, %v", len(data), err)
+	}
+	// The budget is now whole taken: the operator ("") waits like anyone.
+	ro, _ := request("{}", true)
+	if _, err := b.Open(ro, 4<<20); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "its limit") {
+		t.Fatalf("operator with the budget taken: %v, want unavailable", err)
+	}
+	releaseB()
+	heldA.Close()
+	// A body bigger than the share finishes alone, holding the share.
+	for _, declared := range []bool{true, false} {
+		r, _ := request(strings.Repeat("x", 3<<20), declared)
+		data, release, err := b.ReadAll(asCaller(r, "key-a"), 4<<20)
+		if err != nil || len(data) != 3<<20 {
+			t.Fatalf("declared %v: %d bytes, %v", declared, len(data), err)
+		}
+		release()
+	}
+	if a := available(b); a != b.size {
+		t.Errorf("budget not whole at the end: %d of %d free", a, b.size)
+	}
+	b.mu.Lock()
+	left := len(b.keys)
+	b.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d shares kept after every body closed", left)
+	}
+}
