@@ -15,9 +15,11 @@ import (
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
 
-// startStandalone runs the test binary as an agent of its own (see
-// TestMain) and returns its client and pid.
-func startStandalone(t *testing.T) (*client.Client, int) {
+// launchStandalone runs the test binary as an agent of its own (see
+// TestMain) on a socket of its own, and kills it when the test ends.
+// exited receives the process's end; whoever takes it puts it back for
+// the cleanup.
+func launchStandalone(t *testing.T) (sock string, cmd *exec.Cmd, exited chan error) {
 	t.Helper()
 	dir := t.TempDir()
 	sockDir, err := os.MkdirTemp("", "pdk")
@@ -25,25 +27,33 @@ func startStandalone(t *testing.T) (*client.Client, int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "a.sock")
+	sock = filepath.Join(sockDir, "a.sock")
 	passwd := fmt.Sprintf("user:x:%d:%d::%s:/bin/sh\n", os.Getuid(), os.Getgid(), dir)
 	if err := os.WriteFile(filepath.Join(dir, "passwd"), []byte(passwd), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "PADDOCK_AGENT_TEST_MAIN=1", "PADDOCK_AGENT_TEST_SOCKET="+sock, "PADDOCK_AGENT_TEST_ETC="+dir)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
+	exited = make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	c := client.New(sock)
 	t.Cleanup(func() {
-		c.Close()
 		_ = cmd.Process.Kill()
 		<-exited
 	})
+	return sock, cmd, exited
+}
+
+// startStandalone launches a standalone agent and returns its client,
+// once ready, and its pid.
+func startStandalone(t *testing.T) (*client.Client, int) {
+	t.Helper()
+	sock, cmd, _ := launchStandalone(t)
+	c := client.New(sock)
+	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := c.WaitReady(ctx); err != nil {

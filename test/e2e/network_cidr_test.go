@@ -140,27 +140,16 @@ func probeTCPGreeting(addr string) string {
 }
 
 func checkAddressRules(t *testing.T, d *daemon, fw, block, deny, up, denied, outside, ll string) {
-	type box struct{ runtime, id, gw string }
-	boxes := []*box{{runtime: "runc"}, {runtime: "gvisor"}}
-	for _, b := range boxes {
-		b.id = strings.TrimSpace(d.must("create", "--runtime", b.runtime, "--allow-cidr", block, "--deny-cidr", deny))
-	}
-	py := func(b *box, script string, args ...string) string {
+	boxes := createNetBoxes(t, d, "--allow-cidr", block, "--deny-cidr", deny)
+	py := func(b *netBox, script string, args ...string) string {
 		t.Helper()
-		out, errOut, _ := d.run(append([]string{"exec", b.id, "--", "python3", "-c", script}, args...)...)
-		return strings.TrimSpace(out + errOut)
-	}
-	for _, b := range boxes {
-		b.gw = py(b, `import os; print(os.environ["HTTP_PROXY"].split("//")[1].split(":")[0])`)
-		if net.ParseIP(b.gw) == nil {
-			t.Fatalf("%s: gateway %q", b.runtime, b.gw)
-		}
+		return b.py(t, d, script, args...)
 	}
 	_, apiPort, _ := net.SplitHostPort(d.listen)
 	// A drop, not a refusal: nothing answers, so the connection times out.
 	const dropped = "ERR TimeoutError"
 	greeting := func(a string) string { return "GOT hello from " + a + ":7000" }
-	check := func(t *testing.T, b *box, script string, args []string, want string) {
+	check := func(t *testing.T, b *netBox, script string, args []string, want string) {
 		t.Helper()
 		if got := py(b, script, args...); !strings.Contains(got, want) {
 			t.Errorf("%s %v: got %q, want %q", b.runtime, args, got, want)

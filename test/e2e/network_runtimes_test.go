@@ -45,6 +45,35 @@ except Exception as e:
     print("ERR", type(e).__name__, e)
 `
 
+// netBox is one sandbox of a network test that runs on every runtime,
+// with the address of its gateway.
+type netBox struct{ runtime, id, gw string }
+
+// createNetBoxes creates a sandbox on runc and one on gVisor with the given
+// create flags, and reads each one's gateway from its proxy variable.
+func createNetBoxes(t *testing.T, d *daemon, flags ...string) []*netBox {
+	t.Helper()
+	boxes := []*netBox{{runtime: "runc"}, {runtime: "gvisor"}}
+	for _, b := range boxes {
+		b.id = strings.TrimSpace(d.must(append([]string{"create", "--runtime", b.runtime}, flags...)...))
+	}
+	for _, b := range boxes {
+		b.gw = b.py(t, d, `import os; print(os.environ["HTTP_PROXY"].split("//")[1].split(":")[0])`)
+		if net.ParseIP(b.gw) == nil {
+			t.Fatalf("%s: gateway %q", b.runtime, b.gw)
+		}
+	}
+	return boxes
+}
+
+// py runs a Python script in the sandbox and returns what it printed on
+// both streams, trimmed.
+func (b *netBox) py(t *testing.T, d *daemon, script string, args ...string) string {
+	t.Helper()
+	out, errOut, _ := d.run(append([]string{"exec", b.id, "--", "python3", "-c", script}, args...)...)
+	return strings.TrimSpace(out + errOut)
+}
+
 // TestNetworkEgressRuntimes runs the egress guarantees on every runtime
 // that can join a prepared namespace here (runc, and gVisor with
 // --network=sandbox), with one sandbox of each side by side in one daemon:
@@ -71,21 +100,10 @@ func TestNetworkEgressRuntimes(t *testing.T) {
 		"PADDOCK_EGRESS_DNS_UPSTREAM=127.0.0.1:9",
 	}})
 
-	type box struct{ runtime, id, gw string }
-	boxes := []*box{{runtime: "runc"}, {runtime: "gvisor"}}
-	for _, b := range boxes {
-		b.id = strings.TrimSpace(d.must("create", "--runtime", b.runtime, "--allow-host", "up.test", "--deny-host", "*.evil.test"))
-	}
-	py := func(b *box, script string, args ...string) string {
+	boxes := createNetBoxes(t, d, "--allow-host", "up.test", "--deny-host", "*.evil.test")
+	py := func(b *netBox, script string, args ...string) string {
 		t.Helper()
-		out, errOut, _ := d.run(append([]string{"exec", b.id, "--", "python3", "-c", script}, args...)...)
-		return strings.TrimSpace(out + errOut)
-	}
-	for _, b := range boxes {
-		b.gw = py(b, `import os; print(os.environ["HTTP_PROXY"].split("//")[1].split(":")[0])`)
-		if net.ParseIP(b.gw) == nil {
-			t.Fatalf("%s: gateway %q", b.runtime, b.gw)
-		}
+		return b.py(t, d, script, args...)
 	}
 	_, apiPort, _ := net.SplitHostPort(d.listen)
 
