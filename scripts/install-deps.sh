@@ -7,7 +7,9 @@
 # set by `make test`): podman (the benchmark baseline), node and npm (the E2B
 # and MCP client suites), python3 (code contexts' drivers, unit-tested on the
 # host). Benchmarks add hyperfine
-# (PADDOCK_BENCH_DEPS=1).
+# (PADDOCK_BENCH_DEPS=1). The Kubernetes test cluster adds containerd (its
+# own instance, started by the tests) and the CNI plugins (PADDOCK_K8S_DEPS=1,
+# set by `make test-kubernetes`).
 set -euo pipefail
 
 need=()
@@ -33,6 +35,10 @@ if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ] || [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
 fi
 if [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
 	have hyperfine || need+=(hyperfine)
+fi
+if [ "${PADDOCK_K8S_DEPS:-0}" = 1 ]; then
+	{ have containerd && have ctr && have containerd-shim-runc-v2; } || need+=(containerd)
+	[ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] || need+=(containernetworking-plugins)
 fi
 # The S3-compatible server that S3 backup storage is tested against
 # (SeaweedFS, Apache-2.0), built once into a cache and never part of go.mod.
