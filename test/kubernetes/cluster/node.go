@@ -37,6 +37,12 @@ func (c *Cluster) startContainerd(ctx context.Context, busyboxPath string) error
 		`  stream_server_address = "127.0.0.1"`,
 		`  stream_server_port = "0"`,
 		`  disable_apparmor = true`,
+		// The kubelet asks for a negative oom_score_adj for pod sandboxes
+		// (-998), which needs CAP_SYS_RESOURCE; a host that withholds it
+		// (a container, a VM sandbox) fails every pod in runc's nsexec with
+		// "failed to update /proc/self/oom_score_adj: Permission denied".
+		// This clamps the value at containerd's own instead.
+		`  restrict_oom_score_adj = true`,
 		// Pod network namespaces under the state directory, not /var/run/netns.
 		`  netns_mounts_under_state_dir = true`,
 		`  [plugins."io.containerd.grpc.v1.cri".containerd]`,
