@@ -110,6 +110,9 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := c.subnet.deleteBridge(); err != nil {
 		return nil, err
 	}
+	if err := c.subnet.createBridge(); err != nil {
+		return nil, err
+	}
 	c.log.Info("cluster dir", "dir", dir, "subnet", c.subnet.prefix, "node", c.NodeName)
 
 	ports, err := freePorts(6)
@@ -166,6 +169,9 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-cluster-ip-range="+svcRange,
 		"--authorization-mode=Node,RBAC",
+		// The node's InternalIP is the bridge's gateway, where the kubelet
+		// serves; its host name resolves nowhere.
+		"--kubelet-preferred-address-types=InternalIP",
 		"--allow-privileged=true",
 		// The kubernetes Service would list 127.0.0.1, which Endpoints
 		// refuse; pods here do not talk to the API through it.
@@ -249,7 +255,7 @@ func (c *Cluster) makePKI() (*pki, error) {
 		{"apiserver-kubelet", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil},
 		{"admin", "paddock-test-admin", []string{"system:masters"}, nil},
 		{"node", "system:node:" + c.NodeName, []string{"system:nodes"}, nil},
-		{"kubelet-serving", c.NodeName, nil, []string{"127.0.0.1", c.NodeName}},
+		{"kubelet-serving", c.NodeName, nil, []string{"127.0.0.1", c.subnet.gateway().String(), c.NodeName}},
 	}
 	for _, ct := range certs {
 		if err := pk.issue(ct.name, ct.cn, ct.orgs, ct.hosts); err != nil {

@@ -121,6 +121,29 @@ func (c *Cluster) writeCNIConfig() error {
 	return os.WriteFile(filepath.Join(dir, "10-paddock.conflist"), b, 0o644)
 }
 
+// gateway is the bridge's address, the first of the subnet.
+func (s *subnet) gateway() netip.Addr { return s.prefix.Addr().Next() }
+
+// createBridge makes the subnet's bridge with the gateway address before the
+// kubelet starts, so the kubelet can serve on that address: the API server
+// must reach the kubelet (exec, logs) by a node address, and the kubelet
+// refuses a loopback node IP. The bridge plugin takes the bridge as it finds
+// it.
+func (s *subnet) createBridge() error {
+	name := s.bridgeName()
+	gw := netip.PrefixFrom(s.gateway(), s.prefix.Bits()).String()
+	for _, args := range [][]string{
+		{"link", "add", name, "type", "bridge"},
+		{"addr", "add", gw, "dev", name},
+		{"link", "set", name, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
 // deleteBridge removes the subnet's bridge if it exists.
 func (s *subnet) deleteBridge() error {
 	name := s.bridgeName()

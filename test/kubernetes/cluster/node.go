@@ -110,6 +110,7 @@ func (c *Cluster) startKubelet(ctx context.Context, pk *pki, port int) error {
 	kdir := filepath.Join(c.Dir, "kubelet")
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+address: %s
 port: %d
 readOnlyPort: 0
 healthzPort: 0
@@ -136,7 +137,7 @@ evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.availab
 syncFrequency: 10s
 fileCheckFrequency: 10s
 nodeStatusReportFrequency: 10s
-`, port, pk.path("kubelet-serving.crt"), pk.path("kubelet-serving.key"), pk.path("ca.crt"),
+`, c.subnet.gateway(), port, pk.path("kubelet-serving.crt"), pk.path("kubelet-serving.key"), pk.path("ca.crt"),
 		c.ContainerdSocket, c.cgroupRoot, filepath.Join(c.Dir, "pod-logs"), filepath.Join(c.Dir, "volume-plugins"))
 	if err := os.MkdirAll(kdir, 0o750); err != nil {
 		return err
@@ -151,6 +152,7 @@ nodeStatusReportFrequency: 10s
 		"--root-dir="+kdir,
 		"--cert-dir="+filepath.Join(kdir, "pki"),
 		"--hostname-override="+c.NodeName,
+		"--node-ip="+c.subnet.gateway().String(),
 		"--v=1",
 	)
 	if err != nil {
