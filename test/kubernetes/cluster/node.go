@@ -15,8 +15,10 @@ import (
 )
 
 // cgroupV1Controllers are the hierarchies the kubelet's cgroup root must
-// exist in on a cgroup v1 host.
-var cgroupV1Controllers = []string{"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "systemd", "hugetlb", "net_cls", "net_prio", "perf_event"}
+// exist in on a cgroup v1 host. "unified" is the v2 hierarchy of a hybrid
+// host: runc makes each container's cgroup there too, so teardown must
+// remove it and the leftover check must look there.
+var cgroupV1Controllers = []string{"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "systemd", "hugetlb", "net_cls", "net_prio", "perf_event", "unified"}
 
 func (c *Cluster) startContainerd(ctx context.Context, busyboxPath string) error {
 	cdir := filepath.Join(c.Dir, "containerd")
