@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -58,6 +59,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	}
 	errs = append(errs, c.removeCgroupRoot())
 	errs = append(errs, c.removeCNICache())
+	errs = append(errs, removeStaleDevicePluginSocket())
 	if err := os.RemoveAll(c.Dir); err != nil {
 		errs = append(errs, err)
 	}
@@ -237,6 +239,35 @@ func (c *Cluster) removeCNICache() error {
 	return errors.Join(errs...)
 }
 
+// devicePluginSocket is the kubelet's device plugin registration socket. Its
+// directory is fixed for every kubelet on a host, and a stopped kubelet
+// leaves the socket behind.
+const devicePluginSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
+
+// staleDevicePluginSocket reports whether the socket exists with nothing
+// listening on it, so removing it cannot disturb a running kubelet.
+func staleDevicePluginSocket() bool {
+	if _, err := os.Lstat(devicePluginSocket); err != nil {
+		return false
+	}
+	conn, err := net.DialTimeout("unix", devicePluginSocket, time.Second)
+	if err == nil {
+		conn.Close()
+		return false
+	}
+	return errors.Is(err, unix.ECONNREFUSED)
+}
+
+func removeStaleDevicePluginSocket() error {
+	if !staleDevicePluginSocket() {
+		return nil
+	}
+	if err := os.Remove(devicePluginSocket); err != nil && !isNotExist(err) {
+		return err
+	}
+	return nil
+}
+
 // Leftovers lists what the cluster left on the host after Stop: processes,
 // mounts, its directory, its bridge, iptables rules naming its network,
 // cgroups and CNI cache entries. Empty means the host is as it was.
@@ -265,6 +296,9 @@ func (c *Cluster) Leftovers() []string {
 	}
 	for _, f := range c.cniCacheFiles() {
 		left = append(left, "cni cache "+f)
+	}
+	if staleDevicePluginSocket() {
+		left = append(left, "socket "+devicePluginSocket)
 	}
 	return left
 }
