@@ -142,6 +142,7 @@ func TestAgentSandboxRunsPod(t *testing.T) {
 		t.Fatal("the sandbox's pod has no hostname")
 	}
 
+	deleted := time.Now()
 	if err := sbs.Delete(ctx, "first", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +155,7 @@ func TestAgentSandboxRunsPod(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("figure: Sandbox delete to its pod gone %v", time.Since(deleted).Round(time.Millisecond))
 }
 
 func conditionTrue(o *unstructured.Unstructured, typ string) bool {
