@@ -3,8 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
-	"maps"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"

@@ -77,7 +77,6 @@ type treeWalker struct {
 	oci bool
 }
 
-
 // walk writes the entry for host path p (tar name rel, "" for the root) and,
 // for a directory, its children.
 func (w *treeWalker) walk(p, rel string) error {
