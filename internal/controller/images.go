@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -202,7 +201,7 @@ func (c *Controller) ExportImage(ctx context.Context, ref, prefix string, open f
 	if prefix == "" {
 		prefix = DefaultOCIPrefix
 	}
-	if err := validateOCIPrefix(prefix); err != nil {
+	if err := image.ValidateOCIPrefix(prefix); err != nil {
 		return "", err
 	}
 	img, err := c.image(ctx, ref) // sandbox.go
@@ -220,43 +219,6 @@ func (c *Controller) ExportImage(ctx context.Context, ref, prefix string, open f
 		return "", fmt.Errorf("export image %s: %w", ref, err)
 	}
 	return name, nil
-}
-
-// validateOCIPrefix accepts a registry host (with an optional port) and
-// path, in the lower-case characters references allow.
-func validateOCIPrefix(p string) error {
-	if len(p) > 200 {
-		return errdefs.Invalid("image prefix is longer than 200 characters")
-	}
-	host, path, _ := strings.Cut(p, "/")
-	if h, port, ok := strings.Cut(host, ":"); ok {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return errdefs.Invalid("image prefix %q: bad registry port", p)
-		}
-		host = h
-	}
-	ok := func(s, extra string) bool {
-		if s == "" {
-			return false
-		}
-		for _, r := range s {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune(extra, r)) {
-				return false
-			}
-		}
-		return true
-	}
-	if !ok(host, ".-") {
-		return errdefs.Invalid("image prefix %q: want a registry host such as registry.example.com:5000, optionally with a path", p)
-	}
-	if path != "" {
-		for _, seg := range strings.Split(path, "/") {
-			if !ok(seg, "._-") {
-				return errdefs.Invalid("image prefix %q: path segments are lower-case letters, digits, '.', '_' and '-'", p)
-			}
-		}
-	}
-	return nil
 }
 
 // openOnWrite opens its writer with the first byte.

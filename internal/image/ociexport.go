@@ -11,9 +11,12 @@ import (
 	"os"
 	"path"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
 // AgentPathInImage is where an exported image holds Paddock's agent, the
@@ -287,4 +290,41 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// ValidateOCIPrefix accepts a registry host (with an optional port) and
+// path, in the lower-case characters references allow.
+func ValidateOCIPrefix(p string) error {
+	if len(p) > 200 {
+		return errdefs.Invalid("image prefix is longer than 200 characters")
+	}
+	host, path, _ := strings.Cut(p, "/")
+	if h, port, ok := strings.Cut(host, ":"); ok {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return errdefs.Invalid("image prefix %q: bad registry port", p)
+		}
+		host = h
+	}
+	ok := func(s, extra string) bool {
+		if s == "" {
+			return false
+		}
+		for _, r := range s {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune(extra, r)) {
+				return false
+			}
+		}
+		return true
+	}
+	if !ok(host, ".-") {
+		return errdefs.Invalid("image prefix %q: want a registry host such as registry.example.com:5000, optionally with a path", p)
+	}
+	if path != "" {
+		for _, seg := range strings.Split(path, "/") {
+			if !ok(seg, "._-") {
+				return errdefs.Invalid("image prefix %q: path segments are lower-case letters, digits, '.', '_' and '-'", p)
+			}
+		}
+	}
+	return nil
 }
