@@ -185,16 +185,7 @@ func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
 		k, v, _ := cutEnv(kv)
 		env = append(env, corev1.EnvVar{Name: k, Value: v})
 	}
-	res := corev1.ResourceList{}
-	if spec.Resources.CPUMillis > 0 {
-		res[corev1.ResourceCPU] = *resource.NewMilliQuantity(spec.Resources.CPUMillis, resource.DecimalSI)
-	}
-	if spec.Resources.MemoryBytes > 0 {
-		res[corev1.ResourceMemory] = *resource.NewQuantity(spec.Resources.MemoryBytes, resource.BinarySI)
-	}
-	if spec.Resources.DiskBytes > 0 {
-		res[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(spec.Resources.DiskBytes, resource.BinarySI)
-	}
+	limits, requests := resourcesFor(spec.Resources)
 	no, grace := false, int64(5)
 	pod := corev1.PodSpec{
 		Hostname:                      spec.ID,
@@ -208,7 +199,7 @@ func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			Env:             env,
 			Ports:           []corev1.ContainerPort{{Name: "agent", ContainerPort: image.AgentPort, Protocol: corev1.ProtocolTCP}},
-			Resources:       corev1.ResourceRequirements{Requests: res, Limits: res},
+			Resources:       corev1.ResourceRequirements{Requests: requests, Limits: limits},
 			SecurityContext: &corev1.SecurityContext{
 				Privileged:     &no,
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
@@ -232,6 +223,27 @@ func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
 			OperatingMode: sandboxv1.SandboxOperatingModeRunning,
 		},
 	}
+}
+
+// resourcesFor makes the sandbox's limits the pod's limits, and requests
+// a share of them, as one host overcommits idle sandboxes: a tenth of the
+// CPU (at least 10m), a quarter of the memory and a sixteenth of the
+// ephemeral storage (a limit without a request would request it all).
+func resourcesFor(r runtime.Resources) (limits, requests corev1.ResourceList) {
+	limits, requests = corev1.ResourceList{}, corev1.ResourceList{}
+	if r.CPUMillis > 0 {
+		limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI)
+		requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(max(r.CPUMillis/10, 10), resource.DecimalSI)
+	}
+	if r.MemoryBytes > 0 {
+		limits[corev1.ResourceMemory] = *resource.NewQuantity(r.MemoryBytes, resource.BinarySI)
+		requests[corev1.ResourceMemory] = *resource.NewQuantity(r.MemoryBytes/4, resource.BinarySI)
+	}
+	if r.DiskBytes > 0 {
+		limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(r.DiskBytes, resource.BinarySI)
+		requests[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(r.DiskBytes/16, resource.BinarySI)
+	}
+	return limits, requests
 }
 
 func cutEnv(kv string) (string, string, bool) {

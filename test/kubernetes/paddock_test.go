@@ -1,0 +1,251 @@
+package kubernetes_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/paddock-dev/paddock/test/kubernetes/cluster"
+)
+
+// paddockBin is the paddock binary built once for the package by
+// scripts/build.sh, as `make build` makes it.
+var (
+	paddockOnce sync.Once
+	paddockBin  string
+	paddockErr  error
+)
+
+func buildPaddock(t *testing.T) string {
+	t.Helper()
+	paddockOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "pdk-k8s-bin")
+		if err != nil {
+			paddockErr = err
+			return
+		}
+		out := filepath.Join(dir, "paddock")
+		cmd := exec.Command("../../scripts/build.sh", out)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			paddockErr = fmt.Errorf("scripts/build.sh: %v: %s", err, b)
+			return
+		}
+		paddockBin = out
+	})
+	if paddockErr != nil {
+		t.Fatal(paddockErr)
+	}
+	return paddockBin
+}
+
+// paddockd is a `paddock serve --backend kubernetes` on the test cluster.
+type paddockd struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	socket string
+	log    *bytes.Buffer
+}
+
+func startPaddock(t *testing.T, c *cluster.Cluster) *paddockd {
+	t.Helper()
+	bin := buildPaddock(t)
+	dir, err := os.MkdirTemp("", "pdk-k8s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	images := os.Getenv("PADDOCK_TEST_IMAGE_CACHE")
+	if images == "" {
+		images = filepath.Join(dir, "images")
+	}
+	d := &paddockd{t: t, bin: bin, dir: dir, socket: filepath.Join(dir, "pd.sock"), log: new(bytes.Buffer)}
+	cmd := exec.Command(bin, "serve", "--backend", "kubernetes", "--kubeconfig", c.Kubeconfig,
+		"--state-dir", filepath.Join(dir, "state"), "--socket", d.socket, "--log-level", "debug")
+	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREVIEW_LISTEN=off", "PADDOCK_PREPARE_DEFAULT_IMAGE=false")
+	cmd.Stdout, cmd.Stderr = d.log, d.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", d.log.String())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, _, code := d.run("info"); code == 0 {
+			return d
+		}
+		select {
+		case <-done:
+			t.Fatalf("paddock serve exited:\n%s", d.log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("paddock serve not ready in 60s:\n%s", d.log.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (d *paddockd) run(args ...string) (string, string, int) {
+	cmd := exec.Command(d.bin, args...)
+	cmd.Env = append(os.Environ(), "PADDOCK_SOCKET="+d.socket)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		code = -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func (d *paddockd) must(args ...string) string {
+	d.t.Helper()
+	out, errOut, code := d.run(args...)
+	if code != 0 {
+		d.t.Fatalf("paddock %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// TestPaddockOnKubernetes drives the unmodified CLI against a daemon whose
+// sandboxes are agent-sandbox Sandboxes on the test cluster: an image
+// exported and imported into the node, create, exec, files, a session, the
+// pod's isolation settings, the agent refusing requests without the
+// sandbox's token, and delete leaving nothing behind.
+func TestPaddockOnKubernetes(t *testing.T) {
+	c := clusterFor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	d := startPaddock(t, c)
+
+	archive := filepath.Join(d.dir, "busybox.tar")
+	out := d.must("images", "export", "busybox", "-o", archive)
+	if !strings.Contains(out, "paddock.local/busybox:") {
+		t.Fatalf("export: %q", out)
+	}
+	if err := c.ImportImages(ctx, archive); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	var sb struct {
+		ID, State, Runtime string
+	}
+	if err := json.Unmarshal([]byte(d.must("--json", "create", "--image", "busybox")), &sb); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Since(start)
+	if sb.State != "running" {
+		t.Fatalf("created sandbox: %+v", sb)
+	}
+	if got := d.must("exec", sb.ID, "--", "sh", "-c", "echo hello; hostname"); got != "hello\n"+sb.ID+"\n" {
+		t.Fatalf("exec: %q", got)
+	}
+	firstExec := time.Since(start)
+	t.Logf("figure: kubernetes backend cold create %v, create to first exec %v", created.Round(time.Millisecond), firstExec.Round(time.Millisecond))
+
+	// Files both ways.
+	local := filepath.Join(d.dir, "note.txt")
+	if err := os.WriteFile(local, []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.must("cp", local, sb.ID+":/tmp/note.txt")
+	if got := d.must("exec", sb.ID, "--", "cat", "/tmp/note.txt"); got != "from the host\n" {
+		t.Fatalf("file in: %q", got)
+	}
+	d.must("exec", sb.ID, "--", "sh", "-c", "echo from the pod > /tmp/back.txt")
+	back := filepath.Join(d.dir, "back.txt")
+	d.must("cp", sb.ID+":/tmp/back.txt", back)
+	if b, err := os.ReadFile(back); err != nil || string(b) != "from the pod\n" {
+		t.Fatalf("file out: %q %v", b, err)
+	}
+
+	// A session keeps its shell between commands.
+	d.must("session", "create", sb.ID, "--name", "s1")
+	d.must("exec", sb.ID, "--session", "s1", "--", "cd", "/tmp")
+	if got := d.must("exec", sb.ID, "--session", "s1", "--", "pwd"); got != "/tmp\n" {
+		t.Fatalf("session pwd: %q", got)
+	}
+
+	// The pod holds no cluster credential and runs no other container.
+	pod, err := c.Client.CoreV1().Pods("default").Get(ctx, "paddock-"+sb.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := pod.Spec.AutomountServiceAccountToken; a == nil || *a {
+		t.Errorf("the pod mounts a service account token")
+	}
+	if len(pod.Spec.Containers) != 1 || pod.Spec.Containers[0].Image == "" {
+		t.Errorf("pod containers: %+v", pod.Spec.Containers)
+	}
+	if _, _, code := d.run("exec", sb.ID, "--", "ls", "/var/run/secrets/kubernetes.io"); code == 0 {
+		t.Errorf("the sandbox sees a kubernetes service account directory")
+	}
+	if got := d.must("exec", sb.ID, "--", "sh", "-c", "env | grep -c PADDOCK_AGENT_ || true"); got != "0\n" {
+		t.Errorf("the agent's variables reach the sandbox's processes: %q", got)
+	}
+
+	// The agent answers nobody without the sandbox's token.
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for _, tok := range []string{"", strings.Repeat("0", 64)} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pod.Status.PodIP+":49983/health", nil)
+		if tok != "" {
+			req.Header.Set("X-Paddock-Agent-Token", tok)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("reach the agent: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("agent without the token (%q): status %d", tok, resp.StatusCode)
+		}
+	}
+
+	// Delete leaves no Sandbox, Secret or pod.
+	d.must("rm", sb.ID)
+	dc, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "paddock-" + sb.ID
+	if _, err := dc.Resource(sandboxResource).Namespace("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Sandbox after rm: %v", err)
+	}
+	if _, err := c.Client.CoreV1().Secrets("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Secret after rm: %v", err)
+	}
+	if _, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("pod after rm: %v", err)
+	}
+}
