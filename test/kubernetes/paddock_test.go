@@ -59,6 +59,10 @@ type paddockd struct {
 	dir    string
 	socket string
 	log    *bytes.Buffer
+
+	cluster *cluster.Cluster
+	cmd     *exec.Cmd
+	done    chan struct{}
 }
 
 func startPaddock(t *testing.T, c *cluster.Cluster) *paddockd {
@@ -69,13 +73,27 @@ func startPaddock(t *testing.T, c *cluster.Cluster) *paddockd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	d := &paddockd{t: t, bin: bin, dir: dir, socket: filepath.Join(dir, "pd.sock"), log: new(bytes.Buffer), cluster: c}
+	d.start()
+	t.Cleanup(func() {
+		d.stop()
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", d.log.String())
+		}
+	})
+	return d
+}
+
+// start runs `paddock serve` on d's state dir and waits until it answers.
+func (d *paddockd) start() {
+	t := d.t
+	t.Helper()
 	images := os.Getenv("PADDOCK_TEST_IMAGE_CACHE")
 	if images == "" {
-		images = filepath.Join(dir, "images")
+		images = filepath.Join(d.dir, "images")
 	}
-	d := &paddockd{t: t, bin: bin, dir: dir, socket: filepath.Join(dir, "pd.sock"), log: new(bytes.Buffer)}
-	cmd := exec.Command(bin, "serve", "--backend", "kubernetes", "--kubeconfig", c.Kubeconfig,
-		"--state-dir", filepath.Join(dir, "state"), "--socket", d.socket, "--log-level", "debug")
+	cmd := exec.Command(d.bin, "serve", "--backend", "kubernetes", "--kubeconfig", d.cluster.Kubeconfig,
+		"--state-dir", filepath.Join(d.dir, "state"), "--socket", d.socket, "--log-level", "debug")
 	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREVIEW_LISTEN=off", "PADDOCK_PREPARE_DEFAULT_IMAGE=false")
 	cmd.Stdout, cmd.Stderr = d.log, d.log
 	if err := cmd.Start(); err != nil {
@@ -83,22 +101,11 @@ func startPaddock(t *testing.T, c *cluster.Cluster) *paddockd {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", d.log.String())
-		}
-	})
+	d.cmd, d.done = cmd, done
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if _, _, code := d.run("info"); code == 0 {
-			return d
+			return
 		}
 		select {
 		case <-done:
@@ -110,6 +117,21 @@ func startPaddock(t *testing.T, c *cluster.Cluster) *paddockd {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// stop ends the daemon with SIGTERM (its sandboxes keep running).
+func (d *paddockd) stop() {
+	if d.cmd == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+	d.cmd = nil
 }
 
 func (d *paddockd) run(args ...string) (string, string, int) {
@@ -230,6 +252,41 @@ func TestPaddockOnKubernetes(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("agent without the token (%q): status %d", tok, resp.StatusCode)
 		}
+	}
+
+	// A daemon restart re-adopts the running sandbox: its session's shell
+	// is still where it was.
+	d.stop()
+	d.start()
+	if got := d.must("exec", sb.ID, "--session", "s1", "--", "pwd"); got != "/tmp\n" {
+		t.Fatalf("session pwd after a daemon restart: %q", got)
+	}
+
+	// A pod deleted under a running sandbox: the sandbox says so, and a
+	// start brings it back.
+	if err := c.Client.CoreV1().Pods("default").Delete(ctx, "paddock-"+sb.ID, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		State  string
+		Reason string `json:"error_reason"`
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if err := json.Unmarshal([]byte(d.must("--json", "inspect", sb.ID)), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.State != "running" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if st.State != "error" || !strings.Contains(st.Reason, "pod") {
+		t.Fatalf("sandbox after its pod was deleted: %+v", st)
+	}
+	d.must("start", sb.ID)
+	if got := d.must("exec", sb.ID, "--", "echo", "back"); got != "back\n" {
+		t.Fatalf("exec after start: %q", got)
 	}
 
 	// Delete leaves no Sandbox, Secret or pod.

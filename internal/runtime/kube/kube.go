@@ -448,3 +448,5 @@ func apiErr(err error) error {
 	}
 	return fmt.Errorf("the cluster's API: %v: %w", err, errdefs.ErrUnavailable)
 }
+
+var _ runtime.Watcher = (*Backend)(nil)
