@@ -237,6 +237,19 @@ func TestPaddockOnKubernetes(t *testing.T) {
 		t.Errorf("the agent's variables reach the sandbox's processes: %q", got)
 	}
 
+	// Network none is a NetworkPolicy that denies all egress; egress
+	// through Paddock's proxy is refused by name on this backend.
+	np, err := c.Client.NetworkingV1().NetworkPolicies("default").Get(ctx, "paddock-"+sb.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the sandbox's NetworkPolicy: %v", err)
+	}
+	if len(np.Spec.Egress) != 0 || len(np.Spec.PolicyTypes) != 2 || np.Spec.PodSelector.MatchLabels["paddock.dev/sandbox"] != sb.ID {
+		t.Errorf("NetworkPolicy: %+v", np.Spec)
+	}
+	if _, errOut, code := d.run("create", "--image", "busybox", "--network", "egress"); code == 0 || !strings.Contains(errOut, "kubernetes backend") {
+		t.Errorf("create with network egress: exit %d, %q", code, errOut)
+	}
+
 	// The agent answers nobody without the sandbox's token.
 	hc := &http.Client{Timeout: 5 * time.Second}
 	for _, tok := range []string{"", strings.Repeat("0", 64)} {
@@ -304,5 +317,8 @@ func TestPaddockOnKubernetes(t *testing.T) {
 	}
 	if _, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("pod after rm: %v", err)
+	}
+	if _, err := c.Client.NetworkingV1().NetworkPolicies("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("NetworkPolicy after rm: %v", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +41,9 @@ const (
 
 // tokenKey is the Secret's key holding the agent's token.
 const tokenKey = "agent-token"
+
+// agentPort is the port the exported images' agent listens on.
+const agentPort = image.AgentPort
 
 // containerName is the pod's one container.
 const containerName = "sandbox"
@@ -113,6 +117,9 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 	if err != nil {
 		return runtime.Info{}, err
 	}
+	if err := b.ensureNetworkPolicy(ctx, spec.ID); err != nil { // netpol.go
+		return runtime.Info{}, err
+	}
 	var sb sandboxv1.Sandbox
 	err = b.o.Client.Get(ctx, b.key(spec.ID), &sb)
 	switch {
@@ -135,7 +142,7 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 		return runtime.Info{}, err
 	}
 	b.o.Logger.Info("sandbox started", "sandbox", spec.ID, "pod_ip", ip)
-	return runtime.Info{AgentAddr: net.JoinHostPort(ip, strconv.Itoa(image.AgentPort)), AgentToken: token}, nil
+	return runtime.Info{AgentAddr: net.JoinHostPort(ip, strconv.Itoa(agentPort)), AgentToken: token}, nil
 }
 
 // ensureSecret returns the sandbox's token, creating its Secret with a
@@ -198,7 +205,7 @@ func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
 			Image:           image.OCIRef(b.o.ImagePrefix, &image.Image{Name: spec.Image.Name, Digest: spec.Image.Digest}),
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			Env:             env,
-			Ports:           []corev1.ContainerPort{{Name: "agent", ContainerPort: image.AgentPort, Protocol: corev1.ProtocolTCP}},
+			Ports:           []corev1.ContainerPort{{Name: "agent", ContainerPort: agentPort, Protocol: corev1.ProtocolTCP}},
 			Resources:       corev1.ResourceRequirements{Requests: requests, Limits: limits},
 			SecurityContext: &corev1.SecurityContext{
 				Privileged:     &no,
@@ -354,7 +361,7 @@ func (b *Backend) Info(ctx context.Context, id string) (runtime.Info, error) {
 	if pod.Status.PodIP == "" {
 		return runtime.Info{}, fmt.Errorf("sandbox %s: its pod has no address (%s): %w", id, podReason(&pod), errdefs.ErrUnavailable)
 	}
-	return runtime.Info{AgentAddr: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(image.AgentPort)), AgentToken: string(sec.Data[tokenKey])}, nil
+	return runtime.Info{AgentAddr: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(agentPort)), AgentToken: string(sec.Data[tokenKey])}, nil
 }
 
 // Signal implements runtime.Backend: a pod's init cannot be signalled
@@ -391,11 +398,16 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	if err := b.o.Client.Delete(ctx, &sb, fg); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("sandbox %s: delete Sandbox: %w", id, apiErr(err))
 	}
+	if err := b.waitPodGone(ctx, id); err != nil {
+		return err
+	}
+	// The Secret and the NetworkPolicy go once the pod is gone: a pod
+	// never runs without its policy.
 	sec := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace}}
 	if err := b.o.Client.Delete(ctx, &sec); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("sandbox %s: delete Secret: %w", id, apiErr(err))
 	}
-	return b.waitPodGone(ctx, id)
+	return b.deleteNetworkPolicy(ctx, id)
 }
 
 // waitPodGone waits until the sandbox's pod no longer exists.
@@ -417,17 +429,38 @@ func (b *Backend) waitPodGone(ctx context.Context, id string) error {
 }
 
 // List implements runtime.Backend: the sandboxes of this daemon's
-// instance, by their Sandbox objects.
+// instance with any object left (a Sandbox, or a Secret or NetworkPolicy
+// a crash left without one), so reconciliation finds every orphan.
 func (b *Backend) List(ctx context.Context) ([]string, error) {
-	var list sandboxv1.SandboxList
-	if err := b.o.Client.List(ctx, &list, client.InNamespace(b.o.Namespace), client.MatchingLabels{LabelInstance: b.o.Instance}); err != nil {
-		return nil, fmt.Errorf("list Sandboxes: %w", apiErr(err))
-	}
-	ids := make([]string, 0, len(list.Items))
-	for _, sb := range list.Items {
-		if id := sb.Labels[LabelSandbox]; id != "" {
+	sel := []client.ListOption{client.InNamespace(b.o.Namespace), client.MatchingLabels{LabelInstance: b.o.Instance}}
+	seen := map[string]bool{}
+	var ids []string
+	add := func(labels map[string]string) {
+		if id := labels[LabelSandbox]; id != "" && !seen[id] {
+			seen[id] = true
 			ids = append(ids, id)
 		}
+	}
+	var sbs sandboxv1.SandboxList
+	if err := b.o.Client.List(ctx, &sbs, sel...); err != nil {
+		return nil, fmt.Errorf("list Sandboxes: %w", apiErr(err))
+	}
+	for _, o := range sbs.Items {
+		add(o.Labels)
+	}
+	var secs corev1.SecretList
+	if err := b.o.Client.List(ctx, &secs, sel...); err != nil {
+		return nil, fmt.Errorf("list Secrets: %w", apiErr(err))
+	}
+	for _, o := range secs.Items {
+		add(o.Labels)
+	}
+	var nps networkingv1.NetworkPolicyList
+	if err := b.o.Client.List(ctx, &nps, sel...); err != nil {
+		return nil, fmt.Errorf("list NetworkPolicies: %w", apiErr(err))
+	}
+	for _, o := range nps.Items {
+		add(o.Labels)
 	}
 	return ids, nil
 }
