@@ -58,6 +58,7 @@ func RunWith(ctx context.Context, o RunOptions) error {
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigc)
 	a := New(Options{Logger: log, DefaultUser: os.Getenv(EnvDefaultUser), DefaultCwd: os.Getenv(EnvDefaultCwd), Token: o.Token})
+	a.ownHomeFromEnv() // homevolume.go
 	log.Info("agent listening", "address", ln.Addr().String(), "pid", os.Getpid(), "envd_version", EnvdVersion)
 	err = a.Serve(ctx, ln)
 	record := "status 0"

@@ -35,13 +35,18 @@ type Kubernetes struct {
 	// ("" = the cluster's default handler). A runtime absent here is not
 	// offered.
 	RuntimeClasses map[string]string `json:"runtime_classes"`
+	// HomeVolume puts each sandbox's /home/user on a PersistentVolumeClaim,
+	// so its files survive a stop (default true); HomeStorageClass names
+	// the claims' StorageClass ("" = the cluster's default).
+	HomeVolume       bool   `json:"home_volume"`
+	HomeStorageClass string `json:"home_storage_class,omitempty"`
 	// Instance tells this daemon's objects from another daemon's in the
 	// same namespace; default: derived from the host name and state dir.
 	Instance string `json:"instance,omitempty"`
 }
 
 func defaultKubernetes() Kubernetes {
-	return Kubernetes{Namespace: "default", ImagePrefix: "paddock.local", RuntimeClasses: map[string]string{"runc": ""}}
+	return Kubernetes{Namespace: "default", ImagePrefix: "paddock.local", RuntimeClasses: map[string]string{"runc": ""}, HomeVolume: true}
 }
 
 func (c *Config) applyKubernetesEnv(getenv func(string) string) {
@@ -76,6 +81,9 @@ func (c *Config) validateKubernetes() []error {
 	}
 	if !dnsLabel.MatchString(k.Namespace) {
 		errs = append(errs, fmt.Errorf("kubernetes namespace %q is not a valid namespace name", k.Namespace))
+	}
+	if k.HomeStorageClass != "" && !dnsLabel.MatchString(k.HomeStorageClass) {
+		errs = append(errs, fmt.Errorf("kubernetes home_storage_class %q is not a valid name", k.HomeStorageClass))
 	}
 	if k.Instance != "" && !dnsLabel.MatchString(k.Instance) {
 		errs = append(errs, fmt.Errorf("kubernetes instance %q: want a DNS label (lower-case letters, digits, '-')", k.Instance))

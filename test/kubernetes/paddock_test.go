@@ -275,8 +275,14 @@ func TestPaddockOnKubernetes(t *testing.T) {
 		t.Fatalf("session pwd after a daemon restart: %q", got)
 	}
 
+	// The home directory is a volume of the Sandbox, the default user's.
+	d.must("exec", sb.ID, "--", "sh", "-c", "echo kept > /home/user/kept.txt")
+	if got := d.must("exec", sb.ID, "--", "stat", "-c", "%u %a", "/home/user"); got != "1000 755\n" {
+		t.Errorf("home volume owner and mode: %q", got)
+	}
+
 	// A pod deleted under a running sandbox: the sandbox says so, and a
-	// start brings it back.
+	// start brings it back with its home.
 	if err := c.Client.CoreV1().Pods("default").Delete(ctx, "paddock-"+sb.ID, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -298,9 +304,24 @@ func TestPaddockOnKubernetes(t *testing.T) {
 		t.Fatalf("sandbox after its pod was deleted: %+v", st)
 	}
 	d.must("start", sb.ID)
-	if got := d.must("exec", sb.ID, "--", "echo", "back"); got != "back\n" {
-		t.Fatalf("exec after start: %q", got)
+	if got := d.must("exec", sb.ID, "--", "cat", "/home/user/kept.txt"); got != "kept\n" {
+		t.Fatalf("home after the pod was deleted and the sandbox started: %q", got)
 	}
+
+	// Stop suspends the Sandbox (no pod); start brings the home back.
+	d.must("exec", sb.ID, "--", "sh", "-c", "echo second > /home/user/second.txt")
+	start = time.Now()
+	d.must("stop", sb.ID)
+	stopped := time.Since(start)
+	if _, err := c.Client.CoreV1().Pods("default").Get(ctx, "paddock-"+sb.ID, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("pod of a stopped sandbox: %v", err)
+	}
+	start = time.Now()
+	d.must("start", sb.ID)
+	if got := d.must("exec", sb.ID, "--", "cat", "/home/user/kept.txt", "/home/user/second.txt"); got != "kept\nsecond\n" {
+		t.Fatalf("home after stop and start: %q", got)
+	}
+	t.Logf("figure: kubernetes backend stop %v, start to first exec %v", stopped.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 
 	// Delete leaves no Sandbox, Secret or pod.
 	d.must("rm", sb.ID)
@@ -320,5 +341,8 @@ func TestPaddockOnKubernetes(t *testing.T) {
 	}
 	if _, err := c.Client.NetworkingV1().NetworkPolicies("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("NetworkPolicy after rm: %v", err)
+	}
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "home-"+name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("home PersistentVolumeClaim after rm: %v", err)
 	}
 }

@@ -65,6 +65,12 @@ type Options struct {
 	ImagePrefix string
 	// RuntimeClass is the pods' RuntimeClass ("" = the cluster's default).
 	RuntimeClass string
+	// HomeVolume puts the default user's home directory (/home/user) on
+	// a PersistentVolumeClaim of the Sandbox (volumeClaimTemplates), so
+	// files there survive a stop, which deletes the pod. HomeStorageClass
+	// names its StorageClass ("" = the cluster's default).
+	HomeVolume       bool
+	HomeStorageClass string
 	// StartTimeout bounds the wait for a pod to get an address
 	// (scheduling and image pull included).
 	StartTimeout time.Duration
@@ -194,6 +200,12 @@ func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
 	}
 	limits, requests := resourcesFor(spec.Resources)
 	no, grace := false, int64(5)
+	var claims []sandboxv1.PersistentVolumeClaimTemplate
+	var mounts []corev1.VolumeMount
+	if b.o.HomeVolume {
+		claims, mounts = b.homeClaim(spec.Resources.DiskBytes)
+		env = append(env, corev1.EnvVar{Name: "PADDOCK_AGENT_OWN_HOME", Value: "1"})
+	}
 	pod := corev1.PodSpec{
 		Hostname:                      spec.ID,
 		AutomountServiceAccountToken:  &no,
@@ -205,6 +217,7 @@ func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
 			Image:           image.OCIRef(b.o.ImagePrefix, &image.Image{Name: spec.Image.Name, Digest: spec.Image.Digest}),
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			Env:             env,
+			VolumeMounts:    mounts,
 			Ports:           []corev1.ContainerPort{{Name: "agent", ContainerPort: agentPort, Protocol: corev1.ProtocolTCP}},
 			Resources:       corev1.ResourceRequirements{Requests: requests, Limits: limits},
 			SecurityContext: &corev1.SecurityContext{
@@ -225,7 +238,8 @@ func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
 					Spec:       pod,
 					ObjectMeta: sandboxv1.PodMetadata{Labels: b.labels(spec.ID)},
 				},
-				Service: &no,
+				Service:              &no,
+				VolumeClaimTemplates: claims,
 			},
 			OperatingMode: sandboxv1.SandboxOperatingModeRunning,
 		},
@@ -251,6 +265,35 @@ func resourcesFor(r runtime.Resources) (limits, requests corev1.ResourceList) {
 		requests[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(r.DiskBytes/16, resource.BinarySI)
 	}
 	return limits, requests
+}
+
+// homeVolume is the claim template's name; agent-sandbox names the claim
+// "home-<Sandbox name>" and adds the pod volume "home".
+const homeVolume = "home"
+
+// homePath is where the home volume is mounted: the default user's home in
+// Paddock's images.
+const homePath = "/home/user"
+
+// homeClaim is the home directory's claim template, as large as the
+// sandbox's disk, and its mount.
+func (b *Backend) homeClaim(diskBytes int64) ([]sandboxv1.PersistentVolumeClaimTemplate, []corev1.VolumeMount) {
+	if diskBytes <= 0 {
+		diskBytes = 1 << 30
+	}
+	spec := corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceStorage: *resource.NewQuantity(diskBytes, resource.BinarySI),
+		}},
+	}
+	if b.o.HomeStorageClass != "" {
+		sc := b.o.HomeStorageClass
+		spec.StorageClassName = &sc
+	}
+	tmpl := sandboxv1.PersistentVolumeClaimTemplate{Spec: spec}
+	tmpl.Name = homeVolume
+	return []sandboxv1.PersistentVolumeClaimTemplate{tmpl}, []corev1.VolumeMount{{Name: homeVolume, MountPath: homePath}}
 }
 
 func cutEnv(kv string) (string, string, bool) {
@@ -401,6 +444,9 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	if err := b.waitPodGone(ctx, id); err != nil {
 		return err
 	}
+	if err := b.waitGone(ctx, id, homeVolume+"-"+objectName(id), &corev1.PersistentVolumeClaim{}); err != nil {
+		return err
+	}
 	// The Secret and the NetworkPolicy go once the pod is gone: a pod
 	// never runs without its policy.
 	sec := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace}}
@@ -412,17 +458,23 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 
 // waitPodGone waits until the sandbox's pod no longer exists.
 func (b *Backend) waitPodGone(ctx context.Context, id string) error {
+	return b.waitGone(ctx, id, objectName(id), &corev1.Pod{})
+}
+
+// waitGone waits up to a minute until the object name of obj's kind no
+// longer exists.
+func (b *Backend) waitGone(ctx context.Context, id, name string, obj client.Object) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	key := types.NamespacedName{Namespace: b.o.Namespace, Name: name}
 	for {
-		var pod corev1.Pod
-		err := b.o.Client.Get(ctx, b.key(id), &pod)
+		err := b.o.Client.Get(ctx, key, obj)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("sandbox %s: its pod is still there after a minute: %w", id, errdefs.ErrUnavailable)
+			return fmt.Errorf("sandbox %s: %T %s is still there after a minute: %w", id, obj, name, errdefs.ErrUnavailable)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
