@@ -61,11 +61,12 @@ type paddockd struct {
 	log    *bytes.Buffer
 
 	cluster *cluster.Cluster
+	args    []string // added to paddock serve
 	cmd     *exec.Cmd
 	done    chan struct{}
 }
 
-func startPaddock(t *testing.T, c *cluster.Cluster) *paddockd {
+func startPaddock(t *testing.T, c *cluster.Cluster, args ...string) *paddockd {
 	t.Helper()
 	bin := buildPaddock(t)
 	dir, err := os.MkdirTemp("", "pdk-k8s")
@@ -73,7 +74,7 @@ func startPaddock(t *testing.T, c *cluster.Cluster) *paddockd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	d := &paddockd{t: t, bin: bin, dir: dir, socket: filepath.Join(dir, "pd.sock"), log: new(bytes.Buffer), cluster: c}
+	d := &paddockd{t: t, bin: bin, dir: dir, socket: filepath.Join(dir, "pd.sock"), log: new(bytes.Buffer), cluster: c, args: args}
 	d.start()
 	t.Cleanup(func() {
 		d.stop()
@@ -92,8 +93,9 @@ func (d *paddockd) start() {
 	if images == "" {
 		images = filepath.Join(d.dir, "images")
 	}
-	cmd := exec.Command(d.bin, "serve", "--backend", "kubernetes", "--kubeconfig", d.cluster.Kubeconfig,
-		"--state-dir", filepath.Join(d.dir, "state"), "--socket", d.socket, "--log-level", "debug")
+	args := append([]string{"serve", "--backend", "kubernetes", "--kubeconfig", d.cluster.Kubeconfig,
+		"--state-dir", filepath.Join(d.dir, "state"), "--socket", d.socket, "--log-level", "debug"}, d.args...)
+	cmd := exec.Command(d.bin, args...)
 	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREVIEW_LISTEN=off", "PADDOCK_PREPARE_DEFAULT_IMAGE=false")
 	cmd.Stdout, cmd.Stderr = d.log, d.log
 	if err := cmd.Start(); err != nil {
