@@ -252,6 +252,13 @@ func TestPaddockOnKubernetes(t *testing.T) {
 		t.Errorf("create with network egress: exit %d, %q", code, errOut)
 	}
 
+	// What the backend cannot do yet is refused by name.
+	for _, args := range [][]string{{"pause", sb.ID}, {"snapshot", "create", sb.ID}} {
+		if _, errOut, code := d.run(args...); code == 0 || !strings.Contains(errOut, "on the kubernetes backend") {
+			t.Errorf("paddock %s: exit %d, %q", strings.Join(args, " "), code, errOut)
+		}
+	}
+
 	// The agent answers nobody without the sandbox's token.
 	hc := &http.Client{Timeout: 5 * time.Second}
 	for _, tok := range []string{"", strings.Repeat("0", 64)} {
