@@ -62,6 +62,7 @@ type paddockd struct {
 
 	cluster *cluster.Cluster
 	args    []string // added to paddock serve
+	local   bool     // the local backend instead of the cluster
 	cmd     *exec.Cmd
 	done    chan struct{}
 }
@@ -93,8 +94,11 @@ func (d *paddockd) start() {
 	if images == "" {
 		images = filepath.Join(d.dir, "images")
 	}
-	args := append([]string{"serve", "--backend", "kubernetes", "--kubeconfig", d.cluster.Kubeconfig,
-		"--state-dir", filepath.Join(d.dir, "state"), "--socket", d.socket, "--log-level", "debug"}, d.args...)
+	args := []string{"serve", "--backend", "kubernetes", "--kubeconfig", d.cluster.Kubeconfig}
+	if d.local {
+		args = []string{"serve"}
+	}
+	args = append(append(args, "--state-dir", filepath.Join(d.dir, "state"), "--socket", d.socket, "--log-level", "debug"), d.args...)
 	cmd := exec.Command(d.bin, args...)
 	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREVIEW_LISTEN=off", "PADDOCK_PREPARE_DEFAULT_IMAGE=false")
 	cmd.Stdout, cmd.Stderr = d.log, d.log
