@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/paddock-dev/paddock/internal/daemon.Version=$(VERSION)
 export CGO_ENABLED = 0
 
-.PHONY: all build run test test-kubernetes deps generate vet bench soak clean
+.PHONY: all build run test test-kubernetes deps generate vet bench bench-kubernetes soak clean
 
 all: build
 
@@ -41,6 +41,17 @@ vet:
 bench: build
 	PADDOCK_BENCH_DEPS=1 ./scripts/install-deps.sh
 	./bench/run.sh
+
+## bench-kubernetes: the kubernetes backend against a plain pod and the
+## local runc backend, same run, on the test cluster; the figures go to
+## bench/results/.
+bench-kubernetes:
+	@PADDOCK_K8S_DEPS=1 ./scripts/install-deps.sh
+	mkdir -p bench/results
+	cd test/kubernetes && PADDOCK_K8S_BIN=$$(./build.sh) && \
+		PADDOCK_K8S_BIN=$$PADDOCK_K8S_BIN PADDOCK_K8S_BENCH_N=$${PADDOCK_K8S_BENCH_N:-10} \
+		PADDOCK_K8S_BENCH_OUT=$(CURDIR)/bench/results/$$(date +%F)-kubernetes-backend-vs-plain-pod.md \
+		$(GO) test -count=1 -v -timeout 30m -run 'TestKubernetesBench$$' .
 
 ## soak: 100 sandboxes, 10,000 commands and 100 daemon kill -9s, with every
 ## check after each; the figures go to bench/results/.

@@ -9,7 +9,7 @@
 # host). Benchmarks add hyperfine
 # (PADDOCK_BENCH_DEPS=1). The Kubernetes test cluster adds containerd (its
 # own instance, started by the tests) and the CNI plugins (PADDOCK_K8S_DEPS=1,
-# set by `make test-kubernetes`).
+# set by `make test-kubernetes`; `make test` installs them too).
 set -euo pipefail
 
 need=()
@@ -36,7 +36,8 @@ fi
 if [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
 	have hyperfine || need+=(hyperfine)
 fi
-if [ "${PADDOCK_K8S_DEPS:-0}" = 1 ]; then
+# `make test` runs the Kubernetes suite too.
+if [ "${PADDOCK_K8S_DEPS:-0}" = 1 ] || [ "${PADDOCK_TEST_DEPS:-0}" = 1 ]; then
 	{ have containerd && have ctr && have containerd-shim-runc-v2; } || need+=(containerd)
 	[ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] || need+=(containernetworking-plugins)
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project: formatting and vet, unit tests, the shared
-# runtime suite on runc and runsc, and end-to-end tests that drive the real
-# CLI against a real daemon. Tests that need root or a runtime skip with a
+# runtime suite on runc and runsc, end-to-end tests that drive the real CLI
+# against a real daemon, and the Kubernetes suite on a one-node cluster. Tests that need root or a runtime skip with a
 # reason when those are absent; the summary lists every skip.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +35,19 @@ log="$out/go-test.log"
 echo "running go test (full log: $log)"
 go test -count=1 -v -timeout 45m ./... >"$log" 2>&1
 rc=$?
+# The Kubernetes suite is a module of its own (test/kubernetes): it builds
+# or reuses the test cluster's binaries (cached under
+# /var/cache/paddock-test/k8s, keyed by version), starts a one-node cluster,
+# and tears it down.
+echo "running the Kubernetes suite (test/kubernetes; log: $log)"
+if k8sbin=$(cd test/kubernetes && ./build.sh); then
+	(cd test/kubernetes && go vet ./... && PADDOCK_K8S_BIN=$k8sbin go test -count=1 -v -timeout 30m ./...) >>"$log" 2>&1
+	krc=$?
+else
+	echo "test/kubernetes/build.sh failed" | tee -a "$log"
+	krc=1
+fi
+[ "$krc" -eq 0 ] || rc=$krc
 grep -E '^(ok|FAIL|---|panic:)|^\s+--- (FAIL|SKIP)' "$log" | grep -v -- '--- PASS' || true
 
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)

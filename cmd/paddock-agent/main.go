@@ -23,6 +23,7 @@ func main() {
 	}
 	fs := flag.NewFlagSet("paddock-agent", flag.ContinueOnError)
 	socket := fs.String("socket", agent.SocketFromEnv(), "unix socket to listen on")
+	listen := fs.String("listen", "", "TCP address to listen on instead of the socket (needs "+agent.EnvToken+")")
 	debug := fs.Bool("debug", agent.DebugFromEnv(), "log at debug level")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
@@ -33,7 +34,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := agent.Run(ctx, *socket, *debug); err != nil && ctx.Err() == nil {
+	opts := agent.RunOptions{Socket: *socket, Listen: *listen, Debug: *debug}
+	if *listen != "" {
+		opts.Token = os.Getenv(agent.EnvToken)
+	}
+	if err := agent.RunWith(ctx, opts); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "paddock-agent:", err)
 		os.Exit(1)
 	}

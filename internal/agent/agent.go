@@ -9,6 +9,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -74,6 +75,9 @@ type Options struct {
 	// MaxTarBytes and MaxTarEntries bound one tar upload.
 	MaxTarBytes   int64
 	MaxTarEntries int
+	// Token, when set, must be in every request's TokenHeader (the agent
+	// listens on a network, not on a socket only the daemon reaches).
+	Token string
 }
 
 // Agent serves one sandbox. Create it with New.
@@ -167,7 +171,47 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("GET /paddock/v1/tar", a.handleTarOut)
 	mux.HandleFunc("PUT /paddock/v1/tar", a.handleTarIn)
 	mux.HandleFunc("GET "+PortForwardPath, a.handlePortForward)
-	return withUser(mux)
+	h := withUser(mux)
+	if a.opts.Token != "" {
+		h = withToken(a.opts.Token, h)
+	}
+	return h
+}
+
+// TokenHeader carries the agent's per-sandbox token on a TCP listener.
+// Authorization is taken: it selects envd's user.
+const TokenHeader = "X-Paddock-Agent-Token"
+
+// maxTokenLen bounds the token; the daemon makes 64 hex digits.
+const maxTokenLen = 256
+
+// withToken refuses every request whose TokenHeader is not token, in
+// constant time, before anything else reads it.
+func withToken(token string, next http.Handler) http.Handler {
+	want := []byte(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get(TokenHeader)
+		if len(got) > maxTokenLen || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			http.Error(w, "agent token missing or wrong", http.StatusUnauthorized)
+			return
+		}
+		r.Header.Del(TokenHeader)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ListenTCP listens on addr for a sandbox reached over the network. A
+// token is required: without one anything on that network could drive
+// the sandbox.
+func ListenTCP(addr, token string) (net.Listener, error) {
+	if len(token) < 32 || len(token) > maxTokenLen {
+		return nil, fmt.Errorf("listening on %s needs a token of 32 to %d characters in %s: %w", addr, maxTokenLen, EnvToken, errdefs.ErrInvalidArgument)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %v: %w", addr, err, errdefs.ErrUnavailable)
+	}
+	return ln, nil
 }
 
 // ListenUnix creates the agent's socket at path, replacing a stale one

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,12 +17,38 @@ import (
 // serve until ctx ends (SIGTERM), then stop every process group. Both the
 // small paddock-agent binary and `paddock agent` call it.
 func Run(ctx context.Context, socket string, debug bool) error {
+	return RunWith(ctx, RunOptions{Socket: socket, Debug: debug})
+}
+
+// RunOptions say where the agent listens.
+type RunOptions struct {
+	// Socket is the unix socket path (the local runtimes).
+	Socket string
+	// Listen, when set, is a TCP address (":49983") to listen on instead
+	// of Socket: a sandbox that runs elsewhere (a Kubernetes pod) is
+	// reached over its network. Token must be set with it.
+	Listen string
+	// Token is the secret every request over Listen must carry in
+	// TokenHeader. The daemon makes one per sandbox.
+	Token string
+	Debug bool
+}
+
+// RunWith is Run with every option.
+func RunWith(ctx context.Context, o RunOptions) error {
+	socket, debug := o.Socket, o.Debug
 	level := slog.LevelInfo
 	if debug {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "agent")
-	ln, err := ListenUnix(socket)
+	var ln net.Listener
+	var err error
+	if o.Listen != "" {
+		ln, err = ListenTCP(o.Listen, o.Token)
+	} else {
+		ln, err = ListenUnix(socket)
+	}
 	if err != nil {
 		return err
 	}
@@ -30,8 +57,9 @@ func Run(ctx context.Context, socket string, debug bool) error {
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigc)
-	a := New(Options{Logger: log, DefaultUser: os.Getenv(EnvDefaultUser), DefaultCwd: os.Getenv(EnvDefaultCwd)})
-	log.Info("agent listening", "socket", socket, "pid", os.Getpid(), "envd_version", EnvdVersion)
+	a := New(Options{Logger: log, DefaultUser: os.Getenv(EnvDefaultUser), DefaultCwd: os.Getenv(EnvDefaultCwd), Token: o.Token})
+	a.ownHomeFromEnv() // homevolume.go
+	log.Info("agent listening", "address", ln.Addr().String(), "pid", os.Getpid(), "envd_version", EnvdVersion)
 	err = a.Serve(ctx, ln)
 	record := "status 0"
 	select {
@@ -44,7 +72,9 @@ func Run(ctx context.Context, socket string, debug bool) error {
 			record = "status 1"
 		}
 	}
-	writeExitRecord(filepath.Dir(socket), record, log)
+	if o.Listen == "" {
+		writeExitRecord(filepath.Dir(socket), record, log)
+	}
 	return err
 }
 
@@ -84,6 +114,14 @@ func SocketFromEnv() string {
 	}
 	return DefaultSocket
 }
+
+// EnvToken names the variable that carries the agent's token when it
+// listens on TCP. Like every PADDOCK_AGENT_ variable, it is not passed on
+// to the sandbox's processes.
+const EnvToken = EnvPrefix + "TOKEN"
+
+// DefaultPort is the agent's TCP port when it listens on one: envd's.
+const DefaultPort = 49983
 
 // DebugFromEnv says whether the environment asks for debug logs.
 func DebugFromEnv() bool { return os.Getenv(EnvPrefix+"DEBUG") == "1" }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+
 	"github.com/spf13/cobra"
 
 	"github.com/paddock-dev/paddock/internal/agent"
@@ -12,6 +14,7 @@ import (
 func newAgentCmd() *cobra.Command {
 	var (
 		socket string
+		listen string
 		debug  bool
 	)
 	cmd := &cobra.Command{
@@ -23,10 +26,15 @@ func newAgentCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The command's context ends on SIGTERM or SIGINT (see Main):
 			// Run then stops every process group and returns.
-			return agent.Run(cmd.Context(), socket, debug)
+			opts := agent.RunOptions{Socket: socket, Listen: listen, Debug: debug}
+			if listen != "" {
+				opts.Token = os.Getenv(agent.EnvToken)
+			}
+			return agent.RunWith(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&socket, "socket", agent.SocketFromEnv(), "unix socket to listen on")
+	cmd.Flags().StringVar(&listen, "listen", "", "TCP address to listen on instead of the socket (needs "+agent.EnvToken+")")
 	cmd.Flags().BoolVar(&debug, "debug", agent.DebugFromEnv(), "log at debug level")
 	return cmd
 }

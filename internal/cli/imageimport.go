@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -99,7 +100,46 @@ func addImageImportCmds(g *globals, images *cobra.Command) {
 			return nil
 		},
 	}
-	images.AddCommand(imp, pull, rm, gc)
+	var exportOut, exportPrefix string
+	export := &cobra.Command{
+		Use:   "export NAME|DIGEST|SOURCE -o FILE",
+		Short: "Write an image, with Paddock's agent as its entrypoint, as an OCI archive (for ctr images import or a registry)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if exportOut == "" {
+				return fmt.Errorf("-o FILE is required (- for stdout)")
+			}
+			var w io.Writer = cmd.OutOrStdout()
+			var f *os.File
+			if exportOut != "-" {
+				var err error
+				f, err = os.OpenFile(exportOut, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+				if err != nil {
+					return err
+				}
+				w = f
+			}
+			ref, err := g.client().ExportImage(cmd.Context(), args[0], exportPrefix, w)
+			if f != nil {
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					_ = os.Remove(exportOut)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if exportOut != "-" {
+				fmt.Fprintf(cmd.OutOrStdout(), "exported %s as %s to %s\n", args[0], ref, exportOut)
+			}
+			return nil
+		},
+	}
+	export.Flags().StringVarP(&exportOut, "output", "o", "", "file to write (- for stdout)")
+	export.Flags().StringVar(&exportPrefix, "prefix", "", "registry and path the image is named under (default paddock.local)")
+	images.AddCommand(imp, pull, rm, gc, export)
 }
 
 func printImage(cmd *cobra.Command, g *globals, verb string, img *api.Image) error {

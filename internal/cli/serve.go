@@ -17,6 +17,7 @@ func newServeCmd() *cobra.Command {
 		policyFile  string
 		flags       struct {
 			stateDir, socket, listen, logLevel string
+			backend, kubeconfig, kubeNamespace string
 		}
 	)
 	cmd := &cobra.Command{
@@ -27,7 +28,11 @@ keys are required), the sandboxes' controller, and the image store.
 
 Stopping the daemon leaves sandboxes running; the next start re-adopts them.
 Environment: PADDOCK_STATE_DIR, PADDOCK_SOCKET, PADDOCK_LISTEN, PADDOCK_LOG_LEVEL,
-PADDOCK_POLICY_FILE.`,
+PADDOCK_POLICY_FILE, PADDOCK_BACKEND, PADDOCK_KUBECONFIG, PADDOCK_KUBE_NAMESPACE,
+PADDOCK_KUBE_IMAGE_PREFIX.
+
+With --backend kubernetes, sandboxes run as agent-sandbox Sandbox objects on
+the cluster the kubeconfig names (docs/kubernetes.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := config.Default()
@@ -46,6 +51,19 @@ PADDOCK_POLICY_FILE.`,
 			}
 			if f.Changed("log-level") {
 				cfg.LogLevel = flags.logLevel
+			}
+			if f.Changed("backend") {
+				cfg.Backend = flags.backend
+			}
+			if f.Changed("kubeconfig") {
+				abs, err := filepath.Abs(flags.kubeconfig)
+				if err != nil {
+					return err
+				}
+				cfg.Kubernetes.Kubeconfig = abs
+			}
+			if f.Changed("kube-namespace") {
+				cfg.Kubernetes.Namespace = flags.kubeNamespace
 			}
 			if f.Changed("policy") {
 				abs, err := filepath.Abs(policyFile)
@@ -74,6 +92,9 @@ PADDOCK_POLICY_FILE.`,
 	f.StringVar(&flags.listen, "listen", "", "also serve on this TCP address (API keys required), e.g. 127.0.0.1:8080")
 	f.StringVar(&flags.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&policyFile, "policy", "", "admission policy file (JSON; docs/admission.md); PUT /v1/policy rewrites it")
+	f.StringVar(&flags.backend, "backend", config.BackendLocal, "where sandboxes run: local or kubernetes")
+	f.StringVar(&flags.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (--backend kubernetes; default: in-cluster)")
+	f.StringVar(&flags.kubeNamespace, "kube-namespace", "default", "namespace of the sandboxes' objects (--backend kubernetes)")
 	f.BoolVar(&printConfig, "print-config", false, "print the resulting configuration and exit")
 	return cmd
 }

@@ -98,6 +98,11 @@ type Config struct {
 	// ($PADDOCK_DISK_OVERCOMMIT; limits.go). Disks are sparse files, so
 	// above 1 a sandbox can meet ENOSPC before its own disk is full.
 	DiskOvercommit float64 `json:"disk_overcommit"`
+	// Backend is where sandboxes run ($PADDOCK_BACKEND, `serve
+	// --backend`): "local" (this host's container runtimes) or
+	// "kubernetes" (Kubernetes, kubernetes.go).
+	Backend    string     `json:"backend"`
+	Kubernetes Kubernetes `json:"kubernetes"`
 }
 
 // Default returns the embedded defaults.
@@ -133,6 +138,8 @@ func Default() Config {
 		ImageImportMaxPerKey:   DefaultImageImportMaxPerKey,
 		RequestBodyMemory:      128 << 20,
 		DiskOvercommit:         1,
+		Backend:                BackendLocal,
+		Kubernetes:             defaultKubernetes(),
 	}
 }
 
@@ -184,6 +191,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 		c.PrepareDefaultImage = b
 	}
 	c.applyE2BEnv(getenv)
+	c.applyKubernetesEnv(getenv)
 	if err := c.applyLimitsEnv(getenv); err != nil {
 		return err
 	}
@@ -234,6 +242,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateE2B()...)
 	errs = append(errs, c.validateStorage()...)
 	errs = append(errs, c.validateLimits()...)
+	errs = append(errs, c.validateKubernetes()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -252,6 +252,16 @@ func (c *Controller) backend(name string) (runtime.Backend, error) {
 	return b, nil
 }
 
+// runtimeDesc names a runtime in an error saying what it cannot do, with
+// the backend when it is not this host's: "runtime runc on the kubernetes
+// backend".
+func (c *Controller) runtimeDesc(name string) string {
+	if c.cfg.Backend == config.BackendKubernetes {
+		return "runtime " + name + " on the kubernetes backend"
+	}
+	return "runtime " + name
+}
+
 // setState moves rec to state `to`, persisting it with a reason in the
 // state history. Reconciliation passes force to record what it found.
 func (c *Controller) setState(ctx context.Context, rec *store.Sandbox, to, reason string, force bool) error {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -179,4 +180,56 @@ func imageEnv(img *image.Image, env map[string]string) []string {
 		out = append(out, agent.EnvDefaultCwd+"="+img.WorkingDir)
 	}
 	return out
+}
+
+// DefaultOCIPrefix is where exported images are named when the caller
+// names no registry: a name no registry answers for, for `ctr images
+// import` on a node.
+const DefaultOCIPrefix = "paddock.local"
+
+// ExportImage writes the image ref, with the agent added and set as its
+// entrypoint, to w as an OCI image layout archive named under prefix
+// (image.ExportOCI), for a registry or a cluster node's containerd. Any
+// caller may export any image it may start sandboxes from: built-in ones
+// are built on first use. open is called with the archive's reference
+// just before its first byte, and gives the writer the archive goes to;
+// an error before then leaves it uncalled.
+func (c *Controller) ExportImage(ctx context.Context, ref, prefix string, open func(name string) io.Writer) (string, error) {
+	if err := requireCaller(ctx); err != nil { // scope.go
+		return "", err
+	}
+	if prefix == "" {
+		prefix = DefaultOCIPrefix
+	}
+	if err := image.ValidateOCIPrefix(prefix); err != nil {
+		return "", err
+	}
+	img, err := c.image(ctx, ref) // sandbox.go
+	if err != nil {
+		return "", err
+	}
+	name := image.OCIRef(prefix, img)
+	tmp := "" // the layers' tars wait beside the layers, not in a small /tmp
+	if d, ok := c.opts.Images.(interface{ Dir() string }); ok {
+		tmp = d.Dir()
+	}
+	w := &openOnWrite{open: func() io.Writer { return open(name) }}
+	err = image.ExportOCI(ctx, img, image.OCIExport{Ref: name, AgentBinary: c.opts.AgentBinary, TempDir: tmp}, w)
+	if err != nil {
+		return "", fmt.Errorf("export image %s: %w", ref, err)
+	}
+	return name, nil
+}
+
+// openOnWrite opens its writer with the first byte.
+type openOnWrite struct {
+	open func() io.Writer
+	w    io.Writer
+}
+
+func (o *openOnWrite) Write(p []byte) (int, error) {
+	if o.w == nil {
+		o.w = o.open()
+	}
+	return o.w.Write(p)
 }

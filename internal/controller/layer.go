@@ -22,7 +22,7 @@ func (c *Controller) ExportLayer(ctx context.Context, ref string, w io.Writer) e
 	}
 	x, ok := b.(runtime.LayerExporter)
 	if !ok {
-		return fmt.Errorf("runtime %s cannot export a writable layer: %w", rec.Runtime, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("%s cannot export a writable layer: %w", c.runtimeDesc(rec.Runtime), errdefs.ErrFailedPrecondition)
 	}
 	c.touch(rec.ID)
 	return x.ExportLayer(ctx, rec.ID, w)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -61,6 +62,9 @@ func (c *Controller) admitNetwork(ctx context.Context, req *api.CreateSandboxReq
 	}
 	if req.Network.Mode != api.NetworkEgress {
 		return nil, errdefs.Invalid("network mode %q: want %s or %s", req.Network.Mode, api.NetworkNone, api.NetworkEgress)
+	}
+	if c.opts.Network == nil && c.cfg.Backend == config.BackendKubernetes {
+		return nil, fmt.Errorf("network mode egress is not available on the kubernetes backend yet (sandboxes there have network none: a NetworkPolicy denies all egress): %w", errdefs.ErrFailedPrecondition)
 	}
 	if c.opts.Network == nil {
 		return nil, fmt.Errorf("network mode egress: this daemon has no networking (needs root, iproute2 and iptables): %w", errdefs.ErrUnavailable)

@@ -83,7 +83,7 @@ func (c *Controller) pauser(rec *store.Sandbox) (runtime.Pauser, error) {
 	}
 	p, ok := b.(runtime.Pauser)
 	if !ok {
-		return nil, fmt.Errorf("runtime %s cannot pause: %w", rec.Runtime, errdefs.ErrFailedPrecondition)
+		return nil, fmt.Errorf("%s cannot pause: %w", c.runtimeDesc(rec.Runtime), errdefs.ErrFailedPrecondition)
 	}
 	return p, nil
 }

@@ -196,6 +196,7 @@ func (c *Controller) startCompute(ctx context.Context, e *entry, rec *store.Sand
 	info, err := b.Start(ctx, runtime.Spec{
 		ID:          rec.ID,
 		Layers:      layers,
+		Image:       runtime.ImageRef{Name: img.Name, Digest: img.Digest},
 		AgentBinary: c.opts.AgentBinary,
 		Env:         append(env, netSetup.Env...),
 		NetNSPath:   netSetup.NetNSPath,
@@ -211,7 +212,7 @@ func (c *Controller) startCompute(ctx context.Context, e *entry, rec *store.Sand
 	if err != nil {
 		return fmt.Errorf("start sandbox %s: %w", rec.ID, err)
 	}
-	ag := client.New(info.AgentSocket)
+	ag := agentClient(info)
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
 	defer cancel()
 	if err := ag.WaitReady(rctx); err != nil {
@@ -377,6 +378,15 @@ func (c *Controller) startLocked(ctx context.Context, e *entry, id, reason strin
 	return rec, nil
 }
 
+// agentClient reaches the agent the backend says: on its socket on this
+// host, or over the network with the sandbox's token.
+func agentClient(info runtime.Info) *client.Client {
+	if info.AgentAddr != "" {
+		return client.NewTCP(info.AgentAddr, info.AgentToken)
+	}
+	return client.New(info.AgentSocket)
+}
+
 // adopt connects to the agent of a sandbox that runs already (after a
 // daemon restart).
 func (c *Controller) adopt(ctx context.Context, e *entry, rec *store.Sandbox) error {
@@ -388,7 +398,7 @@ func (c *Controller) adopt(ctx context.Context, e *entry, rec *store.Sandbox) er
 	if err != nil {
 		return err
 	}
-	ag := client.New(info.AgentSocket)
+	ag := agentClient(info)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := ag.WaitReady(rctx); err != nil {

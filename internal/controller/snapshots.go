@@ -158,7 +158,7 @@ func (c *Controller) captureLayer(ctx context.Context, rec *store.Sandbox) ([]st
 	}
 	ls, ok := b.(runtime.LayerSnapshotter)
 	if !ok {
-		return nil, snapshot.Layer{}, fmt.Errorf("runtime %s cannot snapshot a sandbox: %w", rec.Runtime, errdefs.ErrFailedPrecondition)
+		return nil, snapshot.Layer{}, fmt.Errorf("%s cannot snapshot a sandbox: %w", c.runtimeDesc(rec.Runtime), errdefs.ErrFailedPrecondition)
 	}
 	if err := c.checkStoreRoom(0); err != nil { // quota.go
 		return nil, snapshot.Layer{}, err
@@ -198,7 +198,7 @@ func (c *Controller) copyFrozen(ctx context.Context, rec *store.Sandbox, b runti
 	}
 	p, ok := b.(runtime.Pauser)
 	if !ok {
-		return fmt.Errorf("runtime %s cannot freeze a sandbox for a consistent snapshot: %w", rec.Runtime, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("%s cannot freeze a sandbox for a consistent snapshot: %w", c.runtimeDesc(rec.Runtime), errdefs.ErrFailedPrecondition)
 	}
 	if err := p.Pause(ctx, rec.ID); err != nil {
 		return fmt.Errorf("freeze sandbox %s for the snapshot: %w", rec.ID, err)

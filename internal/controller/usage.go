@@ -25,7 +25,7 @@ func (c *Controller) Usage(ctx context.Context, ref string) (runtime.Usage, *api
 	}
 	ur, ok := b.(runtime.UsageReader)
 	if !ok {
-		return runtime.Usage{}, nil, fmt.Errorf("runtime %s cannot report usage: %w", rec.Runtime, errdefs.ErrFailedPrecondition)
+		return runtime.Usage{}, nil, fmt.Errorf("%s cannot report usage: %w", c.runtimeDesc(rec.Runtime), errdefs.ErrFailedPrecondition)
 	}
 	u, err := ur.Usage(ctx, rec.ID)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/e2b"
 	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/runtime/oci"
 	"github.com/paddock-dev/paddock/internal/server"
 	"github.com/paddock-dev/paddock/internal/snapshot"
@@ -112,8 +113,16 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if err != nil {
 		return fmt.Errorf("seal the agent binary: %w", err)
 	}
-	backends, probes := probeRuntimes(ctx, cfg, agentBin, log) // runtimes.go
-	defer closeBackends(backends)                              // runtimes.go
+	var backends map[string]runtime.Backend
+	var probes []api.RuntimeInfo
+	if cfg.Backend == config.BackendKubernetes {
+		if backends, probes, err = kubeRuntimes(ctx, cfg, log); err != nil { // runtimes.go
+			return err
+		}
+	} else {
+		backends, probes = probeRuntimes(ctx, cfg, agentBin, log) // runtimes.go
+	}
+	defer closeBackends(backends) // runtimes.go
 	if len(backends) == 0 {
 		return errors.New("no container runtime works here: install runc (apt-get install runc) or runsc")
 	}
@@ -127,9 +136,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	}
 	netRec := &recorder{}
 	secrets := newSecretBox(cfg.StateDir, st)                                                  // secrets.go
-	nets, err := openNetworks(ctx, cfg.StateDir, log.With("part", "network"), netRec, secrets) // network.go
-	if err != nil {
-		return err
+	var nets *networks
+	if cfg.Backend == config.BackendLocal {
+		// On a cluster, pods have the cluster's network; host network
+		// namespaces and firewall rules mean nothing there.
+		nets, err = openNetworks(ctx, cfg.StateDir, log.With("part", "network"), netRec, secrets) // network.go
+		if err != nil {
+			return err
+		}
 	}
 	var netOpt controller.Network
 	var secOpt controller.Secrets

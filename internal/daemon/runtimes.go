@@ -11,6 +11,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/runtime"
+	"github.com/paddock-dev/paddock/internal/runtime/kube"
 	"github.com/paddock-dev/paddock/internal/runtime/oci"
 )
 
@@ -79,4 +80,39 @@ func loadPolicy(ctrl *controller.Controller, cfg config.Config) error {
 		return ctrl.LoadPolicy(cfg.PolicyFile, true)
 	}
 	return ctrl.LoadPolicy(filepath.Join(cfg.StateDir, "policy.json"), false)
+}
+
+// kubeRuntimes connects to the cluster the config names and builds one
+// Kubernetes backend per runtime it maps to a RuntimeClass. Unlike a local
+// runtime, a cluster that cannot be reached is fatal: nothing would run.
+func kubeRuntimes(ctx context.Context, cfg config.Config, log *slog.Logger) (map[string]runtime.Backend, []api.RuntimeInfo, error) {
+	cl, err := kube.Connect(ctx, cfg.Kubernetes.Kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[string]runtime.Backend{}
+	var infos []api.RuntimeInfo
+	for _, rt := range knownRuntimes {
+		class, ok := cfg.Kubernetes.RuntimeClasses[rt.api]
+		if !ok {
+			continue
+		}
+		b, err := kube.New(kube.Options{
+			Name: rt.api, Client: cl.Client, Namespace: cfg.Kubernetes.Namespace, Instance: cfg.KubeInstance(),
+			ImagePrefix: cfg.Kubernetes.ImagePrefix, RuntimeClass: class,
+			HomeVolume: cfg.Kubernetes.HomeVolume, HomeStorageClass: cfg.Kubernetes.HomeStorageClass,
+			Logger: log.With("part", "runtime", "runtime", rt.api, "backend", config.BackendKubernetes),
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		out[rt.api] = b
+		what := "kubernetes"
+		if class != "" {
+			what += " (RuntimeClass " + class + ")"
+		}
+		infos = append(infos, api.RuntimeInfo{Name: rt.api, Binary: what, Path: cl.Server, Version: cl.Version, Available: true})
+	}
+	log.Info("kubernetes backend", "server", cl.Server, "version", cl.Version, "namespace", cfg.Kubernetes.Namespace, "instance", cfg.KubeInstance())
+	return out, infos, nil
 }

@@ -71,6 +71,10 @@ type treeWalker struct {
 	buf   []byte
 	size  int64
 	files int64
+	// oci writes overlayfs whiteouts the way OCI layers spell them
+	// (.wh.<name> files and .wh..wh..opq markers) instead of as the
+	// character devices and xattrs the store keeps.
+	oci bool
 }
 
 // walk writes the entry for host path p (tar name rel, "" for the root) and,
@@ -98,6 +102,15 @@ func (w *treeWalker) walk(p, rel string) error {
 	xattrs, err := listXattrs(p)
 	if err != nil {
 		return fmt.Errorf("image layer: xattrs of %s: %w", name, err)
+	}
+	opaque := false
+	if w.oci {
+		opaque = xattrs["SCHILY.xattr."+opaqueXattr] == "y"
+		for k := range xattrs {
+			if strings.HasPrefix(k, "SCHILY.xattr.trusted.overlay.") {
+				delete(xattrs, k)
+			}
+		}
 	}
 	if len(xattrs) > 0 {
 		hdr.PAXRecords = xattrs
@@ -130,6 +143,12 @@ func (w *treeWalker) walk(p, rel string) error {
 		hdr.Typeflag = tar.TypeSymlink
 		hdr.Linkname = target
 	case unix.S_IFCHR, unix.S_IFBLK:
+		if w.oci && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0 {
+			hdr.Typeflag = tar.TypeReg
+			hdr.Name = path.Join(path.Dir(name), whiteoutPrefix+path.Base(name))
+			hdr.Mode, hdr.PAXRecords = 0, nil
+			break
+		}
 		hdr.Typeflag = tar.TypeChar
 		if st.Mode&unix.S_IFMT == unix.S_IFBLK {
 			hdr.Typeflag = tar.TypeBlock
@@ -154,6 +173,12 @@ func (w *treeWalker) walk(p, rel string) error {
 	}
 	if !isDir {
 		return nil
+	}
+	if opaque {
+		wh := &tar.Header{Name: path.Join(name, whiteoutOpaque), Typeflag: tar.TypeReg, ModTime: epoch, Format: tar.FormatPAX}
+		if err := w.tw.WriteHeader(wh); err != nil {
+			return fmt.Errorf("image layer: %s: %w", wh.Name, err)
+		}
 	}
 	names, err := readDirNames(p)
 	if err != nil {

@@ -59,12 +59,27 @@ type Spec struct {
 	// TrustBundle, when set, is a host file bind-mounted read-only as the
 	// sandbox's /etc/ssl/certs/ca-certificates.crt (egress interception).
 	TrustBundle string
+	// Image names the image the sandbox runs, for backends that run
+	// sandboxes away from the host's layers (Kubernetes); Layers holds
+	// the same image on this host.
+	Image ImageRef
+}
+
+// ImageRef says which stored image a sandbox runs.
+type ImageRef struct {
+	Name   string // "busybox", "base", an imported reference
+	Digest string // "sha256:<hex>" of its content
 }
 
 // Info says where to reach a started sandbox's agent.
 type Info struct {
 	// AgentSocket is the host path of the agent's unix socket.
 	AgentSocket string
+	// AgentAddr is set instead of AgentSocket for a sandbox reached over a
+	// network (host:port), with AgentToken, the secret its agent wants in
+	// every request.
+	AgentAddr  string
+	AgentToken string
 	// Pid is the host pid of the container's init (0 if unknown, e.g. runsc).
 	Pid int
 }

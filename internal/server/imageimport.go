@@ -23,6 +23,7 @@ func (s *Server) routesImageImport(m *http.ServeMux) {
 	m.HandleFunc("POST /v1/images/pull", s.pullImage)
 	m.HandleFunc("DELETE /v1/images/{ref}", s.removeImage)
 	m.HandleFunc("POST /v1/images/gc", s.gcImages)
+	m.HandleFunc("GET /v1/images/{ref}/oci", s.exportImage)
 }
 
 // imageExtras adds what imported and pulled images carry to the wire form.
@@ -143,4 +144,28 @@ func (s *Server) gcImages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, toGC(&res))
+}
+
+// exportImage streams an image as an OCI archive with the agent added
+// (controller.ExportImage). The reference it is named by comes in the
+// Paddock-Image-Ref header; an error found before the first byte gets a
+// proper error status, one after it cuts the archive short.
+func (s *Server) exportImage(w http.ResponseWriter, r *http.Request) {
+	started := false
+	_, err := s.opts.Controller.ExportImage(r.Context(), r.PathValue("ref"), r.URL.Query().Get("prefix"), func(name string) io.Writer {
+		started = true
+		w.Header().Set("Content-Type", "application/x-tar")
+		w.Header().Set("Paddock-Image-Ref", name)
+		w.WriteHeader(http.StatusOK)
+		return w
+	})
+	if err == nil {
+		return
+	}
+	if !started {
+		writeError(w, err)
+		return
+	}
+	s.log.Warn("image export cut short", "image", r.PathValue("ref"), "err", err)
+	panic(http.ErrAbortHandler)
 }

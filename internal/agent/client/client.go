@@ -36,9 +36,14 @@ const baseURL = "http://agent"
 // are made lazily and reused.
 type Client struct {
 	socketPath string
+	// tcpAddr and token are set for an agent reached over a network
+	// (NewTCP); socketPath is then empty.
+	tcpAddr string
+	token   string
 
 	once    sync.Once
 	tr      *http.Transport
+	rt      http.RoundTripper // tr, with the token added when there is one
 	hc      *http.Client
 	process processconnect.ProcessClient
 	fs      filesystemconnect.FilesystemClient
@@ -47,6 +52,12 @@ type Client struct {
 // New returns a client for the agent listening at socketPath (a host path).
 func New(socketPath string) *Client {
 	return &Client{socketPath: socketPath}
+}
+
+// NewTCP returns a client for an agent listening at addr (host:port) on a
+// network, which every request proves itself to with token.
+func NewTCP(addr, token string) *Client {
+	return &Client{tcpAddr: addr, token: token}
 }
 
 func (c *Client) init() {
@@ -70,7 +81,11 @@ func (c *Client) init() {
 			PingTimeout:     15 * time.Second,
 			SendPingTimeout: 30 * time.Second,
 		}
-		c.hc = &http.Client{Transport: c.tr}
+		c.rt = c.tr
+		if c.token != "" {
+			c.rt = tokenTransport{token: c.token, next: c.tr}
+		}
+		c.hc = &http.Client{Transport: c.rt}
 		c.process = processconnect.NewProcessClient(c.hc, baseURL, connect.WithReadMaxBytes(maxAgentMessage))
 		c.fs = filesystemconnect.NewFilesystemClient(c.hc, baseURL, connect.WithReadMaxBytes(maxAgentMessage))
 	})
@@ -80,6 +95,14 @@ func (c *Client) init() {
 // socket, and connects through /proc/self/fd, so a symlink (or anything
 // else) swapped in by the sandbox is refused rather than followed.
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	if c.tcpAddr != "" {
+		d := net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+		conn, err := d.DialContext(ctx, "tcp", c.tcpAddr)
+		if err != nil {
+			return nil, fmt.Errorf("connect to agent at %s: %v: %w", c.tcpAddr, errnoOf(err), errdefs.ErrUnavailable)
+		}
+		return conn, nil
+	}
 	fd, err := unix.Open(c.socketPath, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
@@ -102,6 +125,21 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 	}
 	return conn, nil
 }
+
+// tokenTransport adds the agent's token to every request.
+type tokenTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(agentTokenHeader, t.token)
+	return t.next.RoundTrip(r)
+}
+
+// agentTokenHeader is internal/agent's TokenHeader.
+const agentTokenHeader = "X-Paddock-Agent-Token"
 
 func errnoOf(err error) error {
 	var errno syscall.Errno

@@ -57,6 +57,9 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	if err != nil {
 		return nil, errdefs.Invalid("build request: %v", err)
 	}
+	if c.token != "" {
+		req.Header.Set(agentTokenHeader, c.token)
+	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", portForwardProtocol)
 	if err := req.Write(conn); err != nil {

@@ -8,5 +8,5 @@ import "net/http"
 // client's connections and their symlink-refusing dial.
 func (c *Client) Transport() http.RoundTripper {
 	c.init()
-	return c.tr
+	return c.rt
 }

@@ -81,3 +81,26 @@ func (c *Client) GCImages(ctx context.Context) (*api.ImageGCResult, error) {
 	}
 	return &out, nil
 }
+
+// ExportImage writes the image ref, with Paddock's agent added as its
+// entrypoint, to w as an OCI image layout archive (for `ctr images
+// import` on a cluster's nodes or a registry's tools), named under prefix
+// ("" is paddock.local). It returns the reference the archive names.
+func (c *Client) ExportImage(ctx context.Context, ref, prefix string, w io.Writer) (string, error) {
+	if len(ref) > 512 || ref == "" || ref == "." || ref == ".." {
+		return "", fmt.Errorf("image reference %q is not valid: %w", ref, ErrInvalidArgument)
+	}
+	req := request{method: http.MethodGet, path: "/v1/images/" + url.PathEscape(ref) + "/oci", accept: "application/x-tar"}
+	if prefix != "" {
+		req.query = url.Values{"prefix": {prefix}}
+	}
+	resp, err := c.send(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return "", fmt.Errorf("export image %s: %w", ref, err)
+	}
+	return resp.Header.Get("Paddock-Image-Ref"), nil
+}

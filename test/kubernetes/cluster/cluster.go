@@ -58,6 +58,8 @@ type Cluster struct {
 	kubelet    *proc
 	containerd *proc
 	stopped    bool
+
+	stopProvisioner context.CancelFunc // storage.go
 }
 
 // Start brings a cluster up and returns when its node is Ready and the
@@ -233,6 +235,9 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if err := c.installAgentSandbox(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.startProvisioner(ctx); err != nil { // storage.go
 		return nil, err
 	}
 	if err := c.waitDefaultServiceAccount(ctx); err != nil {

@@ -35,6 +35,9 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	// The control loops first, so nothing recreates what is removed next;
 	// then the kubelet, so it does not restart the pods removed through the
 	// CRI; containerd and the API last.
+	if c.stopProvisioner != nil {
+		c.stopProvisioner()
+	}
 	byName := map[string]*proc{}
 	for _, p := range c.procs {
 		byName[p.name] = p

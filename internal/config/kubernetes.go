@@ -1,0 +1,117 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/paddock-dev/paddock/internal/image"
+)
+
+// Backends Paddock runs sandboxes on.
+const (
+	// BackendLocal: containers on this host (runc, runsc, crun).
+	BackendLocal = "local"
+	// BackendKubernetes: agent-sandbox Sandbox objects on a cluster.
+	BackendKubernetes = "kubernetes"
+)
+
+// Kubernetes configures the Kubernetes backend (Backend "kubernetes").
+type Kubernetes struct {
+	// Kubeconfig is the kubeconfig file ($PADDOCK_KUBECONFIG, `serve
+	// --kubeconfig`); "" uses the pod's service account (in-cluster).
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Namespace holds the sandboxes' objects ($PADDOCK_KUBE_NAMESPACE).
+	Namespace string `json:"namespace"`
+	// ImagePrefix is where sandbox images are named on the nodes
+	// ($PADDOCK_KUBE_IMAGE_PREFIX): a registry the nodes pull from, to
+	// which `paddock image export --prefix` archives were pushed, or the
+	// default paddock.local for archives imported with ctr on each node.
+	ImagePrefix string `json:"image_prefix"`
+	// RuntimeClasses maps Paddock's runtime names to RuntimeClass names
+	// ("" = the cluster's default handler). A runtime absent here is not
+	// offered.
+	RuntimeClasses map[string]string `json:"runtime_classes"`
+	// HomeVolume puts each sandbox's /home/user on a PersistentVolumeClaim,
+	// so its files survive a stop (default true); HomeStorageClass names
+	// the claims' StorageClass ("" = the cluster's default).
+	HomeVolume       bool   `json:"home_volume"`
+	HomeStorageClass string `json:"home_storage_class,omitempty"`
+	// Instance tells this daemon's objects from another daemon's in the
+	// same namespace; default: derived from the host name and state dir.
+	Instance string `json:"instance,omitempty"`
+}
+
+func defaultKubernetes() Kubernetes {
+	return Kubernetes{Namespace: "default", ImagePrefix: "paddock.local", RuntimeClasses: map[string]string{"runc": ""}, HomeVolume: true}
+}
+
+func (c *Config) applyKubernetesEnv(getenv func(string) string) {
+	if v := getenv("PADDOCK_BACKEND"); v != "" {
+		c.Backend = v
+	}
+	if v := getenv("PADDOCK_KUBECONFIG"); v != "" {
+		c.Kubernetes.Kubeconfig = v
+	}
+	if v := getenv("PADDOCK_KUBE_NAMESPACE"); v != "" {
+		c.Kubernetes.Namespace = v
+	}
+	if v := getenv("PADDOCK_KUBE_IMAGE_PREFIX"); v != "" {
+		c.Kubernetes.ImagePrefix = v
+	}
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+func (c *Config) validateKubernetes() []error {
+	switch c.Backend {
+	case BackendLocal:
+		return nil
+	case BackendKubernetes:
+	default:
+		return []error{fmt.Errorf("backend %q: want %s or %s", c.Backend, BackendLocal, BackendKubernetes)}
+	}
+	var errs []error
+	k := c.Kubernetes
+	if k.Kubeconfig != "" && !filepath.IsAbs(k.Kubeconfig) {
+		errs = append(errs, fmt.Errorf("kubeconfig %q must be an absolute path", k.Kubeconfig))
+	}
+	if !dnsLabel.MatchString(k.Namespace) {
+		errs = append(errs, fmt.Errorf("kubernetes namespace %q is not a valid namespace name", k.Namespace))
+	}
+	if k.HomeStorageClass != "" && !dnsLabel.MatchString(k.HomeStorageClass) {
+		errs = append(errs, fmt.Errorf("kubernetes home_storage_class %q is not a valid name", k.HomeStorageClass))
+	}
+	if k.Instance != "" && !dnsLabel.MatchString(k.Instance) {
+		errs = append(errs, fmt.Errorf("kubernetes instance %q: want a DNS label (lower-case letters, digits, '-')", k.Instance))
+	}
+	if err := image.ValidateOCIPrefix(k.ImagePrefix); err != nil {
+		errs = append(errs, fmt.Errorf("kubernetes image prefix: %w", err))
+	}
+	if len(k.RuntimeClasses) == 0 {
+		errs = append(errs, fmt.Errorf("kubernetes runtime_classes is empty: no runtime would be offered"))
+	}
+	for rt, class := range k.RuntimeClasses {
+		if rt != "runc" && rt != "gvisor" && rt != "crun" {
+			errs = append(errs, fmt.Errorf("kubernetes runtime_classes: runtime %q: want runc, gvisor or crun", rt))
+		}
+		if class != "" && !dnsLabel.MatchString(class) {
+			errs = append(errs, fmt.Errorf("kubernetes runtime_classes: RuntimeClass %q is not a valid name", class))
+		}
+	}
+	return errs
+}
+
+// KubeInstance is Kubernetes.Instance, or one derived from the host name
+// and the state dir, so two daemons never share one.
+func (c *Config) KubeInstance() string {
+	if c.Kubernetes.Instance != "" {
+		return c.Kubernetes.Instance
+	}
+	host, _ := os.Hostname()
+	sum := sha256.Sum256([]byte(host + "\x00" + c.StateDir))
+	return "pd-" + hex.EncodeToString(sum[:6])
+}

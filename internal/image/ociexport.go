@@ -1,0 +1,330 @@
+package image
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// AgentPathInImage is where an exported image holds Paddock's agent, the
+// same path the local runtimes mount it at.
+const AgentPathInImage = "/.paddock/bin/paddock"
+
+// AgentPort is the TCP port an exported image's agent listens on: envd's.
+const AgentPort = 49983
+
+// OCIExport says how to write an image as an OCI image layout archive.
+type OCIExport struct {
+	// Ref names the image in the archive (containerd's and OCI's
+	// annotations), e.g. OCIRef("paddock.local", img).
+	Ref string
+	// AgentBinary is the host path of the static agent binary, added as
+	// a layer of its own at AgentPathInImage. The image's entrypoint runs
+	// it listening on AgentPort; it needs PADDOCK_AGENT_TOKEN to start.
+	AgentBinary string
+	// TempDir holds each layer's tar while its digest is computed ("" is
+	// the system's).
+	TempDir string
+}
+
+// OCIRef is the reference an image is exported under: the registry and
+// path prefix, the image's name made a valid repository name, and its
+// content digest as the tag, so a changed image never reuses a name.
+func OCIRef(prefix string, img *Image) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(img.Name) {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9'
+		if ok {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	repo := strings.Trim(b.String(), "-")
+	if repo == "" {
+		repo = "image"
+	}
+	if len(repo) > 64 {
+		repo = strings.Trim(repo[:64], "-")
+	}
+	tag := strings.TrimPrefix(img.Digest, digestPrefix)
+	if len(tag) > 32 {
+		tag = tag[:32]
+	}
+	return strings.TrimSuffix(prefix, "/") + "/" + repo + ":" + tag
+}
+
+const (
+	mediaLayer    = "application/vnd.oci.image.layer.v1.tar"
+	mediaConfig   = "application/vnd.oci.image.config.v1+json"
+	mediaManifest = "application/vnd.oci.image.manifest.v1+json"
+	mediaIndex    = "application/vnd.oci.image.index.v1+json"
+)
+
+type ociDescriptor struct {
+	MediaType   string            `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Size        int64             `json:"size"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// blob is one content-addressed file of the archive: in memory or in a
+// temp file.
+type blob struct {
+	desc ociDescriptor
+	data []byte
+	file string
+}
+
+// ExportOCI writes img, plus a layer holding the agent, to w as an OCI
+// image layout tar that `ctr images import` and registries' tools read.
+// Layers are uncompressed tars in the store's canonical order; overlayfs
+// whiteouts become OCI's.
+func ExportOCI(ctx context.Context, img *Image, o OCIExport, w io.Writer) error {
+	if o.Ref == "" || o.AgentBinary == "" {
+		return fmt.Errorf("export %s: a reference and the agent binary are required", img.Name)
+	}
+	tmp, err := os.MkdirTemp(o.TempDir, "oci-export-")
+	if err != nil {
+		return fmt.Errorf("export %s: %w", img.Name, err)
+	}
+	defer os.RemoveAll(tmp)
+
+	var layers []blob
+	for i, dir := range img.Layers {
+		b, err := layerBlob(ctx, dir, path.Join(tmp, fmt.Sprintf("layer%d", i)))
+		if err != nil {
+			return fmt.Errorf("export %s: %w", img.Name, err)
+		}
+		layers = append(layers, b)
+	}
+	ab, err := agentLayer(o.AgentBinary, path.Join(tmp, "agent"))
+	if err != nil {
+		return fmt.Errorf("export %s: agent layer: %w", img.Name, err)
+	}
+	layers = append(layers, ab)
+
+	env := img.Env
+	if len(env) == 0 {
+		env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	}
+	diffIDs := make([]string, len(layers))
+	layerDescs := make([]ociDescriptor, len(layers))
+	for i, l := range layers {
+		diffIDs[i] = l.desc.Digest
+		layerDescs[i] = l.desc
+	}
+	config := map[string]any{
+		"architecture": goruntime.GOARCH,
+		"os":           "linux",
+		"config": map[string]any{
+			"Env":        env,
+			"Entrypoint": []string{AgentPathInImage, "agent", "--listen", fmt.Sprintf(":%d", AgentPort)},
+			"WorkingDir": "/",
+			"Labels":     map[string]string{"dev.paddock.image": img.Name, "dev.paddock.digest": img.Digest},
+		},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
+	}
+	cfg := jsonBlob(mediaConfig, config)
+	manifest := jsonBlob(mediaManifest, map[string]any{
+		"schemaVersion": 2,
+		"mediaType":     mediaManifest,
+		"config":        cfg.desc,
+		"layers":        layerDescs,
+	})
+	md := manifest.desc
+	md.Annotations = map[string]string{
+		"org.opencontainers.image.ref.name": o.Ref,
+		"io.containerd.image.name":          o.Ref,
+	}
+	index, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": mediaIndex, "manifests": []ociDescriptor{md}})
+	if err != nil {
+		return err
+	}
+
+	tw := tar.NewWriter(w)
+	put := func(name string, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: "blobs/sha256/", Mode: 0o755, ModTime: epoch, Typeflag: tar.TypeDir}); err != nil {
+		return err
+	}
+	for _, b := range append(layers, cfg, manifest) {
+		name := "blobs/sha256/" + strings.TrimPrefix(b.desc.Digest, digestPrefix)
+		if b.file == "" {
+			if err := put(name, b.data); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := copyBlob(tw, name, b); err != nil {
+			return err
+		}
+	}
+	if err := put("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		return err
+	}
+	if err := put("index.json", index); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+func jsonBlob(media string, v any) blob {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // maps of strings and slices always marshal
+	}
+	sum := sha256.Sum256(data)
+	return blob{desc: ociDescriptor{MediaType: media, Digest: digestPrefix + hex.EncodeToString(sum[:]), Size: int64(len(data))}, data: data}
+}
+
+// layerBlob writes dir as an OCI layer tar into file.
+func layerBlob(ctx context.Context, dir, file string) (blob, error) {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return blob{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(f, h)}
+	walker := &treeWalker{ctx: ctx, tw: tar.NewWriter(cw), links: make(map[fileID]string), buf: make([]byte, 1<<20), oci: true}
+	if err := walker.walk(dir, ""); err != nil {
+		return blob{}, err
+	}
+	if err := walker.tw.Close(); err != nil {
+		return blob{}, err
+	}
+	if err := f.Close(); err != nil {
+		return blob{}, err
+	}
+	return blob{desc: ociDescriptor{MediaType: mediaLayer, Digest: digestPrefix + hex.EncodeToString(h.Sum(nil)), Size: cw.n}, file: file}, nil
+}
+
+// agentLayer is a layer of the agent binary alone, root-owned and not
+// writable, at AgentPathInImage.
+func agentLayer(bin, file string) (blob, error) {
+	src, err := os.Open(bin)
+	if err != nil {
+		return blob{}, err
+	}
+	defer src.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+		return blob{}, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return blob{}, fmt.Errorf("%s is not a regular file", bin)
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return blob{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(f, h)}
+	tw := tar.NewWriter(cw)
+	rel := strings.TrimPrefix(AgentPathInImage, "/")
+	for _, d := range []string{path.Dir(path.Dir(rel)), path.Dir(rel)} {
+		if err := tw.WriteHeader(&tar.Header{Name: d + "/", Mode: 0o755, ModTime: epoch, Typeflag: tar.TypeDir, Format: tar.FormatPAX}); err != nil {
+			return blob{}, err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o555, Size: st.Size, ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+		return blob{}, err
+	}
+	if n, err := io.Copy(tw, io.LimitReader(src, st.Size)); err != nil || n != st.Size {
+		return blob{}, fmt.Errorf("copy agent binary: %d of %d bytes: %v", n, st.Size, err)
+	}
+	if err := tw.Close(); err != nil {
+		return blob{}, err
+	}
+	if err := f.Close(); err != nil {
+		return blob{}, err
+	}
+	return blob{desc: ociDescriptor{MediaType: mediaLayer, Digest: digestPrefix + hex.EncodeToString(h.Sum(nil)), Size: cw.n}, file: file}, nil
+}
+
+func copyBlob(tw *tar.Writer, name string, b blob) error {
+	f, err := os.Open(b.file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: b.desc.Size, ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	n, err := io.Copy(tw, f)
+	if err == nil && n != b.desc.Size {
+		err = fmt.Errorf("%s: %d of %d bytes", name, n, b.desc.Size)
+	}
+	return err
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// ValidateOCIPrefix accepts a registry host (with an optional port) and
+// path, in the lower-case characters references allow.
+func ValidateOCIPrefix(p string) error {
+	if len(p) > 200 {
+		return errdefs.Invalid("image prefix is longer than 200 characters")
+	}
+	host, path, _ := strings.Cut(p, "/")
+	if h, port, ok := strings.Cut(host, ":"); ok {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return errdefs.Invalid("image prefix %q: bad registry port", p)
+		}
+		host = h
+	}
+	ok := func(s, extra string) bool {
+		if s == "" {
+			return false
+		}
+		for _, r := range s {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune(extra, r)) {
+				return false
+			}
+		}
+		return true
+	}
+	if !ok(host, ".-") {
+		return errdefs.Invalid("image prefix %q: want a registry host such as registry.example.com:5000, optionally with a path", p)
+	}
+	if path != "" {
+		for _, seg := range strings.Split(path, "/") {
+			if !ok(seg, "._-") {
+				return errdefs.Invalid("image prefix %q: path segments are lower-case letters, digits, '.', '_' and '-'", p)
+			}
+		}
+	}
+	return nil
+}

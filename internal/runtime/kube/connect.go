@@ -1,0 +1,64 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Cluster is a connection to a cluster's API server.
+type Cluster struct {
+	Client client.Client
+	// Server is the API server's URL, Version its Kubernetes version.
+	Server, Version string
+}
+
+// Connect reaches the API server named by kubeconfig ("" = the pod's own
+// service account), and checks that it answers and serves agent-sandbox's
+// Sandbox kind: a cluster without the CRDs is refused with what to install.
+func Connect(ctx context.Context, kubeconfig string) (*Cluster, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes config: %w", err)
+	}
+	cfg.UserAgent = "paddock"
+	cfg.Timeout = 30 * time.Second
+	cfg.QPS, cfg.Burst = 100, 200
+	scheme := kruntime.NewScheme()
+	for _, add := range []func(*kruntime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, sandboxv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	ver, err := dc.ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes API server %s does not answer: %w", cfg.Host, err)
+	}
+	if _, err := dc.ServerResourcesForGroupVersion(sandboxv1.GroupVersion.String()); err != nil {
+		return nil, fmt.Errorf("kubernetes API server %s does not serve %s (install agent-sandbox's CRDs and controller: deploy/kubernetes): %w", cfg.Host, sandboxv1.GroupVersion, err)
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &Cluster{Client: cl, Server: cfg.Host, Version: ver.GitVersion}, nil
+}

@@ -1,0 +1,537 @@
+// Package kube runs Paddock sandboxes as agent-sandbox Sandbox objects
+// (sigs.k8s.io/agent-sandbox, agents.x-k8s.io/v1beta1) on a Kubernetes
+// cluster. Each sandbox is one pod whose only container runs Paddock's
+// agent from an image Paddock exported (image.ExportOCI), listening on the
+// pod's network with a token of its own kept in a Secret. The daemon
+// reaches the agent by the pod's IP; everything else (exec, files,
+// sessions, the E2B data plane) goes through the agent as on one host.
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/runtime"
+)
+
+// Labels on every object the backend creates.
+const (
+	LabelSandbox  = "paddock.dev/sandbox"
+	LabelInstance = "paddock.dev/instance"
+)
+
+// tokenKey is the Secret's key holding the agent's token.
+const tokenKey = "agent-token"
+
+// agentPort is the port the exported images' agent listens on.
+const agentPort = image.AgentPort
+
+// containerName is the pod's one container.
+const containerName = "sandbox"
+
+// Options configure a Backend.
+type Options struct {
+	// Name is the runtime name the API shows ("runc", "gvisor").
+	Name string
+	// Client reaches the cluster's API server.
+	Client client.Client
+	// Namespace holds every object of this daemon's sandboxes.
+	Namespace string
+	// Instance tells this daemon's objects from another's in the same
+	// namespace (LabelInstance).
+	Instance string
+	// ImagePrefix is where the sandboxes' images are named
+	// (image.OCIRef): a registry the nodes pull from, or the name the
+	// images were imported under on the nodes.
+	ImagePrefix string
+	// RuntimeClass is the pods' RuntimeClass ("" = the cluster's default).
+	RuntimeClass string
+	// HomeVolume puts the default user's home directory (/home/user) on
+	// a PersistentVolumeClaim of the Sandbox (volumeClaimTemplates), so
+	// files there survive a stop, which deletes the pod. HomeStorageClass
+	// names its StorageClass ("" = the cluster's default).
+	HomeVolume       bool
+	HomeStorageClass string
+	// StartTimeout bounds the wait for a pod to get an address
+	// (scheduling and image pull included).
+	StartTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Backend is a runtime.Backend on a Kubernetes cluster.
+type Backend struct {
+	o Options
+}
+
+// New returns a backend; it checks nothing until used (see Probe).
+func New(o Options) (*Backend, error) {
+	if o.Client == nil || o.Namespace == "" || o.Instance == "" || o.ImagePrefix == "" || o.Name == "" {
+		return nil, errors.New("kubernetes backend: client, namespace, instance, image prefix and name are required")
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 3 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Backend{o: o}, nil
+}
+
+// Name implements runtime.Backend.
+func (b *Backend) Name() string { return b.o.Name }
+
+// objectName is the name of a sandbox's Sandbox, pod and Secret.
+func objectName(id string) string { return "paddock-" + id }
+
+func (b *Backend) key(id string) types.NamespacedName {
+	return types.NamespacedName{Namespace: b.o.Namespace, Name: objectName(id)}
+}
+
+func (b *Backend) labels(id string) map[string]string {
+	return map[string]string{LabelSandbox: id, LabelInstance: b.o.Instance}
+}
+
+// Start creates the sandbox's Secret and Sandbox, or sets a suspended one
+// running again, and waits until its pod has an address.
+func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, error) {
+	if spec.NetNSPath != "" || spec.ResolvConf != "" || spec.TrustBundle != "" {
+		return runtime.Info{}, fmt.Errorf("sandbox %s: host networking settings do not apply on the kubernetes backend: %w", spec.ID, errdefs.ErrFailedPrecondition)
+	}
+	if spec.Image.Name == "" || spec.Image.Digest == "" {
+		return runtime.Info{}, fmt.Errorf("sandbox %s: the kubernetes backend needs the image's name and digest: %w", spec.ID, errdefs.ErrInvalidArgument)
+	}
+	token, err := b.ensureSecret(ctx, spec.ID)
+	if err != nil {
+		return runtime.Info{}, err
+	}
+	if err := b.ensureNetworkPolicy(ctx, spec.ID); err != nil { // netpol.go
+		return runtime.Info{}, err
+	}
+	var sb sandboxv1.Sandbox
+	err = b.o.Client.Get(ctx, b.key(spec.ID), &sb)
+	switch {
+	case apierrors.IsNotFound(err):
+		sb = b.sandboxObject(spec)
+		if err := b.o.Client.Create(ctx, &sb); err != nil {
+			return runtime.Info{}, fmt.Errorf("sandbox %s: create Sandbox: %w", spec.ID, apiErr(err))
+		}
+	case err != nil:
+		return runtime.Info{}, fmt.Errorf("sandbox %s: %w", spec.ID, apiErr(err))
+	case sb.Spec.OperatingMode == sandboxv1.SandboxOperatingModeSuspended:
+		patch := client.MergeFrom(sb.DeepCopy())
+		sb.Spec.OperatingMode = sandboxv1.SandboxOperatingModeRunning
+		if err := b.o.Client.Patch(ctx, &sb, patch); err != nil {
+			return runtime.Info{}, fmt.Errorf("sandbox %s: resume Sandbox: %w", spec.ID, apiErr(err))
+		}
+	}
+	ip, err := b.waitPodIP(ctx, spec.ID)
+	if err != nil {
+		return runtime.Info{}, err
+	}
+	b.o.Logger.Info("sandbox started", "sandbox", spec.ID, "pod_ip", ip)
+	return runtime.Info{AgentAddr: net.JoinHostPort(ip, strconv.Itoa(agentPort)), AgentToken: token}, nil
+}
+
+// ensureSecret returns the sandbox's token, creating its Secret with a
+// fresh one if there is none.
+func (b *Backend) ensureSecret(ctx context.Context, id string) (string, error) {
+	var sec corev1.Secret
+	err := b.o.Client.Get(ctx, b.key(id), &sec)
+	if err == nil {
+		if t := string(sec.Data[tokenKey]); len(t) >= 32 {
+			return t, nil
+		}
+		return "", fmt.Errorf("sandbox %s: its Secret holds no usable token: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	if !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("sandbox %s: %w", id, apiErr(err))
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	token := hex.EncodeToString(raw)
+	immutable := true
+	sec = corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace, Labels: b.labels(id)},
+		Immutable:  &immutable,
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{tokenKey: []byte(token)},
+	}
+	if err := b.o.Client.Create(ctx, &sec); err != nil {
+		return "", fmt.Errorf("sandbox %s: create Secret: %w", id, apiErr(err))
+	}
+	return token, nil
+}
+
+// sandboxObject is the Sandbox for spec: one pod, one container running
+// the agent, no service account token, no service links, the sandbox's
+// limits as requests and limits alike.
+func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
+	env := []corev1.EnvVar{{
+		Name: "PADDOCK_AGENT_TOKEN",
+		ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: objectName(spec.ID)},
+			Key:                  tokenKey,
+		}},
+	}}
+	for _, kv := range spec.Env {
+		k, v, _ := cutEnv(kv)
+		env = append(env, corev1.EnvVar{Name: k, Value: v})
+	}
+	limits, requests := resourcesFor(spec.Resources)
+	no, grace := false, int64(5)
+	var claims []sandboxv1.PersistentVolumeClaimTemplate
+	var mounts []corev1.VolumeMount
+	if b.o.HomeVolume {
+		claims, mounts = b.homeClaim(spec.Resources.DiskBytes)
+		env = append(env, corev1.EnvVar{Name: "PADDOCK_AGENT_OWN_HOME", Value: "1"})
+	}
+	pod := corev1.PodSpec{
+		Hostname:                      spec.ID,
+		AutomountServiceAccountToken:  &no,
+		EnableServiceLinks:            &no,
+		TerminationGracePeriodSeconds: &grace,
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{
+			Name:            containerName,
+			Image:           image.OCIRef(b.o.ImagePrefix, &image.Image{Name: spec.Image.Name, Digest: spec.Image.Digest}),
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Env:             env,
+			VolumeMounts:    mounts,
+			Ports:           []corev1.ContainerPort{{Name: "agent", ContainerPort: agentPort, Protocol: corev1.ProtocolTCP}},
+			Resources:       corev1.ResourceRequirements{Requests: requests, Limits: limits},
+			SecurityContext: &corev1.SecurityContext{
+				Privileged:     &no,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+		}},
+	}
+	if b.o.RuntimeClass != "" {
+		rc := b.o.RuntimeClass
+		pod.RuntimeClassName = &rc
+	}
+	return sandboxv1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: objectName(spec.ID), Namespace: b.o.Namespace, Labels: b.labels(spec.ID)},
+		Spec: sandboxv1.SandboxSpec{
+			SandboxBlueprint: sandboxv1.SandboxBlueprint{
+				PodTemplate: sandboxv1.PodTemplate{
+					Spec:       pod,
+					ObjectMeta: sandboxv1.PodMetadata{Labels: b.labels(spec.ID)},
+				},
+				Service:              &no,
+				VolumeClaimTemplates: claims,
+			},
+			OperatingMode: sandboxv1.SandboxOperatingModeRunning,
+		},
+	}
+}
+
+// resourcesFor makes the sandbox's limits the pod's limits, and requests
+// a share of them, as one host overcommits idle sandboxes: a tenth of the
+// CPU (at least 10m), a quarter of the memory and a sixteenth of the
+// ephemeral storage (a limit without a request would request it all).
+func resourcesFor(r runtime.Resources) (limits, requests corev1.ResourceList) {
+	limits, requests = corev1.ResourceList{}, corev1.ResourceList{}
+	if r.CPUMillis > 0 {
+		limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI)
+		requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(max(r.CPUMillis/10, 10), resource.DecimalSI)
+	}
+	if r.MemoryBytes > 0 {
+		limits[corev1.ResourceMemory] = *resource.NewQuantity(r.MemoryBytes, resource.BinarySI)
+		requests[corev1.ResourceMemory] = *resource.NewQuantity(r.MemoryBytes/4, resource.BinarySI)
+	}
+	if r.DiskBytes > 0 {
+		limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(r.DiskBytes, resource.BinarySI)
+		requests[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(r.DiskBytes/16, resource.BinarySI)
+	}
+	return limits, requests
+}
+
+// homeVolume is the claim template's name; agent-sandbox names the claim
+// "home-<Sandbox name>" and adds the pod volume "home".
+const homeVolume = "home"
+
+// homePath is where the home volume is mounted: the default user's home in
+// Paddock's images.
+const homePath = "/home/user"
+
+// homeClaim is the home directory's claim template, as large as the
+// sandbox's disk, and its mount.
+func (b *Backend) homeClaim(diskBytes int64) ([]sandboxv1.PersistentVolumeClaimTemplate, []corev1.VolumeMount) {
+	if diskBytes <= 0 {
+		diskBytes = 1 << 30
+	}
+	spec := corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceStorage: *resource.NewQuantity(diskBytes, resource.BinarySI),
+		}},
+	}
+	if b.o.HomeStorageClass != "" {
+		sc := b.o.HomeStorageClass
+		spec.StorageClassName = &sc
+	}
+	tmpl := sandboxv1.PersistentVolumeClaimTemplate{Spec: spec}
+	tmpl.Name = homeVolume
+	return []sandboxv1.PersistentVolumeClaimTemplate{tmpl}, []corev1.VolumeMount{{Name: homeVolume, MountPath: homePath}}
+}
+
+func cutEnv(kv string) (string, string, bool) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return kv, "", false
+}
+
+// waitPodIP polls the sandbox's pod until it runs with an address, fails,
+// or StartTimeout passes.
+func (b *Backend) waitPodIP(ctx context.Context, id string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last string
+	for {
+		var pod corev1.Pod
+		err := b.o.Client.Get(ctx, b.key(id), &pod)
+		switch {
+		case err == nil:
+			if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+				return "", fmt.Errorf("sandbox %s: its pod ended (%s): %s: %w", id, pod.Status.Phase, podReason(&pod), errdefs.ErrUnavailable)
+			}
+			if pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "" {
+				return pod.Status.PodIP, nil
+			}
+			last = podReason(&pod)
+		case !apierrors.IsNotFound(err):
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			if last == "" {
+				last = "no pod yet"
+			}
+			return "", fmt.Errorf("sandbox %s: pod not running within %s (%s): %w", id, b.o.StartTimeout, last, errdefs.ErrUnavailable)
+		case <-tick.C:
+		}
+	}
+}
+
+// podReason says in a few words why a pod is where it is.
+func podReason(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			return w.Reason + ": " + w.Message
+		}
+		if t := cs.State.Terminated; t != nil {
+			return fmt.Sprintf("%s (exit %d)", t.Reason, t.ExitCode)
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Reason != "" {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	if pod.Status.Reason != "" {
+		return pod.Status.Reason + ": " + pod.Status.Message
+	}
+	return string(pod.Status.Phase)
+}
+
+// Status implements runtime.Backend.
+func (b *Backend) Status(ctx context.Context, id string) (runtime.Status, error) {
+	var sb sandboxv1.Sandbox
+	if err := b.o.Client.Get(ctx, b.key(id), &sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("sandbox %s: %w", id, runtime.ErrNotFound)
+		}
+		return "", fmt.Errorf("sandbox %s: %w", id, apiErr(err))
+	}
+	if sb.Spec.OperatingMode == sandboxv1.SandboxOperatingModeSuspended {
+		return runtime.StatusStopped, nil
+	}
+	var pod corev1.Pod
+	if err := b.o.Client.Get(ctx, b.key(id), &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return runtime.StatusStopped, nil
+		}
+		return "", fmt.Errorf("sandbox %s: %w", id, apiErr(err))
+	}
+	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return runtime.StatusStopped, nil
+	}
+	return runtime.StatusRunning, nil
+}
+
+// Info implements runtime.Backend.
+func (b *Backend) Info(ctx context.Context, id string) (runtime.Info, error) {
+	var sec corev1.Secret
+	if err := b.o.Client.Get(ctx, b.key(id), &sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return runtime.Info{}, fmt.Errorf("sandbox %s: %w", id, runtime.ErrNotFound)
+		}
+		return runtime.Info{}, fmt.Errorf("sandbox %s: %w", id, apiErr(err))
+	}
+	var pod corev1.Pod
+	if err := b.o.Client.Get(ctx, b.key(id), &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return runtime.Info{}, fmt.Errorf("sandbox %s has no pod: %w", id, runtime.ErrNotFound)
+		}
+		return runtime.Info{}, fmt.Errorf("sandbox %s: %w", id, apiErr(err))
+	}
+	if pod.Status.PodIP == "" {
+		return runtime.Info{}, fmt.Errorf("sandbox %s: its pod has no address (%s): %w", id, podReason(&pod), errdefs.ErrUnavailable)
+	}
+	return runtime.Info{AgentAddr: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(agentPort)), AgentToken: string(sec.Data[tokenKey])}, nil
+}
+
+// Signal implements runtime.Backend: a pod's init cannot be signalled
+// through the API.
+func (b *Backend) Signal(ctx context.Context, id string, sig syscall.Signal) error {
+	return fmt.Errorf("signalling a sandbox's init is not possible on the kubernetes backend: %w", errdefs.ErrFailedPrecondition)
+}
+
+// Stop suspends the Sandbox: the controller deletes the pod and keeps the
+// Sandbox and its volumes.
+func (b *Backend) Stop(ctx context.Context, id string) error {
+	var sb sandboxv1.Sandbox
+	if err := b.o.Client.Get(ctx, b.key(id), &sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("sandbox %s: %w", id, apiErr(err))
+	}
+	if sb.Spec.OperatingMode != sandboxv1.SandboxOperatingModeSuspended {
+		patch := client.MergeFrom(sb.DeepCopy())
+		sb.Spec.OperatingMode = sandboxv1.SandboxOperatingModeSuspended
+		if err := b.o.Client.Patch(ctx, &sb, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("sandbox %s: suspend: %w", id, apiErr(err))
+		}
+	}
+	return b.waitPodGone(ctx, id)
+}
+
+// Destroy deletes the Sandbox (its pod and volumes go with it) and the
+// Secret, and waits until the pod is gone.
+func (b *Backend) Destroy(ctx context.Context, id string) error {
+	fg := client.PropagationPolicy(metav1.DeletePropagationForeground)
+	sb := sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace}}
+	if err := b.o.Client.Delete(ctx, &sb, fg); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("sandbox %s: delete Sandbox: %w", id, apiErr(err))
+	}
+	if err := b.waitPodGone(ctx, id); err != nil {
+		return err
+	}
+	if err := b.waitGone(ctx, id, homeVolume+"-"+objectName(id), &corev1.PersistentVolumeClaim{}); err != nil {
+		return err
+	}
+	// The Secret and the NetworkPolicy go once the pod is gone: a pod
+	// never runs without its policy.
+	sec := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace}}
+	if err := b.o.Client.Delete(ctx, &sec); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("sandbox %s: delete Secret: %w", id, apiErr(err))
+	}
+	return b.deleteNetworkPolicy(ctx, id)
+}
+
+// waitPodGone waits until the sandbox's pod no longer exists.
+func (b *Backend) waitPodGone(ctx context.Context, id string) error {
+	return b.waitGone(ctx, id, objectName(id), &corev1.Pod{})
+}
+
+// waitGone waits up to a minute until the object name of obj's kind no
+// longer exists.
+func (b *Backend) waitGone(ctx context.Context, id, name string, obj client.Object) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	key := types.NamespacedName{Namespace: b.o.Namespace, Name: name}
+	for {
+		err := b.o.Client.Get(ctx, key, obj)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox %s: %T %s is still there after a minute: %w", id, obj, name, errdefs.ErrUnavailable)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// List implements runtime.Backend: the sandboxes of this daemon's
+// instance with any object left (a Sandbox, or a Secret or NetworkPolicy
+// a crash left without one), so reconciliation finds every orphan.
+func (b *Backend) List(ctx context.Context) ([]string, error) {
+	sel := []client.ListOption{client.InNamespace(b.o.Namespace), client.MatchingLabels{LabelInstance: b.o.Instance}}
+	seen := map[string]bool{}
+	var ids []string
+	add := func(labels map[string]string) {
+		if id := labels[LabelSandbox]; id != "" && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	var sbs sandboxv1.SandboxList
+	if err := b.o.Client.List(ctx, &sbs, sel...); err != nil {
+		return nil, fmt.Errorf("list Sandboxes: %w", apiErr(err))
+	}
+	for _, o := range sbs.Items {
+		add(o.Labels)
+	}
+	var secs corev1.SecretList
+	if err := b.o.Client.List(ctx, &secs, sel...); err != nil {
+		return nil, fmt.Errorf("list Secrets: %w", apiErr(err))
+	}
+	for _, o := range secs.Items {
+		add(o.Labels)
+	}
+	var nps networkingv1.NetworkPolicyList
+	if err := b.o.Client.List(ctx, &nps, sel...); err != nil {
+		return nil, fmt.Errorf("list NetworkPolicies: %w", apiErr(err))
+	}
+	for _, o := range nps.Items {
+		add(o.Labels)
+	}
+	return ids, nil
+}
+
+// apiErr maps the API server's answers to Paddock's error vocabulary.
+func apiErr(err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%v: %w", err, errdefs.ErrNotFound)
+	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
+		return fmt.Errorf("%v: %w", err, errdefs.ErrConflict)
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the cluster refused: %v: %w", err, errdefs.ErrFailedPrecondition)
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return fmt.Errorf("the cluster found the object invalid: %v: %w", err, errdefs.ErrInvalidArgument)
+	case apierrors.IsTooManyRequests(err):
+		return fmt.Errorf("%v: %w", err, errdefs.ErrResourceExhausted)
+	}
+	return fmt.Errorf("the cluster's API: %v: %w", err, errdefs.ErrUnavailable)
+}
+
+var _ runtime.Watcher = (*Backend)(nil)

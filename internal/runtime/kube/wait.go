@@ -1,0 +1,92 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/paddock-dev/paddock/internal/runtime"
+)
+
+// waitPoll is how often Wait looks at a running sandbox's pod.
+const waitPoll = time.Second
+
+// Wait implements runtime.Watcher: it follows the sandbox's pod (the one
+// running when Wait is called) until that pod ends, is deleted or is
+// replaced, and says why in the cluster's words: evicted, OOMKilled, the
+// agent's exit code, or deleted by someone else.
+func (b *Backend) Wait(ctx context.Context, id string) (runtime.Exit, error) {
+	var uid types.UID
+	t := time.NewTicker(waitPoll)
+	defer t.Stop()
+	misses := 0
+	for {
+		var pod corev1.Pod
+		err := b.o.Client.Get(ctx, b.key(id), &pod)
+		switch {
+		case apierrors.IsNotFound(err):
+			if uid == "" {
+				return runtime.Exit{Reason: "no pod runs"}, nil
+			}
+			return runtime.Exit{Reason: "its pod was deleted"}, nil
+		case err != nil:
+			if ctx.Err() != nil {
+				return runtime.Exit{}, ctx.Err()
+			}
+			// The API server may be away for a while; the pod may be
+			// fine. Keep looking rather than declare a death.
+			misses++
+			if misses%30 == 1 {
+				b.o.Logger.Warn("cannot read the sandbox's pod", "sandbox", id, "err", err)
+			}
+		default:
+			misses = 0
+			if uid == "" {
+				uid = pod.UID
+			}
+			if pod.UID != uid {
+				return runtime.Exit{Reason: "its pod was replaced"}, nil
+			}
+			if exit, ended := podEnded(&pod); ended {
+				return exit, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return runtime.Exit{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// podEnded says whether the pod's sandbox no longer runs, and why.
+func podEnded(pod *corev1.Pod) (runtime.Exit, bool) {
+	if pod.Status.Reason == "Evicted" {
+		return runtime.Exit{Reason: "pod evicted: " + pod.Status.Message, Known: true}, true
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != containerName {
+			continue
+		}
+		if term := cs.State.Terminated; term != nil {
+			if term.Reason == "OOMKilled" {
+				return runtime.Exit{Reason: "out of memory", Known: true}, true
+			}
+			if term.Signal != 0 {
+				return runtime.Exit{Reason: fmt.Sprintf("agent exited: signal %d", term.Signal), Known: true}, true
+			}
+			return runtime.Exit{Reason: fmt.Sprintf("agent exited: status %d (%s)", term.ExitCode, term.Reason), Known: true}, true
+		}
+	}
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return runtime.Exit{Reason: "pod ended: " + podReason(pod), Known: true}, true
+	}
+	if pod.DeletionTimestamp != nil {
+		return runtime.Exit{Reason: "its pod is being deleted"}, true
+	}
+	return runtime.Exit{}, false
+}

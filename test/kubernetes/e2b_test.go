@@ -1,0 +1,71 @@
+package kubernetes_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// e2bOnKubernetes is the part of the E2B compat suite (test/compat/e2b,
+// e2b.test.mjs) that the kubernetes backend serves today: every test but
+// the ones that need what it does not have yet (pause, "metrics come from
+// the sandbox cgroup"), named by their first words.
+const e2bOnKubernetes = `^(create|commands|background|stdin|files|watchDir|pty|setTimeout|list|getHost|kill)\b`
+
+// TestE2BSDKOnKubernetes runs the unmodified e2b SDK's suite against a
+// daemon whose sandboxes are pods: the E2B API on the daemon's TCP
+// listener, the envd data plane relayed to each pod's agent.
+func TestE2BSDKOnKubernetes(t *testing.T) {
+	c := clusterFor(t)
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed (scripts/install-deps.sh with PADDOCK_TEST_DEPS=1)", tool)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	d := startPaddock(t, c, "--listen", addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+
+	// The E2B default template is Paddock's base image.
+	archive := filepath.Join(d.dir, "base.tar")
+	start := time.Now()
+	d.must("images", "export", "base", "-o", archive)
+	exported := time.Since(start)
+	if err := c.ImportImages(ctx, archive); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Remove(archive)
+	t.Logf("figure: base image export %v, export and node import %v", exported.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	key := strings.TrimSpace(d.must("keys", "create", "--e2b", "k8s-compat"))
+
+	suite := "../compat/e2b"
+	npm := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	npm.Dir = suite
+	if out, err := npm.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci: %v\n%s", err, out)
+	}
+	node := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec",
+		"--test-name-pattern="+e2bOnKubernetes, "e2b.test.mjs")
+	node.Dir = suite
+	url := "http://" + addr
+	node.Env = append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key)
+	out, err := node.CombinedOutput()
+	t.Logf("node --test:\n%s", out)
+	if err != nil {
+		t.Fatalf("the e2b SDK suite failed on the kubernetes backend: %v", err)
+	}
+	if n := strings.Count(string(out), "✔"); n < 18 {
+		t.Fatalf("the suite passed %d tests; want the 18 the backend serves", n)
+	}
+}
