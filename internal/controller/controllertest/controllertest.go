@@ -25,8 +25,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/store/sqlite"
 )
 
-// Image is the one image Images holds, named as the built-in busybox so
-// a create that names none finds it too.
+// Image is the one image Images holds, and the default image.
 const Image = "busybox"
 
 // Images resolves fixed images by name or digest; processbackend mounts
@@ -45,6 +44,20 @@ func (m Images) Resolve(_ context.Context, ref string) (*image.Image, error) {
 
 // Ensure implements controller.Images: nothing is ever built.
 func (m Images) Ensure(ctx context.Context, name string, _ image.Progress) (*image.Image, error) {
+	return m.Resolve(ctx, name)
+}
+
+// List implements the server's Images.
+func (m Images) List(context.Context) ([]*image.Image, error) {
+	out := make([]*image.Image, 0, len(m))
+	for _, img := range m {
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+// Build implements the server's Images: the fixed images are all there is.
+func (m Images) Build(ctx context.Context, name string, _ image.Progress) (*image.Image, error) {
 	return m.Resolve(ctx, name)
 }
 
@@ -80,6 +93,7 @@ func New(t *testing.T, opts Options) *Env {
 	t.Cleanup(func() { st.Close() })
 	cfg := config.Default()
 	cfg.StateDir = dir
+	cfg.DefaultImage = Image
 	if opts.Config != nil {
 		opts.Config(&cfg)
 	}
