@@ -3,15 +3,20 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller/controllertest"
+	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/server"
 )
 
@@ -206,4 +211,57 @@ func TestAPITenancy(t *testing.T) {
 	if st, raw := call(t, a.local.URL, "", http.MethodGet, "/v1/sandboxes", nil, &list); st != http.StatusOK || len(list.Sandboxes) != 1 {
 		t.Errorf("the unix socket lists: %d %s; want the one sandbox", st, raw)
 	}
+}
+
+// failingImages fails to list with an error whose text must stay private.
+type failingImages struct{ controllertest.Images }
+
+func (failingImages) List(context.Context) ([]*image.Image, error) {
+	return nil, errors.New("open /var/lib/paddock/images/index: input/output error")
+}
+
+// TestInternalErrorHidden: a 500 tells the client a reference, never the
+// error's text, which goes to the daemon's log with that reference.
+func TestInternalErrorHidden(t *testing.T) {
+	env := controllertest.New(t, controllertest.Options{})
+	var logs lockedBuffer
+	s := server.New(server.Options{Controller: env.Controller, Store: env.Store, Images: failingImages{env.Images}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	srv := httptest.NewServer(s.Handler(false))
+	t.Cleanup(srv.Close)
+
+	st, raw := call(t, srv.URL, "", http.MethodGet, "/v1/images", nil, nil)
+	var e api.Error
+	if err := json.Unmarshal(raw, &e); err != nil || st != http.StatusInternalServerError || e.Code != api.CodeInternal {
+		t.Fatalf("GET /v1/images: %d %s; want 500 with code internal", st, raw)
+	}
+	if strings.Contains(string(raw), "/var/lib") || strings.Contains(string(raw), "input/output") {
+		t.Errorf("the client sees the internal error's text: %s", raw)
+	}
+	ref, ok := strings.CutPrefix(e.Message, "internal error (reference ")
+	ref, _, _ = strings.Cut(ref, ")")
+	if !ok || len(ref) != 12 {
+		t.Fatalf("message %q carries no reference", e.Message)
+	}
+	logged := logs.String()
+	if !strings.Contains(logged, ref) || !strings.Contains(logged, "input/output error") {
+		t.Errorf("the log lacks the reference %s or the details: %s", ref, logged)
+	}
+}
+
+// lockedBuffer is a log destination handlers write to while a test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
