@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test of the project: formatting and vet, unit tests, the shared
+# Runs every test of the project: formatting and vet, unit tests (with the
+# race detector, scripts/unit.sh), the shared
 # runtime suite on runc and runsc, and end-to-end tests that drive the real
 # CLI against a real daemon. Tests that need root or a runtime skip with a
 # reason when those are absent; the summary lists every skip.
@@ -33,8 +34,22 @@ fi
 
 log="$out/go-test.log"
 echo "running go test (full log: $log)"
-go test -count=1 -v -timeout 45m ./... >"$log" 2>&1
+# The unit tier runs under the race detector (scripts/unit.sh), beside the
+# other tiers as one go test ./... would run them, and only there: its
+# packages are left out of the plain run.
+unit=$(./scripts/unit.sh --list)
+rest=$(go list ./... | grep -vxF "$unit")
+./scripts/unit.sh -v >"$out/go-test-race.log" 2>&1 &
+race=$!
+# shellcheck disable=SC2086 # one argument per package
+go test -count=1 -v -timeout 45m $rest >"$log" 2>&1
 rc=$?
+wait "$race"
+race_rc=$?
+cat "$out/go-test-race.log" >>"$log"
+if [ "$race_rc" -ne 0 ] && [ "$rc" -eq 0 ]; then
+	rc=$race_rc
+fi
 grep -E '^(ok|FAIL|---|panic:)|^\s+--- (FAIL|SKIP)' "$log" | grep -v -- '--- PASS' || true
 
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
