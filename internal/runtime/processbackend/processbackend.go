@@ -9,9 +9,11 @@
 //
 // A sandbox is the directory <Dir>/<id>: run/agent.sock is the agent's
 // socket and home/ its default working directory, so files a sandbox writes
-// there survive Stop and Start and go with Destroy. Commands run as the
-// user who runs the test, whatever the image or request says the default
-// user is. Resources are validated but not enforced.
+// there survive Stop and Start and go with Destroy. A command whose request
+// names no user runs as the user who runs the test, whatever the image
+// says; one that names a user is switched to it only when the test runs as
+// root (then it may lack the rights to the sandbox's directory). Resources
+// are validated but not enforced.
 //
 // The agent runs from Options.Agent, or from the spec's AgentBinary: a
 // paddock-agent build, or a test binary whose TestMain calls
