@@ -1,8 +1,8 @@
 // Package runtimetest is the behaviour suite every runtime.Backend must
-// pass: the oci backend runs it for runc and for runsc. It starts real
-// sandboxes with the real agent and checks what a user would see:
-// lifecycle, persistence across stop, pause, clean destroy, and the
-// isolation limits enforced from inside.
+// pass: the oci backend runs it for runc and for runsc, processbackend its
+// Unisolated part. It starts real sandboxes with the real agent and checks
+// what a user would see: lifecycle, persistence across stop, pause, clean
+// destroy, and the isolation limits enforced from inside.
 package runtimetest
 
 import (
