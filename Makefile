@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/paddock-dev/paddock/internal/daemon.Version=$(VERSION)
 export CGO_ENABLED = 0
 
-.PHONY: all build run test test-kubernetes deps generate vet bench bench-kubernetes soak clean
+.PHONY: all build run test unit test-kubernetes deps generate vet bench bench-kubernetes soak clean
 
 all: build
 
@@ -24,6 +24,11 @@ run: deps build
 test:
 	@PADDOCK_TEST_DEPS=1 ./scripts/install-deps.sh
 	./scripts/test.sh
+
+## unit: the unit tier alone, with the race detector: no root, no runtime,
+## no installed package but Go and a C compiler (DEVELOPING.md).
+unit:
+	./scripts/unit.sh
 
 ## test-kubernetes: the Kubernetes suite alone, on a one-node cluster it
 ## builds (or reuses from /var/cache/paddock-test/k8s), starts and tears down.

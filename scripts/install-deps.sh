@@ -6,7 +6,8 @@
 # The tests also need what they compare against or drive (PADDOCK_TEST_DEPS=1,
 # set by `make test`): podman (the benchmark baseline), node and npm (the E2B
 # and MCP client suites), python3 (code contexts' drivers, unit-tested on the
-# host). Benchmarks add hyperfine
+# host), gcc (the race detector of the unit tier needs cgo; the binaries
+# Paddock ships stay static, built with CGO_ENABLED=0). Benchmarks add hyperfine
 # (PADDOCK_BENCH_DEPS=1). The Kubernetes test cluster adds containerd (its
 # own instance, started by the tests) and the CNI plugins (PADDOCK_K8S_DEPS=1,
 # set by `make test-kubernetes`; `make test` installs them too).
@@ -32,6 +33,9 @@ if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ] || [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
 	have podman || need+=(podman)
 	have python3 || need+=(python3)
 	{ have node && have npm; } || need+=(nodejs npm)
+fi
+if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ]; then
+	have gcc || need+=(gcc)
 fi
 if [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
 	have hyperfine || need+=(hyperfine)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test of the project: formatting and vet, unit tests, the shared
-# runtime suite on runc and runsc, end-to-end tests that drive the real CLI
-# against a real daemon, and the Kubernetes suite on a one-node cluster. Tests that need root or a runtime skip with a
+# Runs every test of the project: formatting and vet, unit tests (with the
+# race detector, scripts/unit.sh), the shared runtime suite on runc and
+# runsc, end-to-end tests that drive the real CLI against a real daemon, and
+# the Kubernetes suite on a one-node cluster. Tests that need root or a runtime skip with a
 # reason when those are absent; the summary lists every skip.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,8 +34,23 @@ fi
 
 log="$out/go-test.log"
 echo "running go test (full log: $log)"
-go test -count=1 -v -timeout 45m ./... >"$log" 2>&1
+# The unit tier runs under the race detector (scripts/unit.sh), after the
+# other packages, and only there: its
+# packages are left out of the plain run.
+unit=$(./scripts/unit.sh --list)
+rest=$(go list ./... | grep -vxF "$unit")
+# shellcheck disable=SC2086 # one argument per package
+go test -count=1 -v -timeout 45m $rest >"$log" 2>&1
 rc=$?
+# After the plain run, not beside it: the end-to-end tests measure time on
+# a loaded machine, and the race tier would load it more.
+echo "running the unit tier with the race detector (log: $out/go-test-race.log)"
+./scripts/unit.sh -v >"$out/go-test-race.log" 2>&1
+race_rc=$?
+cat "$out/go-test-race.log" >>"$log"
+if [ "$race_rc" -ne 0 ] && [ "$rc" -eq 0 ]; then
+	rc=$race_rc
+fi
 # The Kubernetes suite is a module of its own (test/kubernetes): it builds
 # or reuses the test cluster's binaries (cached under
 # /var/cache/paddock-test/k8s, keyed by version), starts a one-node cluster,

@@ -26,6 +26,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/errdefs/errconnect"
 	"github.com/paddock-dev/paddock/proto/gen/filesystem/filesystemconnect"
 	"github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1/agentv1connect"
 	"github.com/paddock-dev/paddock/proto/gen/process/processconnect"
@@ -356,28 +357,7 @@ func rpcError(err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
-	code := connect.CodeInternal
-	switch {
-	case errors.Is(err, errdefs.ErrNotFound):
-		code = connect.CodeNotFound
-	case errors.Is(err, errdefs.ErrInvalidArgument):
-		code = connect.CodeInvalidArgument
-	case errors.Is(err, errdefs.ErrConflict):
-		code = connect.CodeAlreadyExists
-	case errors.Is(err, errdefs.ErrPermissionDenied):
-		code = connect.CodePermissionDenied
-	case errors.Is(err, errdefs.ErrResourceExhausted):
-		code = connect.CodeResourceExhausted
-	case errors.Is(err, errdefs.ErrFailedPrecondition):
-		code = connect.CodeFailedPrecondition
-	case errors.Is(err, errdefs.ErrUnavailable):
-		code = connect.CodeUnavailable
-	case errors.Is(err, context.Canceled):
-		code = connect.CodeCanceled
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, errdefs.ErrDeadlineExceeded):
-		code = connect.CodeDeadlineExceeded
-	}
-	return connect.NewError(code, errors.New(publicMessage(err)))
+	return connect.NewError(errconnect.Code(err), errors.New(publicMessage(err)))
 }
 
 // publicMessage strips the sentinel's own text, which the code carries.

@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 	"github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1/agentv1connect"
 )
@@ -125,26 +126,8 @@ func writeHTTPError(w http.ResponseWriter, status int, msg string) {
 	_ = json.NewEncoder(w).Encode(httpError{Message: msg, Code: status})
 }
 
-func httpStatus(err error) int {
-	switch {
-	case errors.Is(err, errdefs.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, errdefs.ErrInvalidArgument):
-		return http.StatusBadRequest
-	case errors.Is(err, errdefs.ErrConflict):
-		return http.StatusConflict
-	case errors.Is(err, errdefs.ErrPermissionDenied):
-		return http.StatusForbidden
-	case errors.Is(err, errdefs.ErrResourceExhausted):
-		return http.StatusInsufficientStorage
-	case errors.Is(err, errdefs.ErrFailedPrecondition):
-		return http.StatusPreconditionFailed
-	}
-	return http.StatusInternalServerError
-}
-
 func writeErr(w http.ResponseWriter, err error) {
-	writeHTTPError(w, httpStatus(err), publicMessage(err))
+	writeHTTPError(w, errhttp.Envd.StatusOf(err), publicMessage(err))
 }
 
 // entryJSON is envd's upload result entry.

@@ -182,6 +182,10 @@ func TestRestoreLeaseFailsBeforeRecord(t *testing.T) {
 		t.Fatalf("lease of a layer gone after planning: %v", err)
 	}
 
+	if os.Geteuid() != 0 {
+		// Without root no layer is sealed, and a change cannot be seen.
+		t.Skip("needs root for the rest: layer seals are trusted.* extended attributes")
+	}
 	damaged := snapshotOf(t, c, ss, "damaged", "two")
 	p, err := ss.LayerPath(damaged.Layers[0].Digest)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 )
 
 // The code-interpreter stream is newline-delimited JSON; each line has a
@@ -236,11 +236,7 @@ func (s *execStream) emit(ev api.RunCodeEvent) error {
 func writeCIError(w http.ResponseWriter, r *http.Request, err error) {
 	st, msg := http.StatusMethodNotAllowed, err.Error()
 	if !errors.Is(err, errMethod) {
-		code := errdefs.Code(err)
-		if code == api.CodeInternal {
-			msg = "internal error: " + msg
-		}
-		st = httpStatus(code)
+		st, msg = statuses.StatusOf(err), errhttp.PublicMessage(w, err)
 	}
 	body, _ := json.Marshal(apiError{Code: st, Message: msg})
 	body = append(body, '\n')

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -297,6 +299,8 @@ func TestCIRoute(t *testing.T) {
 // line on HTTP/1.1 (where the SDK shows it) and the JSON body, for errors
 // before and after the request body was read.
 func TestWriteCIError(t *testing.T) {
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/read" {
 			_, _ = io.ReadAll(r.Body)
@@ -306,11 +310,13 @@ func TestWriteCIError(t *testing.T) {
 		case "method":
 			err = fmt.Errorf("GET /execute: use POST: %w", errMethod)
 		case "internal":
-			err = errors.New("disk on fire\r\nX-Evil: 1")
+			err = errors.New("disk on fire at /var/lib/paddock")
+		case "crlf":
+			err = errdefs.Invalid("disk on fire\r\nX-Evil: 1")
 		default:
 			err = errdefs.Invalid(`language "r" is not supported`)
 		}
-		writeCIError(w, r, err)
+		writeCIError(&statusWriter{ResponseWriter: w, log: log, r: r}, r, err)
 	}))
 	t.Cleanup(srv.Close)
 	tests := []struct {
@@ -321,7 +327,8 @@ func TestWriteCIError(t *testing.T) {
 		{"/read?e=invalid", `{"code":"1"}`, 400, `400 language "r" is not supported: invalid argument`},
 		{"/unread?e=invalid", strings.Repeat("x", 10000), 400, `400 language "r" is not supported: invalid argument`},
 		{"/read?e=method", "", 405, "405 GET /execute: use POST: method not allowed"},
-		{"/read?e=internal", "", 500, "500 internal error: disk on fire??X-Evil: 1"},
+		{"/read?e=crlf", "", 400, "400 disk on fire??X-Evil: 1: invalid argument"},
+		{"/read?e=internal", "", 500, "500 internal error (reference "},
 	}
 	for _, tc := range tests {
 		resp, err := http.Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
@@ -331,7 +338,16 @@ func TestWriteCIError(t *testing.T) {
 		var body apiError
 		derr := json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
-		if resp.StatusCode != tc.status || resp.Status != tc.phrase || derr != nil || body.Code != tc.status || resp.Header.Get("X-Evil") != "" {
+		phraseOK := resp.Status == tc.phrase
+		if tc.status == 500 {
+			// The details stay in the log; the client gets a reference.
+			phraseOK = strings.HasPrefix(resp.Status, tc.phrase) && !strings.Contains(resp.Status+body.Message, "disk on fire")
+			ref := strings.TrimSuffix(strings.TrimPrefix(body.Message, "internal error (reference "), "): the daemon's log has the details")
+			if logged := logs.String(); len(ref) != 12 || !strings.Contains(logged, ref) || !strings.Contains(logged, "disk on fire at /var/lib/paddock") {
+				t.Errorf("internal error: message %q, log %q; want the reference in both and the details in the log only", body.Message, logged)
+			}
+		}
+		if resp.StatusCode != tc.status || !phraseOK || derr != nil || body.Code != tc.status || resp.Header.Get("X-Evil") != "" {
 			t.Errorf("%s: status %q body %+v (%v), want %q", tc.path, resp.Status, body, derr, tc.phrase)
 		}
 	}
@@ -454,4 +470,22 @@ func FuzzUTF8Carry(f *testing.F) {
 			t.Fatalf("%q split at %d came back as %q", b, cut, got)
 		}
 	})
+}
+
+// lockedBuffer is a log destination handlers write to while a test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

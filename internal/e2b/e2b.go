@@ -19,6 +19,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -114,13 +115,14 @@ func (h *Handler) routes() {
 // ServeHTTP dispatches: sandbox-addressed requests to the data plane, /v1
 // to Paddock's API, everything else to the E2B facade (API key required).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, log: h.log, r: r}
 	t, ok, err := dataPlaneTarget(r)
 	if err != nil {
-		writeError(w, err)
+		writeError(sw, err)
 		return
 	}
 	if ok {
-		h.serveDataPlane(w, r, t)
+		h.serveDataPlane(sw, r, t)
 		return
 	}
 	// /mcp is Paddock's MCP endpoint, served (and authenticated) with /v1.
@@ -130,11 +132,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	keyID, err := h.authenticate(r)
 	if err != nil {
-		writeError(w, err)
+		writeError(sw, err)
 		return
 	}
 	// Admission quotas count by the caller's key, as on /v1.
-	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	h.mux.ServeHTTP(sw, r.WithContext(controller.WithCaller(r.Context(), keyID, h.opts.Controller.KeyScope(r.Context(), keyID))))
 	if sw.status >= 400 {
 		httpbody.Drain(w, r) // answer a refused body, do not reset it
@@ -145,6 +146,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	log    *slog.Logger
+	r      *http.Request
+}
+
+// LogInternal implements errhttp.InternalLogger: an internal error's
+// details go to the log, never to the client.
+func (w *statusWriter) LogInternal(ref string, err error) {
+	w.log.Error("internal error", "reference", ref, "method", w.r.Method, "path", w.r.URL.Path, "err", err)
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -174,42 +183,25 @@ func (h *Handler) authenticate(r *http.Request) (string, error) {
 	return k.ID, nil
 }
 
-// httpStatus maps Paddock's error vocabulary to the statuses E2B's SDKs
-// understand. resource_exhausted is not 429: the SDKs read 429 as a rate
-// limit and say so, which would mislead.
-func httpStatus(code string) int {
-	switch code {
-	case api.CodeNotFound:
-		return http.StatusNotFound
-	case api.CodeConflict:
-		return http.StatusConflict
-	case api.CodeInvalidArgument, api.CodeResourceExhausted, api.CodeFailedPrecondition:
-		return http.StatusBadRequest
-	case api.CodePayloadTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case api.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	case api.CodeDeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case api.CodePermissionDenied:
-		return http.StatusForbidden
-	case api.CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case api.CodeCanceled:
-		return 499
-	default:
-		return http.StatusInternalServerError
-	}
-}
+// statuses is the E2B API's table: Paddock's (errhttp.API) with the
+// statuses E2B's SDKs expect. resource_exhausted is 400, not 429: the SDKs
+// read 429 as a rate limit and say so, which would mislead; E2B answers
+// its own quota refusals with 400 too. failed_precondition is 400, which
+// the SDKs raise as InvalidArgumentError, the closest class they have.
+var statuses = errhttp.API.With(errhttp.Table{
+	api.CodeResourceExhausted:  http.StatusBadRequest,
+	api.CodeFailedPrecondition: http.StatusBadRequest,
+})
 
 func writeError(w http.ResponseWriter, err error) {
-	code := errdefs.Code(err)
-	msg := err.Error()
-	if code == api.CodeInternal {
-		msg = "internal error: " + msg
-	}
-	st := httpStatus(code)
-	writeJSON(w, st, apiError{Code: st, Message: msg})
+	writeErrorWith(w, statuses, err)
+}
+
+// writeErrorWith answers with err's status in table and a message safe to
+// show the client, in E2B's (and envd's) error body.
+func writeErrorWith(w http.ResponseWriter, table errhttp.Table, err error) {
+	st := table.StatusOf(err)
+	writeJSON(w, st, apiError{Code: st, Message: errhttp.PublicMessage(w, err)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

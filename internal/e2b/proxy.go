@@ -21,6 +21,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 )
 
 // EnvdPort is the port E2B clients address a sandbox's envd on; Paddock
@@ -125,6 +126,13 @@ func (h *Handler) serveDataPlane(w http.ResponseWriter, r *http.Request, t targe
 	// a signature made with it), not by an API key: the daemon reaches
 	// the sandbox on its own account once that check passed below.
 	r = r.WithContext(controller.System(r.Context()))
+	// envd's port answers as envd does (errhttp.Envd), the others as
+	// E2B's API.
+	table := statuses
+	if t.port == EnvdPort {
+		table = errhttp.Envd
+	}
+	writeError := func(w http.ResponseWriter, err error) { writeErrorWith(w, table, err) }
 	ctrl := h.opts.Controller
 	sb, err := ctrl.Get(r.Context(), t.id)
 	if err == nil && (sb.ID != t.id || sb.Labels[labelTemplate] == "") {

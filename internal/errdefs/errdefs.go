@@ -36,62 +36,65 @@ func NotFound(format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrNotFound)
 }
 
+// Class is one class of the vocabulary: its stable api code and, for every
+// class but canceled and internal, its sentinel.
+type Class struct {
+	Code string
+	Err  error
+}
+
+// classes is the vocabulary, in the order Code tests them: an error that
+// wraps two sentinels takes the first one's class.
+var classes = []Class{
+	{api.CodeNotFound, ErrNotFound},
+	{api.CodeConflict, ErrConflict},
+	{api.CodeInvalidArgument, ErrInvalidArgument},
+	{api.CodeResourceExhausted, ErrResourceExhausted},
+	{api.CodeUnavailable, ErrUnavailable},
+	{api.CodeDeadlineExceeded, ErrDeadlineExceeded},
+	{api.CodePermissionDenied, ErrPermissionDenied},
+	{api.CodeUnauthenticated, ErrUnauthenticated},
+	{api.CodeFailedPrecondition, ErrFailedPrecondition},
+	{api.CodePayloadTooLarge, ErrPayloadTooLarge},
+	{api.CodeCanceled, nil},
+	{api.CodeInternal, nil},
+}
+
+// Classes returns every class of the vocabulary. The tables that map
+// classes to a protocol's statuses (errhttp, errconnect, the E2B API) test
+// that they map each one, so a new class cannot go unmapped.
+func Classes() []Class { return append([]Class(nil), classes...) }
+
 // Code maps an error to its stable api code. Unknown errors are "internal".
 func Code(err error) string {
-	switch {
-	case err == nil:
+	if err == nil {
 		return ""
-	case errors.Is(err, ErrNotFound):
-		return api.CodeNotFound
-	case errors.Is(err, ErrConflict):
-		return api.CodeConflict
-	case errors.Is(err, ErrInvalidArgument):
-		return api.CodeInvalidArgument
-	case errors.Is(err, ErrResourceExhausted):
-		return api.CodeResourceExhausted
-	case errors.Is(err, ErrUnavailable):
-		return api.CodeUnavailable
-	case errors.Is(err, ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
-		return api.CodeDeadlineExceeded
-	case errors.Is(err, ErrPermissionDenied):
-		return api.CodePermissionDenied
-	case errors.Is(err, ErrUnauthenticated):
-		return api.CodeUnauthenticated
-	case errors.Is(err, ErrFailedPrecondition):
-		return api.CodeFailedPrecondition
-	case errors.Is(err, ErrPayloadTooLarge):
-		return api.CodePayloadTooLarge
-	case errors.Is(err, context.Canceled):
-		return api.CodeCanceled
-	default:
-		return api.CodeInternal
 	}
+	for _, c := range classes {
+		if c.Err != nil && errors.Is(err, c.Err) {
+			return c.Code
+		}
+		if c.Code == api.CodeDeadlineExceeded && errors.Is(err, context.DeadlineExceeded) {
+			return c.Code
+		}
+	}
+	if errors.Is(err, context.Canceled) {
+		return api.CodeCanceled
+	}
+	return api.CodeInternal
 }
 
 // FromCode is the inverse of Code, for clients: it returns the sentinel for
-// a code, or nil for an unknown one.
+// a code, context.Canceled for canceled, or nil for internal and unknown
+// codes.
 func FromCode(code string) error {
-	switch code {
-	case api.CodeNotFound:
-		return ErrNotFound
-	case api.CodeConflict:
-		return ErrConflict
-	case api.CodeInvalidArgument:
-		return ErrInvalidArgument
-	case api.CodeResourceExhausted:
-		return ErrResourceExhausted
-	case api.CodeUnavailable:
-		return ErrUnavailable
-	case api.CodeDeadlineExceeded:
-		return ErrDeadlineExceeded
-	case api.CodePermissionDenied:
-		return ErrPermissionDenied
-	case api.CodeUnauthenticated:
-		return ErrUnauthenticated
-	case api.CodeFailedPrecondition:
-		return ErrFailedPrecondition
-	case api.CodePayloadTooLarge:
-		return ErrPayloadTooLarge
+	if code == api.CodeCanceled {
+		return context.Canceled
+	}
+	for _, c := range classes {
+		if c.Code == code {
+			return c.Err
+		}
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/store"
@@ -133,7 +134,7 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, log: s.log, r: r}
 		body := r.Body // handlers may replace it; drain the connection's own
 		next.ServeHTTP(sw, r)
 		if sw.status >= 400 {
@@ -151,6 +152,14 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	log    *slog.Logger
+	r      *http.Request
+}
+
+// LogInternal implements errhttp.InternalLogger: an internal error's
+// details go to the log, never to the client.
+func (w *statusWriter) LogInternal(ref string, err error) {
+	w.log.Error("internal error", "reference", ref, "method", w.r.Method, "path", w.r.URL.Path, "err", err)
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -166,44 +175,11 @@ func (w *statusWriter) Flush() {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// status maps the error vocabulary to HTTP; this is the only place it happens.
-func status(code string) int {
-	switch code {
-	case api.CodeNotFound:
-		return http.StatusNotFound
-	case api.CodeConflict:
-		return http.StatusConflict
-	case api.CodeInvalidArgument:
-		return http.StatusBadRequest
-	case api.CodeResourceExhausted:
-		return http.StatusTooManyRequests
-	case api.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	case api.CodeDeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case api.CodePermissionDenied:
-		return http.StatusForbidden
-	case api.CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case api.CodeFailedPrecondition:
-		return http.StatusPreconditionFailed
-	case api.CodePayloadTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case api.CodeCanceled:
-		return 499
-	default:
-		return http.StatusInternalServerError
-	}
-}
-
+// writeError answers with err's class: its status from errhttp.API (the
+// one table of the API's statuses) and a message safe to show the client.
 func writeError(w http.ResponseWriter, err error) {
 	code := errdefs.Code(err)
-	msg := err.Error()
-	if code == api.CodeInternal {
-		// Internal errors may carry host details; the log has them.
-		msg = "internal error: " + msg
-	}
-	writeJSON(w, status(code), api.Error{Code: code, Message: msg})
+	writeJSON(w, errhttp.API.Status(code), api.Error{Code: code, Message: errhttp.PublicMessage(w, err)})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

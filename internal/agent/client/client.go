@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/errdefs/errconnect"
 	"github.com/paddock-dev/paddock/proto/gen/filesystem"
 	"github.com/paddock-dev/paddock/proto/gen/filesystem/filesystemconnect"
 	"github.com/paddock-dev/paddock/proto/gen/process/processconnect"
@@ -243,26 +244,8 @@ func rpcErr(ctx context.Context, op string, err error) error {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		msg = ce.Message()
-		switch ce.Code() {
-		case connect.CodeNotFound:
-			sentinel = errdefs.ErrNotFound
-		case connect.CodeInvalidArgument, connect.CodeOutOfRange:
-			sentinel = errdefs.ErrInvalidArgument
-		case connect.CodePermissionDenied:
-			sentinel = errdefs.ErrPermissionDenied
-		case connect.CodeAlreadyExists:
-			sentinel = errdefs.ErrConflict
-		case connect.CodeResourceExhausted:
-			sentinel = errdefs.ErrResourceExhausted
-		case connect.CodeFailedPrecondition:
-			sentinel = errdefs.ErrFailedPrecondition
-		case connect.CodeUnavailable:
-			sentinel = errdefs.ErrUnavailable
-		case connect.CodeDeadlineExceeded:
-			sentinel = errdefs.ErrDeadlineExceeded
-		case connect.CodeUnauthenticated:
-			sentinel = errdefs.ErrUnauthenticated
-		case connect.CodeCanceled:
+		sentinel = errconnect.Sentinel(ce.Code())
+		if errors.Is(sentinel, context.Canceled) {
 			return fmt.Errorf("%s: %w", op, context.Canceled)
 		}
 	}

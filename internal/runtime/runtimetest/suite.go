@@ -1,8 +1,8 @@
 // Package runtimetest is the behaviour suite every runtime.Backend must
-// pass: the oci backend runs it for runc and for runsc. It starts real
-// sandboxes with the real agent and checks what a user would see:
-// lifecycle, persistence across stop, pause, clean destroy, and the
-// isolation limits enforced from inside.
+// pass: the oci backend runs it for runc and for runsc, processbackend its
+// Unisolated part. It starts real sandboxes with the real agent and checks
+// what a user would see: lifecycle, persistence across stop, pause, clean
+// destroy, and the isolation limits enforced from inside.
 package runtimetest
 
 import (
@@ -44,6 +44,13 @@ type Options struct {
 	// over a limit may end the whole sandbox, and the process limit is
 	// not visible inside.
 	SandboxWideLimits bool
+	// Unisolated says the backend isolates nothing (a test double such as
+	// processbackend: the agent runs on the host as the test's user). The
+	// suite then builds no image, leaves out every check that needs a
+	// sandbox of its own (hostname, root filesystem, users, limits: the
+	// Isolation tests) and writes only in the agent's working directory.
+	// Real backends never set it.
+	Unisolated bool
 }
 
 type suite struct {
@@ -54,7 +61,7 @@ type suite struct {
 // Run runs the behaviour suite against the backends newBackend makes.
 // newBackend is called once per subtest and must register its own cleanup.
 func Run(t *testing.T, newBackend func(t *testing.T) runtime.Backend, opts Options) {
-	if len(opts.Layers) == 0 {
+	if len(opts.Layers) == 0 && !opts.Unisolated {
 		opts.Layers = []string{BusyboxRootfs(t)}
 	}
 	if opts.AgentBinary == "" {
@@ -71,7 +78,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) runtime.Backend, opts Optio
 	t.Run("Absent", s.testAbsent)
 	t.Run("Lifecycle", s.testLifecycle)
 	t.Run("TwoAtOnce", s.testTwoAtOnce)
-	t.Run("Isolation", s.testIsolation)
+	if !opts.Unisolated {
+		t.Run("Isolation", s.testIsolation)
+	}
 }
 
 // NewID returns a fresh sandbox id no other run can collide with, so
@@ -204,11 +213,18 @@ func (s *suite) testLifecycle(t *testing.T) {
 		t.Errorf("List = %v, %v; want it to contain %s", ids, err, id)
 	}
 	ex := newExecer(t, info.AgentSocket)
-	if out := ex.ok(ctx, t, "root", "hostname"); strings.TrimSpace(out) != id {
-		t.Errorf("hostname = %q, want %q", out, id)
+	// keep is the file that must survive Stop; without isolation only the
+	// agent's working directory is the sandbox's own.
+	keep, user := "/home/user/keep", "user"
+	if s.opts.Unisolated {
+		keep, user = "keep", ""
+	} else {
+		if out := ex.ok(ctx, t, "root", "hostname"); strings.TrimSpace(out) != id {
+			t.Errorf("hostname = %q, want %q", out, id)
+		}
+		ex.ok(ctx, t, "root", "rm", "/etc/hostname")
 	}
-	ex.ok(ctx, t, "user", "sh", "-c", "echo kept > /home/user/keep")
-	ex.ok(ctx, t, "root", "rm", "/etc/hostname")
+	ex.ok(ctx, t, user, "sh", "-c", "echo kept > "+keep)
 
 	if err := b.Stop(ctx, id); err != nil {
 		t.Fatalf("Stop: %v", err)
@@ -227,7 +243,7 @@ func (s *suite) testLifecycle(t *testing.T) {
 	info = s.start(ctx, t, b, spec)
 	wantStatus(ctx, t, b, id, runtime.StatusRunning)
 	ex = newExecer(t, info.AgentSocket)
-	if out := ex.ok(ctx, t, "user", "cat", "/home/user/keep"); strings.TrimSpace(out) != "kept" {
+	if out := ex.ok(ctx, t, user, "cat", keep); strings.TrimSpace(out) != "kept" {
 		t.Errorf("file written before Stop reads %q after Start, want %q", out, "kept")
 	}
 
@@ -313,12 +329,19 @@ func (s *suite) testTwoAtOnce(t *testing.T) {
 	if infos[0].AgentSocket == infos[1].AgentSocket {
 		t.Fatalf("two sandboxes share the agent socket %s", infos[0].AgentSocket)
 	}
+	answers := map[string]bool{}
 	for i, info := range infos {
 		s.waitHealthy(ctx, t, info.AgentSocket)
 		ex := newExecer(t, info.AgentSocket)
-		if out := ex.ok(ctx, t, "root", "hostname"); strings.TrimSpace(out) != ids[i] {
+		if s.opts.Unisolated {
+			// No hostname of its own: each answers from its own directory.
+			answers[strings.TrimSpace(ex.ok(ctx, t, "", "pwd"))] = true
+		} else if out := ex.ok(ctx, t, "root", "hostname"); strings.TrimSpace(out) != ids[i] {
 			t.Errorf("sandbox %s answers as %q", ids[i], out)
 		}
+	}
+	if s.opts.Unisolated && len(answers) != len(ids) {
+		t.Errorf("two sandboxes answered from the same directory: %v", answers)
 	}
 	// Destroying one leaves the other running.
 	if err := b.Destroy(ctx, ids[0]); err != nil {
