@@ -98,6 +98,16 @@ type Config struct {
 	// ($PADDOCK_DISK_OVERCOMMIT; limits.go). Disks are sparse files, so
 	// above 1 a sandbox can meet ENOSPC before its own disk is full.
 	DiskOvercommit float64 `json:"disk_overcommit"`
+	// Runsc is the gVisor runtime binary ($PADDOCK_RUNSC; runsc.go): an
+	// absolute path, or a name looked up in PATH ("runsc" is Debian's).
+	// The default is the pinned build scripts/install-deps.sh makes; while
+	// that is not installed, the daemon falls back to runsc in PATH and
+	// `paddock info` says so.
+	Runsc string `json:"runsc"`
+	// RunscPlatform is gVisor's platform ($PADDOCK_RUNSC_PLATFORM):
+	// systrap, ptrace, or "" for systrap where the runsc has it (the
+	// pinned build does, Debian's does not) and ptrace otherwise.
+	RunscPlatform string `json:"runsc_platform,omitempty"`
 }
 
 // Default returns the embedded defaults.
@@ -133,6 +143,7 @@ func Default() Config {
 		ImageImportMaxPerKey:   DefaultImageImportMaxPerKey,
 		RequestBodyMemory:      128 << 20,
 		DiskOvercommit:         1,
+		Runsc:                  DefaultRunsc(),
 	}
 }
 
@@ -184,6 +195,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 		c.PrepareDefaultImage = b
 	}
 	c.applyE2BEnv(getenv)
+	c.applyRunscEnv(getenv)
 	if err := c.applyLimitsEnv(getenv); err != nil {
 		return err
 	}
@@ -234,6 +246,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateE2B()...)
 	errs = append(errs, c.validateStorage()...)
 	errs = append(errs, c.validateLimits()...)
+	errs = append(errs, c.validateRunsc()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -44,6 +44,10 @@ type Options struct {
 	// over a limit may end the whole sandbox, and the process limit is
 	// not visible inside.
 	SandboxWideLimits bool
+	// TasksLimitInside says that, even so, the process limit is enforced
+	// inside: forks past it fail (gVisor releases with an in-sandbox
+	// cgroup v2 tree; not Debian's runsc).
+	TasksLimitInside bool
 }
 
 type suite struct {
