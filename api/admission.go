@@ -38,7 +38,10 @@ type RuntimeInfo struct {
 	Version   string `json:"version,omitempty"`
 	Available bool   `json:"available"`
 	// Reason says why the runtime is unavailable.
-	Reason  string `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Note says which build is in use where there is a choice (gVisor:
+	// Paddock's pinned runsc, or runsc from PATH).
+	Note    string `json:"note,omitempty"`
 	Default bool   `json:"default,omitempty"`
 }
 

@@ -7,6 +7,8 @@ import (
 	goruntime "runtime"
 	"strings"
 	"time"
+
+	"github.com/paddock-dev/paddock/internal/config"
 )
 
 // Machine describes where a run happened, so figures from different
@@ -49,7 +51,10 @@ func ProbeMachine(ctx context.Context, repoDir string) Machine {
 		m.Cgroup = "v2"
 	}
 	m.Runc = toolVersion(ctx, "runc", "--version")
-	m.Runsc = toolVersion(ctx, "runsc", "--version")
+	m.Runsc = toolVersion(ctx, config.RunscFromEnv(os.Getenv), "--version")
+	if deb := toolVersion(ctx, "runsc", "--version"); deb != m.Runsc {
+		m.Runsc += " (PATH: " + deb + ")"
+	}
 	m.Podman = toolVersion(ctx, "podman", "--version")
 	m.Go = toolVersion(ctx, "go", "version")
 	if m.Go == "not installed" {

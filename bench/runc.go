@@ -94,8 +94,9 @@ func WriteBundle(ctx context.Context, o BundleOptions) (*Bundle, error) {
 
 // Runc drives the runc binary with one state root.
 type Runc struct {
-	Binary string // default "runc"
-	Root   string // --root; required
+	Binary string   // default "runc"
+	Root   string   // --root; required
+	Flags  []string // more global flags (runsc's --platform, ...)
 }
 
 func (r Runc) bin() string {
@@ -106,7 +107,7 @@ func (r Runc) bin() string {
 }
 
 func (r Runc) args(a ...string) []string {
-	return append([]string{"--root", r.Root}, a...)
+	return append(append([]string{"--root", r.Root}, r.Flags...), a...)
 }
 
 // Run runs the bundle's process in the foreground and removes the
@@ -133,9 +134,9 @@ func (r Runc) RunDetached(ctx context.Context, b *Bundle, id string) error {
 		out := make([]byte, maxOutput)
 		n, _ := f.ReadAt(out, 0)
 		if ctx.Err() != nil {
-			return fmt.Errorf("runc run --detach: %w", ctx.Err())
+			return fmt.Errorf("%s run --detach: %w", filepath.Base(r.bin()), ctx.Err())
 		}
-		return fmt.Errorf("runc run --detach: %v: %s", err, strings.TrimSpace(string(out[:n])))
+		return fmt.Errorf("%s run --detach: %v: %s", filepath.Base(r.bin()), err, strings.TrimSpace(string(out[:n])))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -111,7 +112,7 @@ func NewSuite(o Options) (*Suite, error) {
 		c:      &paddock.Client{Socket: o.Socket},
 		runc:   Runc{Root: filepath.Join(o.WorkDir, "runc")},
 		prunc:  Runc{Root: filepath.Join(o.StateDir, "runtime", "runc", "state")},
-		prunsc: Runc{Binary: "runsc", Root: filepath.Join(o.StateDir, "runtime", "runsc", "state")},
+		prunsc: Runc{Binary: config.RunscFromEnv(os.Getenv), Root: filepath.Join(o.StateDir, "runtime", "runsc", "state")},
 		label:  fmt.Sprintf("%d-%d", os.Getpid(), time.Now().Unix()),
 		images: map[string]string{},
 	}, nil
@@ -182,6 +183,8 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 		case ItemProxy:
 			cs, fs := s.measureProxy(ctx)
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
+		case ItemGVisor:
+			r.Comparisons = append(r.Comparisons, s.measureGVisor(ctx)...)
 		case ItemImages:
 			cs, fs := s.measureImages(ctx)
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)

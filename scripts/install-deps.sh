@@ -71,6 +71,67 @@ if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ]; then
 		rmdir "$scdir"
 	fi
 fi
+# gVisor's runsc at the version Paddock pins (internal/config/runsc.version),
+# built once from the Go module proxy into a path whose name carries the
+# version: /var/cache/paddock/bin for `make run` (the daemon's default),
+# the test cache for `make test` (scripts/test.sh points $PADDOCK_RUNSC
+# there). Debian's runsc above stays installed: the daemon falls back to it
+# while the pinned build is missing, and `PADDOCK_RUNSC=runsc` selects it.
+build_runsc() {
+	local version dir bin tmp lock pid started n
+	version=$(cat "$(dirname "$0")/../internal/config/runsc.version")
+	dir=/var/cache/paddock/bin
+	if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ]; then
+		dir=/var/cache/paddock-test/bin
+	fi
+	dir=${PADDOCK_RUNSC_DIR:-$dir}
+	bin=$dir/runsc-$version
+	[ -x "$bin" ] && return 0
+	if ! mkdir -p "$dir" 2>/dev/null || [ ! -w "$dir" ]; then
+		echo "cannot build the pinned runsc into $dir (run as root); gVisor will use runsc from PATH" >&2
+		return 0
+	fi
+	# One build per machine: a second run waits for the first, then finds
+	# the binary. It is renamed into place only when complete.
+	lock=$dir/.runsc.lock
+	exec 9>"$lock"
+	if ! flock -n 9; then
+		echo "waiting for another build of runsc $version into $bin" >&2
+		flock 9
+	fi
+	if [ ! -x "$bin" ]; then
+		echo "building gVisor's runsc $version into $bin (about 5 minutes on 2 cores, once)" >&2
+		tmp=$(mktemp -d "$dir/.runsc-build.XXXXXX")
+		started=$(date +%s)
+		CGO_ENABLED=0 GOBIN=$tmp go install \
+			-ldflags "-X gvisor.dev/gvisor/runsc/version.version=$version" \
+			"gvisor.dev/gvisor/runsc@$version" &
+		pid=$!
+		n=0
+		while kill -0 "$pid" 2>/dev/null; do
+			sleep 1
+			n=$((n + 1))
+			if [ $((n % 30)) = 0 ]; then
+				echo "  still building runsc (${n}s)" >&2
+			fi
+		done
+		if ! wait "$pid"; then
+			rm -rf "$tmp"
+			exec 9>&-
+			if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ]; then
+				echo "building runsc $version failed" >&2
+				exit 1
+			fi
+			echo "building runsc $version failed; gVisor will use runsc from PATH" >&2
+			return 0
+		fi
+		mv "$tmp/runsc" "$bin"
+		rmdir "$tmp"
+		echo "built runsc $version in $(($(date +%s) - started))s" >&2
+	fi
+	exec 9>&-
+}
+build_runsc
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
 fi

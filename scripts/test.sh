@@ -15,6 +15,10 @@ export CGO_ENABLED=0
 # The S3-compatible server the backup tests run against, built by
 # scripts/install-deps.sh (PADDOCK_TEST_DEPS=1).
 export PADDOCK_TEST_S3_SERVER=${PADDOCK_TEST_S3_SERVER:-/var/cache/paddock-test/bin/weed}
+# The pinned runsc, built by scripts/install-deps.sh (PADDOCK_TEST_DEPS=1):
+# every test daemon and the runtime suite run it (Debian's runsc keeps its
+# own run of the runtime suite, internal/runtime/oci).
+export PADDOCK_RUNSC=${PADDOCK_RUNSC:-/var/cache/paddock-test/bin/runsc-$(cat internal/config/runsc.version)}
 
 fail=0
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go') | grep -v '/gen/' || true)

@@ -35,13 +35,18 @@ func newInfoCmd(g *globals) *cobra.Command {
 
 func printInfo(w io.Writer, in *api.Info) error {
 	fmt.Fprintf(w, "Daemon %s, cgroup layout %s, admission policy %s\n\n", in.Version, in.CgroupLayout, map[bool]string{true: "active", false: "open"}[in.PolicyActive])
-	t := newTable(w, "RUNTIME", "AVAILABLE", "VERSION", "NOTE")
+	t := newTable(w, "RUNTIME", "AVAILABLE", "VERSION", "PATH", "NOTE")
 	for _, r := range in.Runtimes {
-		note := r.Reason
+		var notes []string
 		if r.Default {
-			note = strings.TrimSpace("default " + note)
+			notes = append(notes, "default")
 		}
-		t.row(r.Name, fmt.Sprint(r.Available), r.Version, note)
+		for _, n := range []string{r.Note, r.Reason} {
+			if n != "" {
+				notes = append(notes, n)
+			}
+		}
+		t.row(r.Name, fmt.Sprint(r.Available), r.Version, r.Path, strings.Join(notes, "; "))
 	}
 	if err := t.flush(); err != nil {
 		return err

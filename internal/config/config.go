@@ -103,6 +103,16 @@ type Config struct {
 	// "kubernetes" (Kubernetes, kubernetes.go).
 	Backend    string     `json:"backend"`
 	Kubernetes Kubernetes `json:"kubernetes"`
+	// Runsc is the gVisor runtime binary ($PADDOCK_RUNSC; runsc.go): an
+	// absolute path, or a name looked up in PATH ("runsc" is Debian's).
+	// The default is the pinned build scripts/install-deps.sh makes; while
+	// that is not installed, the daemon falls back to runsc in PATH and
+	// `paddock info` says so.
+	Runsc string `json:"runsc"`
+	// RunscPlatform is gVisor's platform ($PADDOCK_RUNSC_PLATFORM):
+	// systrap, ptrace, or "" for systrap where the runsc has it (the
+	// pinned build does, Debian's does not) and ptrace otherwise.
+	RunscPlatform string `json:"runsc_platform,omitempty"`
 }
 
 // Default returns the embedded defaults.
@@ -140,6 +150,7 @@ func Default() Config {
 		DiskOvercommit:         1,
 		Backend:                BackendLocal,
 		Kubernetes:             defaultKubernetes(),
+		Runsc:                  DefaultRunsc(),
 	}
 }
 
@@ -192,6 +203,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	}
 	c.applyE2BEnv(getenv)
 	c.applyKubernetesEnv(getenv)
+	c.applyRunscEnv(getenv)
 	if err := c.applyLimitsEnv(getenv); err != nil {
 		return err
 	}
@@ -243,6 +255,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateStorage()...)
 	errs = append(errs, c.validateLimits()...)
 	errs = append(errs, c.validateKubernetes()...)
+	errs = append(errs, c.validateRunsc()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/paddock-dev/paddock/api"
@@ -48,14 +49,25 @@ func probeRuntimes(ctx context.Context, cfg config.Config, agentBin string, log 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pr := oci.Probe(ctx, rt.bin, filepath.Join(cfg.StateDir, "runtime", "probe"), agentBin)
-			info := api.RuntimeInfo{Name: rt.api, Binary: rt.bin, Path: pr.Path, Version: pr.Version, Available: pr.Available, Reason: pr.Reason}
+			bin, note := "", ""
+			if rt.bin == oci.KindRunsc {
+				bin, note = cfg.RunscPath() // the pinned build, or Debian's
+			}
+			pr := oci.Probe(ctx, rt.bin, bin, filepath.Join(cfg.StateDir, "runtime", "probe"), agentBin)
+			info := api.RuntimeInfo{Name: rt.api, Binary: rt.bin, Path: pr.Path, Version: pr.Version, Available: pr.Available, Reason: pr.Reason, Note: note}
 			if pr.Available {
-				b, err := oci.New(oci.Options{Runtime: rt.bin, Root: cfg.RuntimeDir(rt.bin), Logger: log.With("part", "runtime", "runtime", rt.api), DiskPool: diskPoolPerSize})
+				opts := oci.Options{Runtime: rt.bin, Binary: pr.Path, Root: cfg.RuntimeDir(rt.bin), Logger: log.With("part", "runtime", "runtime", rt.api), DiskPool: diskPoolPerSize}
+				if rt.bin == oci.KindRunsc {
+					opts.Platform = cfg.RunscPlatform
+				}
+				b, err := oci.New(opts)
 				if err != nil {
 					info.Available, info.Reason = false, err.Error()
 				} else {
 					backends[i] = b
+					if p := b.Platform(); p != "" {
+						info.Note = strings.TrimPrefix(info.Note+", platform "+p, ", ")
+					}
 				}
 			}
 			infos[i] = info

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/testnet"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
@@ -33,11 +34,11 @@ func RequireHost(t testing.TB, gvisor bool) {
 	}
 	tools := []string{"runc"}
 	if gvisor {
-		tools = append(tools, "runsc")
+		tools = append(tools, config.RunscFromEnv(os.Getenv))
 	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (apt-get install %s)", tool, tool)
+			t.Skipf("needs %s (apt-get install %s)", tool, filepath.Base(tool))
 		}
 	}
 }
@@ -267,13 +268,17 @@ func Leftovers(state string) []string {
 		if _, err := os.Stat(root); err != nil {
 			continue
 		}
-		out, err := exec.Command(rt, "--root", root, "list", "-q").Output()
+		bin := rt
+		if rt == "runsc" {
+			bin = config.RunscFromEnv(os.Getenv) // the daemon's own
+		}
+		out, err := exec.Command(bin, "--root", root, "list", "--quiet").Output() // runsc has no -q
 		if err != nil {
 			continue
 		}
 		for _, id := range strings.Fields(string(out)) {
 			left = append(left, rt+" container "+id)
-			_ = exec.Command(rt, "--root", root, "delete", "--force", id).Run()
+			_ = exec.Command(bin, "--root", root, "delete", "--force", id).Run()
 		}
 	}
 	b, err := os.ReadFile("/proc/self/mountinfo")

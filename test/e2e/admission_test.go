@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/testnet"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
@@ -50,9 +51,16 @@ func TestInfoRuntimesSizesLimits(t *testing.T) {
 	if r := byName["runc"]; !r.Available || !r.Default || !strings.HasPrefix(r.Version, "runc version") {
 		t.Errorf("runc: %+v", r)
 	}
-	_, runscErr := exec.LookPath("runsc")
+	_, runscErr := exec.LookPath(runscBin())
 	if r := byName["gvisor"]; r.Available != (runscErr == nil) {
 		t.Errorf("gvisor: %+v, runsc installed: %v", r, runscErr == nil)
+	}
+	// Which runsc is in use is shown: the pinned build names its version.
+	if r := byName["gvisor"]; r.Available && r.Path != runscBin() {
+		t.Errorf("gvisor runs %s, want %s", r.Path, runscBin())
+	} else if filepath.Base(r.Path) == "runsc-"+config.PinnedRunscVersion() &&
+		(!strings.Contains(r.Version, config.PinnedRunscVersion()) || !strings.HasPrefix(r.Note, "pinned build")) {
+		t.Errorf("gvisor: the pinned build's version and note are not shown: %+v", r)
 	}
 	cr, ok := byName["crun"]
 	switch _, err := exec.LookPath("crun"); {

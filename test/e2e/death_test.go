@@ -170,7 +170,7 @@ func TestSandboxDeathGVisor(t *testing.T) {
 	d := startDaemon(t, daemonOpts{})
 	sb := create(t, d, api.CreateSandboxRequest{Image: "busybox", Runtime: "gvisor", KeepAlive: true})
 	writeKeep(t, d, sb.ID)
-	out, err := exec.Command("runsc", "--root", filepath.Join(d.stateDir, "runtime", "runsc", "state"), "state", sb.ID).Output()
+	out, err := exec.Command(runscBin(), "--root", filepath.Join(d.stateDir, "runtime", "runsc", "state"), "state", sb.ID).Output()
 	if err != nil {
 		t.Fatalf("runsc state: %v", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/testdaemon"
 	"github.com/paddock-dev/paddock/internal/testnet"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
@@ -58,10 +59,14 @@ func requireHost(t *testing.T) {
 
 func requireGVisor(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("runsc"); err != nil {
-		t.Skip("needs runsc (apt-get install runsc)")
+	if _, err := exec.LookPath(runscBin()); err != nil {
+		t.Skipf("needs runsc (%s; apt-get install runsc, or scripts/install-deps.sh for the pinned build)", runscBin())
 	}
 }
+
+// runscBin is the runsc the test daemons run ($PADDOCK_RUNSC, else the
+// pinned build, else Debian's in PATH).
+func runscBin() string { return config.RunscFromEnv(os.Getenv) }
 
 // paddockBin builds the real binary once.
 func paddockBin(t *testing.T) string {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -199,18 +200,55 @@ func TestSandboxProcs(t *testing.T) {
 }
 
 // TestSandboxProcsForkBomb ends a fork bomb that fills the sandbox's pids
-// limit, and the sandbox goes on. runc only: Debian's runsc applies no
-// task limit inside gVisor (docs/admission.md), so there a bomb ends the
-// whole sandbox before anyone can kill it.
+// limit, and the sandbox goes on, on runc and on gVisor (the pinned runsc
+// enforces the limit inside its sentry; Debian's runsc applies none, so
+// there a bomb ends the whole sandbox: docs/admission.md).
 func TestSandboxProcsForkBomb(t *testing.T) {
 	d := startDaemon(t, daemonOpts{})
+	for _, rt := range []string{api.RuntimeRunc, api.RuntimeGVisor} {
+		t.Run(rt, func(t *testing.T) {
+			if rt == api.RuntimeGVisor {
+				requireGVisor(t)
+				if !runscLimitsTasks(t) {
+					t.Skipf("%s applies no pids limit inside gVisor (Debian's runsc); the pinned build does (scripts/install-deps.sh)", runscBin())
+				}
+			}
+			forkBomb(t, d, rt)
+		})
+	}
+}
+
+// runscLimitsTasks reports whether the test daemons' runsc enforces the
+// pids limit inside the sandbox (it has --in-sandbox-cgroup).
+func runscLimitsTasks(t *testing.T) bool {
+	t.Helper()
+	out, err := exec.Command(runscBin(), "flags").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s flags: %v", runscBin(), err)
+	}
+	return strings.Contains(string(out), "-in-sandbox-cgroup ")
+}
+
+func forkBomb(t *testing.T, d *daemon, rt string) {
 	ctx := ctxT(t, 5*time.Minute)
-	sb := create(t, d, api.CreateSandboxRequest{Image: "busybox", Resources: api.Resources{Pids: 96}, KeepAlive: true})
+	sb := create(t, d, api.CreateSandboxRequest{Image: "busybox", Runtime: rt, Resources: api.Resources{Pids: 96}, KeepAlive: true})
 	bomb := `b() { while :; do b & b & wait; done; }; b >/dev/null 2>&1 </dev/null & exit 0`
 	if out, code := execOut(t, d, sb.ID, "sh", "-c", bomb); code != 0 {
 		t.Fatalf("bomb: %d %s", code, out)
 	}
 	waitProcs(t, ctx, d.client, sb.ID, "the bomb", func(l []api.Proc) bool { return len(alive(l)) >= 40 })
+	// The limit holds: the bomb never has more processes than it allows
+	// (unbounded, it has hundreds within a second).
+	for range 10 {
+		list, err := d.client.Procs(ctx, sb.ID)
+		if err != nil {
+			t.Fatalf("procs during the bomb: %v", err)
+		}
+		if n := len(list.Procs); n > 96 {
+			t.Fatalf("%d processes alive under a pids limit of 96", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	res, err := d.client.KillAll(ctx, sb.ID, api.KillAllRequest{})
 	if err != nil {
 		t.Fatal(err)

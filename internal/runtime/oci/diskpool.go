@@ -299,10 +299,12 @@ func (r *Runtime) newDisk(ctx context.Context, path string, size int64) error {
 	return createDisk(ctx, path, size)
 }
 
-// Close stops making pooled disk images. Sandboxes keep running.
+// Close stops making pooled disk images and drops runsc's pinned network
+// namespace (runsc_netns.go). Sandboxes keep running.
 func (r *Runtime) Close() error {
 	if r.disks != nil {
 		r.disks.close()
 	}
+	r.unpinNullNetNS()
 	return nil
 }

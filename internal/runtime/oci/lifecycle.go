@@ -191,6 +191,10 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.In
 	if st.Status != "running" {
 		return runtime.Info{}, fmt.Errorf("sandbox %s exited at start (%s): %s: %w", id, st.Status, logTail(l.agentLog, 1024), errdefs.ErrFailedPrecondition)
 	}
+	if err := r.limitGVisorTasks(ctx, id, spec.Resources.Pids); err != nil { // runsc_pids.go
+		return runtime.Info{}, err
+	}
+	steps.mark("pids")
 	log.Info("sandbox started", "pid", st.Pid)
 	return r.info(id, st), nil
 }

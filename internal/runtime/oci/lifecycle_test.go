@@ -196,7 +196,7 @@ func TestSurvivesDaemonKill(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			// A new backend on the same root plays the restarted daemon.
-			r2, err := New(Options{Runtime: kind, Root: r.root, CgroupParent: r.cgroupParent, Logger: testLogger(t)})
+			r2, err := New(Options{Runtime: kind, Binary: binaryFor(kind), Root: r.root, CgroupParent: r.cgroupParent, Logger: testLogger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +232,7 @@ func helperStart(raw string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	r, err := New(Options{Runtime: os.Getenv("PADDOCK_OCI_HELPER_KIND"), Root: os.Getenv("PADDOCK_OCI_HELPER_ROOT"), CgroupParent: "paddock-test"})
+	r, err := New(Options{Runtime: os.Getenv("PADDOCK_OCI_HELPER_KIND"), Binary: binaryFor(os.Getenv("PADDOCK_OCI_HELPER_KIND")), Root: os.Getenv("PADDOCK_OCI_HELPER_ROOT"), CgroupParent: "paddock-test"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +54,9 @@ type Options struct {
 	// DiskPool is how many formatted disk images of each recently used
 	// size are kept ready (diskpool.go); 0 formats each one at start.
 	DiskPool int
+	// Platform is gVisor's platform, systrap or ptrace; "" takes systrap
+	// where the binary has it (runsc_platform.go). runsc only.
+	Platform string
 }
 
 // Runtime drives one OCI runtime binary. It implements runtime.Backend,
@@ -65,6 +69,9 @@ type Runtime struct {
 	log          *slog.Logger
 	host         hostInfo
 	disks        *diskPool // nil: no pool
+	platform     string    // runsc: gVisor's platform
+	pidsInside   bool      // runsc: pids limit enforced inside (runsc_pids.go)
+	runscPre2023 bool      // runsc: a release before 2023 (no systrap), e.g. Debian 12's
 }
 
 var (
@@ -120,6 +127,14 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oci: %s --version failed: %s: %w", opts.Runtime, firstLine(out), errdefs.ErrUnavailable)
 	}
+	if opts.Runtime == KindRunsc {
+		f := probeRunsc(ctx, bin)
+		if r.platform, err = choosePlatform(opts.Platform, f.platforms); err != nil {
+			return nil, err
+		}
+		r.pidsInside = f.cgroupV2Inside
+		r.runscPre2023 = !slices.Contains(f.platforms, PlatformSystrap)
+	}
 	host, err := probeHost()
 	if err != nil {
 		return nil, err
@@ -136,7 +151,7 @@ func New(opts Options) (*Runtime, error) {
 	if err := r.openDiskPool(opts.DiskPool); err != nil {
 		return nil, err
 	}
-	r.log.Debug("runtime ready", "version", firstLine(out), "cgroup_v2", host.cgroupV2, "swap_accounting", host.swapAccounting)
+	r.log.Debug("runtime ready", "version", firstLine(out), "platform", r.platform, "cgroup_v2", host.cgroupV2, "swap_accounting", host.swapAccounting)
 	return r, nil
 }
 
@@ -147,6 +162,9 @@ func (r *Runtime) Name() string {
 	}
 	return r.kind // runc or crun
 }
+
+// Platform is gVisor's platform for runsc ("" for the others).
+func (r *Runtime) Platform() string { return r.platform }
 
 func (r *Runtime) stateDir() string { return filepath.Join(r.root, "state") }
 
@@ -159,7 +177,7 @@ func (r *Runtime) globalArgs(cmd []string) []string {
 	args := []string{"--root", r.stateDir()}
 	if r.kind == KindRunsc {
 		args = append(args,
-			"--platform=ptrace",
+			"--platform="+r.platform,
 			// The agent creates its socket in a bind-mounted host dir; the
 			// daemon must be able to connect to it from outside.
 			"--host-uds=create",
@@ -177,6 +195,11 @@ func (r *Runtime) globalArgs(cmd []string) []string {
 			// has the host kill the sentry (the whole sandbox), and the
 			// pids limit counts host tasks (see runscPidsLimit).
 		)
+		if r.pidsInside {
+			// A cgroup v2 tree inside the sentry: one hierarchy, so its
+			// pids controller is charged on fork (runsc_pids.go).
+			args = append(args, "--in-sandbox-cgroup=v2")
+		}
 		args = append(args, r.runscNetworkArgs(cmd)...)
 	}
 	return args

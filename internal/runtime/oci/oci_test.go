@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/runtime/runtimetest"
@@ -40,9 +41,26 @@ func needRoot(t *testing.T) {
 
 func needBinary(t *testing.T, name string) {
 	t.Helper()
+	if name == KindRunsc {
+		name = testRunsc()
+	}
 	if _, err := exec.LookPath(name); err != nil {
 		t.Skipf("needs %s in PATH", name)
 	}
+}
+
+// testRunsc is the runsc the tests drive as KindRunsc: $PADDOCK_RUNSC
+// (scripts/test.sh points it at the pinned build), else the daemon's own
+// default resolution.
+func testRunsc() string { return config.RunscFromEnv(os.Getenv) }
+
+// binaryFor is the executable for kind: runsc's is testRunsc, the
+// others' are looked up in PATH.
+func binaryFor(kind string) string {
+	if kind == KindRunsc {
+		return testRunsc()
+	}
+	return ""
 }
 
 // newTestRuntime makes a backend with its own short state root (the
@@ -51,11 +69,17 @@ func needBinary(t *testing.T, name string) {
 // mounted below it.
 func newTestRuntime(t *testing.T, kind string) *Runtime {
 	t.Helper()
+	return newTestRuntimeBin(t, kind, binaryFor(kind))
+}
+
+// newTestRuntimeBin is newTestRuntime with the runtime binary chosen.
+func newTestRuntimeBin(t *testing.T, kind, bin string) *Runtime {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "pdk")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Options{Runtime: kind, Root: dir, CgroupParent: "paddock-test", Logger: testLogger(t)})
+	r, err := New(Options{Runtime: kind, Binary: bin, Root: dir, CgroupParent: "paddock-test", Logger: testLogger(t)})
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("New: %v", err)
@@ -72,6 +96,7 @@ func newTestRuntime(t *testing.T, kind string) *Runtime {
 				t.Errorf("cleanup: destroy %s: %v", id, err)
 			}
 		}
+		_ = r.Close() // drops runsc's pinned namespace (runsc_netns.go)
 		// The shared test parent goes too once empty; another test still
 		// using it keeps it (rmdir fails with EBUSY).
 		if mounts, err := cgroupMounts(); err == nil {
@@ -89,15 +114,32 @@ func newTestRuntime(t *testing.T, kind string) *Runtime {
 }
 
 func TestSuite(t *testing.T) {
-	for _, kind := range []string{KindRunc, KindRunsc} {
-		t.Run(kind, func(t *testing.T) {
+	for _, tc := range []struct{ name, kind, bin string }{
+		{KindRunc, KindRunc, ""},
+		// Paddock's gVisor: the pinned build.
+		{KindRunsc, KindRunsc, testRunsc()},
+		// Debian's runsc (20221219) stays selectable (PADDOCK_RUNSC=runsc).
+		{"runsc-path", KindRunsc, "runsc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			needRoot(t)
-			needBinary(t, kind)
+			needBinary(t, tc.kind)
 			needBinary(t, "mkfs.ext4")
-			runtimetest.Run(t, func(t *testing.T) runtime.Backend { return newTestRuntime(t, kind) }, runtimetest.Options{
+			bin := tc.bin
+			if bin != "" {
+				p, err := exec.LookPath(bin)
+				if err != nil {
+					t.Skipf("needs %s", bin)
+				}
+				bin = p
+			}
+			pidsInside := tc.kind != KindRunsc || probeRunsc(t.Context(), bin).cgroupV2Inside
+			t.Logf("%s %s: pids limit enforced inside: %v", tc.kind, bin, pidsInside)
+			runtimetest.Run(t, func(t *testing.T) runtime.Backend { return newTestRuntimeBin(t, tc.kind, bin) }, runtimetest.Options{
 				// A prebuilt agent (e.g. from CI's build step) saves a build.
 				AgentBinary:       os.Getenv("PADDOCK_TEST_AGENT"),
-				SandboxWideLimits: kind == KindRunsc,
+				SandboxWideLimits: tc.kind == KindRunsc,
+				TasksLimitInside:  pidsInside,
 			})
 		})
 	}

@@ -75,12 +75,20 @@ const probeTimeout = 15 * time.Second
 // also runs a throwaway container (the static agent binary printing its
 // help, no network, no capabilities, read-only root) under scratchDir,
 // because crun's refusals (cgroup layouts it does not support) only show
-// when it creates one; runc and runsc are checked by New itself.
-func Probe(ctx context.Context, kind, scratchDir, agentBinary string) ProbeResult {
+// when it creates one; runc and runsc are checked by New itself. bin is
+// the executable, an absolute path or a name looked up in PATH; "" is kind.
+func Probe(ctx context.Context, kind, bin, scratchDir, agentBinary string) ProbeResult {
 	res := ProbeResult{Kind: kind}
-	path, err := exec.LookPath(kind)
+	if bin == "" {
+		bin = kind
+	}
+	path, err := exec.LookPath(bin)
 	if err != nil {
-		res.Reason = kind + " is not installed (not found in PATH)"
+		if filepath.IsAbs(bin) {
+			res.Reason = fmt.Sprintf("%s is not installed at %s", kind, bin)
+		} else {
+			res.Reason = fmt.Sprintf("%s is not installed (%s not found in PATH)", kind, bin)
+		}
 		return res
 	}
 	res.Path = path

@@ -21,7 +21,7 @@ func TestProbe(t *testing.T) {
 	layout := CgroupLayout()
 	for _, kind := range []string{KindRunc, KindRunsc, KindCrun, "paddock-no-such-runtime"} {
 		t.Run(kind, func(t *testing.T) {
-			pr := Probe(t.Context(), kind, t.TempDir(), self)
+			pr := Probe(t.Context(), kind, "", t.TempDir(), self)
 			_, lookErr := exec.LookPath(kind)
 			switch {
 			case lookErr != nil:

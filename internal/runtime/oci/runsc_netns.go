@@ -9,7 +9,10 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
@@ -129,4 +132,23 @@ func nsIP(ctx context.Context, nsPath string, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("oci: ip %v in the sandbox namespace: %s: %w", args, msg, errdefs.ErrUnavailable)
 	}
 	return out, nil
+}
+
+// runscNullNetNS is where runsc releases since 2025 bind-mount the empty
+// network namespace they start every gofer in (below --root), so later
+// gofers join it instead of making a new one. The mount outlives every
+// container; it is dropped when the backend closes (the daemon stops), so
+// nothing stays mounted under the state dir. Running gofers keep their
+// namespace; the next start pins a new one.
+const runscNullNetNS = "null-netns"
+
+// unpinNullNetNS unmounts runscNullNetNS; concurrent runsc invocations
+// may have stacked several mounts there.
+func (r *Runtime) unpinNullNetNS() {
+	if r.kind != KindRunsc {
+		return
+	}
+	path := filepath.Join(r.stateDir(), runscNullNetNS)
+	for i := 0; i < 64 && unix.Unmount(path, unix.MNT_DETACH) == nil; i++ {
+	}
 }

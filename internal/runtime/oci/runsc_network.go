@@ -118,7 +118,8 @@ func containerArg(args []string) string {
 // network; Paddock makes the same check itself, soundly (the namespace is
 // not the host's), and runs that one command in a private mount namespace
 // where /proc/sys/net/core is an empty directory. The sandbox's own
-// processes were made by create, outside it.
+// processes were made by create, outside it. Releases from 2023 on (the
+// pinned build: no rmem_default check left in runsc) run unwrapped.
 func (r *Runtime) commandLine(ctx context.Context, args []string) (string, []string, error) {
 	full := append(r.globalArgs(args), args...)
 	if r.kind != KindRunsc || len(args) == 0 || (args[0] != "start" && args[0] != "create") {
@@ -142,7 +143,7 @@ func (r *Runtime) commandLine(ctx context.Context, args []string) (string, []str
 		return r.bin, full, nil
 	}
 	unshare := unshareBin()
-	if unshare == "" {
+	if unshare == "" || !r.runscPre2023 {
 		return r.bin, full, nil
 	}
 	wrapped := []string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c",

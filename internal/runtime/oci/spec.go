@@ -118,7 +118,12 @@ func (r *Runtime) buildSpec(spec runtime.Spec, p bundlePaths) *specs.Spec {
 			Resources:     r.resources(spec.Resources),
 		},
 	}
-	if r.host.cgroupNS {
+	// Under gVisor the namespace would be the sentry's, and with one the
+	// pinned runsc's sentry crashes on write-control (a nil file in its
+	// cgroup v2 delegation check, checked), which sets the pids limit
+	// (runsc_pids.go); without it the sandbox sees the sentry's cgroup
+	// tree, which holds its own container alone.
+	if r.host.cgroupNS && !r.pidsInside {
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.CgroupNamespace})
 	}
 	if r.host.lowerOOMScore {
@@ -183,9 +188,9 @@ func allowedDevices() []specs.LinuxDeviceCgroup {
 // ptrace platform each guest process costs about nine host tasks (stub
 // processes and sentry threads, kept for reuse after it exits), an idle
 // sandbox uses about 40, and running out crashes the sentry, i.e. the
-// whole sandbox. This version of gVisor does not enforce the limit inside
-// the sandbox, so the host limit is a backstop that scales with the
-// requested limit, not the limit itself.
+// whole sandbox. The limit itself is enforced inside gVisor where the
+// runsc can (runsc_pids.go; Debian's cannot), so the host limit is a
+// backstop that scales with the requested limit, not the limit itself.
 func runscPidsLimit(pids int64) int64 {
 	return pids*16 + 512
 }

@@ -51,6 +51,10 @@ type Options struct {
 	// Isolation tests) and writes only in the agent's working directory.
 	// Real backends never set it.
 	Unisolated bool
+	// TasksLimitInside says that, even so, the process limit is enforced
+	// inside: forks past it fail (gVisor releases with an in-sandbox
+	// cgroup v2 tree; not Debian's runsc).
+	TasksLimitInside bool
 }
 
 type suite struct {
