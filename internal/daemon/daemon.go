@@ -126,7 +126,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		return fmt.Errorf("snapshot store: %w", err)
 	}
 	netRec := &recorder{}
-	secrets := newSecretBox(cfg.StateDir, st)                                                  // secrets.go
+	secrets := newSecretBox(cfg.StateDir, st, st)                                              // secrets.go
 	nets, err := openNetworks(ctx, cfg.StateDir, log.With("part", "network"), netRec, secrets) // network.go
 	if err != nil {
 		return err

@@ -144,6 +144,7 @@ var ledgerRoutes = []route{
 
 // secretRoutes address a secret by name.
 var secretRoutes = []route{
+	{"GET", "/v1/secrets/{ref}", ""},
 	{"DELETE", "/v1/secrets/{ref}", ""},
 }
 
