@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/testdaemon"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -24,15 +25,8 @@ type tenant struct {
 
 func newTenant(t *testing.T, d *daemon, name, scope string) tenant {
 	t.Helper()
-	k, err := d.client.CreateKeyWith(ctxT(t, time.Minute), api.CreateKeyRequest{Name: name, Scope: scope})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if k.Scope != scope {
-		t.Fatalf("key %s has scope %q, want %q", name, k.Scope, scope)
-	}
-	base := "http://" + d.listen
-	return tenant{key: k, sdk: &paddock.Client{URL: base, APIKey: k.Secret}, raw: keyClient{t: t, base: base, key: k.Secret}}
+	tn := testdaemon.NewTenant(t, d.client, d.listen, name, scope)
+	return tenant{key: tn.Key, sdk: tn.SDK, raw: keyClient{t: t, base: tn.Raw.Base, key: tn.Raw.Key}}
 }
 
 func sandboxIDs(list []api.Sandbox) []string {
