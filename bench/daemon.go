@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/testnet/testranges"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -130,10 +131,10 @@ func StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error) {
 	}
 }
 
-// benchNetworkRange is the private daemon's network range: distinct from
-// the default and from the e2e tests' ranges, since a range names the
-// host's chains, interfaces and namespaces.
-const benchNetworkRange = "100.127.232.0/24"
+// benchNetworkRange is the private daemon's network range: outside the
+// default and apart from the tests' ranges (testranges), since a daemon
+// claims its range on the host and refuses one that overlaps another's.
+const benchNetworkRange = testranges.Bench
 
 // Pid is the daemon's process id.
 func (d *Daemon) Pid() int { return d.cmd.Process.Pid }

@@ -51,12 +51,11 @@ func (c *Controller) SetInjection(ctx context.Context, ref string, in api.Inject
 	if !replaced {
 		next.Inject = append(next.Inject, in)
 	}
-	// Held so the secret the rule names cannot be deleted (and set again
-	// by another owner) meanwhile.
+	// Held so the secret the rule names cannot be deleted meanwhile.
 	c.secretsMu.Lock()
 	defer c.secretsMu.Unlock()
 	// Only the new rule: the others were checked when they were set.
-	if err := c.checkInjectionSecrets(ctx, []api.Injection{in}); err != nil { // secrets.go
+	if err := c.checkInjectionSecrets(ctx, rec.KeyID, []api.Injection{in}); err != nil { // secrets.go
 		return nil, err
 	}
 	p, err := c.opts.Network.Validate(next)

@@ -33,14 +33,14 @@ func (c *Controller) ReplaceNetworkPolicy(ctx context.Context, ref string, p api
 	c.secretsMu.Lock()
 	defer c.secretsMu.Unlock()
 	// Rules kept as they were were checked when they were set; new and
-	// changed ones may name only secrets the caller sees (secrets.go).
+	// changed ones may name only the sandbox's owner's secrets (secrets.go).
 	var added []api.Injection
 	for _, in := range p.Inject {
 		if !slices.Contains(cur.Inject, in) {
 			added = append(added, in)
 		}
 	}
-	if err := c.checkInjectionSecrets(ctx, added); err != nil {
+	if err := c.checkInjectionSecrets(ctx, rec.KeyID, added); err != nil {
 		return nil, err
 	}
 	next, err := c.opts.Network.Validate(p)

@@ -52,7 +52,7 @@ type NetSetup struct {
 }
 
 // admitNetwork validates a create request's network; its injection rules
-// may name only secrets the caller may see.
+// may name only secrets of the caller, the sandbox's owner to be.
 func (c *Controller) admitNetwork(ctx context.Context, req *api.CreateSandboxRequest, rtName string) (*api.NetworkPolicy, error) {
 	if req.Network == nil || req.Network.Mode == "" || req.Network.Mode == api.NetworkNone {
 		if req.Network != nil && (len(req.Network.AllowHosts) > 0 || len(req.Network.DenyHosts) > 0 || len(req.Network.AllowCIDRs) > 0 || len(req.Network.DenyCIDRs) > 0) {
@@ -69,7 +69,7 @@ func (c *Controller) admitNetwork(ctx context.Context, req *api.CreateSandboxReq
 	if c.opts.Network == nil {
 		return nil, fmt.Errorf("network mode egress: this daemon has no networking (needs root, iproute2 and iptables): %w", errdefs.ErrUnavailable)
 	}
-	if err := c.checkInjectionSecrets(ctx, req.Network.Inject); err != nil { // secrets.go
+	if err := c.checkInjectionSecrets(ctx, Caller(ctx), req.Network.Inject); err != nil { // secrets.go
 		return nil, err
 	}
 	p, err := c.opts.Network.Validate(*req.Network)
@@ -81,15 +81,15 @@ func (c *Controller) admitNetwork(ctx context.Context, req *api.CreateSandboxReq
 
 // recheckInjectionSecrets runs once a new sandbox's policy is recorded and
 // before anything in it runs: a secret its rules name may have been
-// deleted and set again by another owner since admission. From now on the
-// recorded rules keep it from being deleted, so the check holds.
-func (c *Controller) recheckInjectionSecrets(ctx context.Context, p *api.NetworkPolicy) error {
+// deleted by its owner since admission. From now on the recorded rules
+// keep it from being deleted, so the check holds.
+func (c *Controller) recheckInjectionSecrets(ctx context.Context, owner string, p *api.NetworkPolicy) error {
 	if p == nil || len(p.Inject) == 0 {
 		return nil
 	}
 	c.secretsMu.Lock()
 	defer c.secretsMu.Unlock()
-	return c.checkInjectionSecrets(ctx, p.Inject)
+	return c.checkInjectionSecrets(ctx, owner, p.Inject)
 }
 
 // prepareNetwork sets up an egress sandbox's network before its container

@@ -140,7 +140,7 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 			c.failStart(sctx, rec, err)
 			return nil, err
 		}
-		if err := c.recheckInjectionSecrets(sctx, netPolicy); err != nil {
+		if err := c.recheckInjectionSecrets(sctx, rec.KeyID, netPolicy); err != nil {
 			// The recorded rules go too, so no later start uses them.
 			c.releaseNetwork(sctx, rec.ID)
 			c.failStart(sctx, rec, err)

@@ -125,25 +125,6 @@ func (c *Controller) KeyScope(ctx context.Context, id string) string {
 	return api.KeyScopeOwn
 }
 
-// visibleSandboxes is the set of sandbox ids ctx's caller sees, or nil when
-// it sees every one.
-func (c *Controller) visibleSandboxes(ctx context.Context) (map[string]bool, error) {
-	if CallerScope(ctx) == api.KeyScopeAll {
-		return nil, nil
-	}
-	recs, err := c.opts.Store.ListSandboxes(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, r := range recs {
-		if visible(ctx, r.KeyID) {
-			out[r.ID] = true
-		}
-	}
-	return out, nil
-}
-
 // Names are per owner: two owners may each hold a sandbox (or snapshot)
 // named dev, and creating one under a name only another owner holds
 // succeeds, so a name never tells one owner that another has something.

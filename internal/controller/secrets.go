@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -12,22 +13,23 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
-// Secrets keeps the daemon's secrets for credential injection. Values go
-// in and never come back out through this interface: only the egress
-// proxy reads them, on the way to an upstream.
+// Secrets keeps the daemon's secrets for credential injection, each
+// addressed by its owner and name: names are per owner, so two owners may
+// each keep a secret named token, and nothing here finds a secret by name
+// alone. Values go in and never come back out through this interface:
+// only the egress proxy reads them, on the way to an upstream, for the
+// owner of the sandbox whose rule names them.
 type Secrets interface {
-	// Set creates a secret owned by owner, or replaces the value of one
-	// owner holds; it reports whether it was created. With anyOwner it
-	// replaces any owner's (the owner stays); without, a name another
-	// owner holds is ErrConflict and nothing changes.
-	Set(ctx context.Context, name, owner string, anyOwner bool, value []byte) (api.Secret, bool, error)
-	// List returns every secret's name, owner (CreatedBy) and times.
+	// Set creates owner's secret, or replaces the value of the one of
+	// that name owner keeps; it reports whether it was created.
+	Set(ctx context.Context, owner, name string, value []byte) (api.Secret, bool, error)
+	// Get returns owner's secret of that name, never its value
+	// (ErrNotFound when owner keeps none).
+	Get(ctx context.Context, owner, name string) (api.Secret, error)
+	// List returns every owner's secrets: name, owner (CreatedBy), times.
 	List(ctx context.Context) ([]api.Secret, error)
-	// Delete removes a secret (ErrNotFound if there is none).
-	Delete(ctx context.Context, name string) error
-	// Owner returns a stored secret's owner; ok is false when none of
-	// that name is stored.
-	Owner(ctx context.Context, name string) (owner string, ok bool, err error)
+	// Delete removes owner's secret (ErrNotFound if owner keeps none).
+	Delete(ctx context.Context, owner, name string) error
 }
 
 func (c *Controller) secrets() (Secrets, error) {
@@ -37,39 +39,88 @@ func (c *Controller) secrets() (Secrets, error) {
 	return c.opts.Secrets, nil
 }
 
-// SetSecret stores a secret; the value is validated here and never echoed.
-func (c *Controller) SetSecret(ctx context.Context, name string, value []byte) (*api.Secret, bool, error) {
+// secretOwner is the owner whose secrets a request by ctx's caller names:
+// its own, or, for a caller that sees everything, the owner it asks for.
+// A key of scope own that asks for another owner's is told that secret
+// does not exist, as for one that does not.
+func secretOwner(ctx context.Context, asked, name string) (string, error) {
+	if err := requireCaller(ctx); err != nil {
+		return "", err
+	}
+	me := Caller(ctx)
+	if asked == "" || asked == me {
+		return me, nil
+	}
+	if !idRE.MatchString(asked) {
+		return "", errdefs.Invalid("owner %q is not an API key id or %q", truncate(asked, 64), api.CallerLocal)
+	}
+	if CallerScope(ctx) != api.KeyScopeAll {
+		return "", errSecretNotFound(name)
+	}
+	return asked, nil
+}
+
+// SetSecret stores a secret of owner (ctx's caller when empty; another
+// owner only for a caller that sees everything); the value is validated
+// here and never echoed. Another owner's secret of the same name is
+// neither read nor changed.
+func (c *Controller) SetSecret(ctx context.Context, owner, name string, value []byte) (*api.Secret, bool, error) {
 	st, err := c.secrets()
 	if err != nil {
-		return nil, false, err
-	}
-	if err := requireCaller(ctx); err != nil {
 		return nil, false, err
 	}
 	if err := egress.ValidSecretName(name); err != nil {
 		return nil, false, err
 	}
+	if owner, err = secretOwner(ctx, owner, name); err != nil {
+		return nil, false, err
+	}
 	if err := egress.ValidSecretValue(value); err != nil {
 		return nil, false, err
 	}
-	// A key of scope own never replaces another owner's secret: the name
-	// is taken (the store checks and writes in one step). Callers that see
-	// everything replace any, keeping its owner.
-	s, created, err := st.Set(ctx, name, Caller(ctx), CallerScope(ctx) == api.KeyScopeAll, value)
+	s, created, err := st.Set(ctx, owner, name, value)
 	if err != nil {
 		return nil, false, err
 	}
-	c.log.Info("secret stored", "secret", name, "created", created, "caller", Caller(ctx))
-	users, _, err := c.visibleSecretUsers(ctx)
+	c.log.Info("secret stored", "secret", name, "owner", owner, "created", created, "caller", Caller(ctx))
+	users, err := c.secretUsers(ctx)
 	if err != nil {
 		return nil, false, err
 	}
-	s.UsedBy = users[name]
+	s.UsedBy = users[secretRef{owner, name}]
 	return &s, created, nil
 }
 
+// GetSecret returns owner's secret (ctx's caller's when empty), with the
+// sandboxes whose rules use it; never its value.
+func (c *Controller) GetSecret(ctx context.Context, owner, name string) (*api.Secret, error) {
+	st, err := c.secrets()
+	if err != nil {
+		return nil, err
+	}
+	if err := egress.ValidSecretName(name); err != nil {
+		return nil, err
+	}
+	if owner, err = secretOwner(ctx, owner, name); err != nil {
+		return nil, err
+	}
+	s, err := st.Get(ctx, owner, name)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, errSecretNotFound(name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	users, err := c.secretUsers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.UsedBy = users[secretRef{owner, name}]
+	return &s, nil
+}
+
 // ListSecrets lists the secrets ctx's caller may see, with the sandboxes
-// (that it may see) whose rules use each.
+// whose rules use each (always the secret's owner's).
 func (c *Controller) ListSecrets(ctx context.Context) ([]api.Secret, error) {
 	st, err := c.secrets()
 	if err != nil {
@@ -79,23 +130,23 @@ func (c *Controller) ListSecrets(ctx context.Context) ([]api.Secret, error) {
 	if err != nil {
 		return nil, err
 	}
-	users, _, err := c.visibleSecretUsers(ctx)
+	users, err := c.secretUsers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := list[:0]
 	for _, s := range list {
 		if visible(ctx, s.CreatedBy) {
-			s.UsedBy = users[s.Name]
+			s.UsedBy = users[secretRef{s.CreatedBy, s.Name}]
 			out = append(out, s)
 		}
 	}
 	return out, nil
 }
 
-// DeleteSecret removes a secret ctx's caller may see that no injection
-// rule references.
-func (c *Controller) DeleteSecret(ctx context.Context, name string) error {
+// DeleteSecret removes owner's secret (ctx's caller's when empty) that no
+// injection rule references. Only the owner's sandboxes can reference it.
+func (c *Controller) DeleteSecret(ctx context.Context, owner, name string) error {
 	st, err := c.secrets()
 	if err != nil {
 		return err
@@ -103,36 +154,33 @@ func (c *Controller) DeleteSecret(ctx context.Context, name string) error {
 	if err := egress.ValidSecretName(name); err != nil {
 		return err
 	}
+	if owner, err = secretOwner(ctx, owner, name); err != nil {
+		return err
+	}
 	// Held so a rule cannot start referencing the secret between the
 	// check and the delete.
 	c.secretsMu.Lock()
 	defer c.secretsMu.Unlock()
-	owner, ok, err := st.Owner(ctx, name)
-	if err != nil {
-		return err
-	}
-	if !ok || !visible(ctx, owner) {
+	if _, err := st.Get(ctx, owner, name); errors.Is(err, errdefs.ErrNotFound) {
 		return errSecretNotFound(name)
+	} else if err != nil {
+		return err
 	}
-	users, hidden, err := c.visibleSecretUsers(ctx)
+	users, err := c.secretUsers(ctx)
 	if err != nil {
 		return err
 	}
-	if seen, others := users[name], hidden[name]; len(seen) > 0 || others > 0 {
-		who := strings.Join(seen, ", ")
-		switch {
-		case len(seen) == 0:
-			who = fmt.Sprintf("%d sandbox(es) of other callers", others)
-		case others > 0:
-			who += fmt.Sprintf(" and %d sandbox(es) of other callers", others)
-		}
+	if ids := users[secretRef{owner, name}]; len(ids) > 0 {
 		return fmt.Errorf("secret %q is used by injection rules of sandbox(es) %s; remove them first (paddock net uninject): %w",
-			name, who, errdefs.ErrConflict)
+			name, strings.Join(ids, ", "), errdefs.ErrConflict)
 	}
-	if err := st.Delete(ctx, name); err != nil {
+	if err := st.Delete(ctx, owner, name); err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return errSecretNotFound(name)
+		}
 		return err
 	}
-	c.log.Info("secret deleted", "secret", name, "caller", Caller(ctx))
+	c.log.Info("secret deleted", "secret", name, "owner", owner, "caller", Caller(ctx))
 	return nil
 }
 
@@ -142,40 +190,15 @@ func errSecretNotFound(name string) error {
 	return errdefs.NotFound("secret %q does not exist", name)
 }
 
-// visibleSecretUsers is secretUsers with the sandboxes ctx's caller may
-// not see left out, counted per secret in hidden.
-func (c *Controller) visibleSecretUsers(ctx context.Context) (users map[string][]string, hidden map[string]int, err error) {
-	users, hidden = c.secretUsers(), map[string]int{}
-	seen, err := c.visibleSandboxes(ctx)
-	if err != nil || seen == nil {
-		return users, hidden, err
-	}
-	for name, ids := range users {
-		kept := ids[:0]
-		for _, id := range ids {
-			if seen[id] {
-				kept = append(kept, id)
-			} else {
-				hidden[name]++
-			}
-		}
-		if len(kept) == 0 {
-			delete(users, name)
-		} else {
-			users[name] = kept
-		}
-	}
-	return users, hidden, nil
-}
-
-// checkInjectionSecrets refuses, for a key of scope own, injection rules
-// naming a secret it does not own, in the words the network uses for a
-// secret that does not exist: another owner's secret does not exist for
-// it. Rules are normalised as the network will (a later rule for the same
-// host and header replaces an earlier one); a rule that does not
-// normalise is left for the network's validation to refuse.
-func (c *Controller) checkInjectionSecrets(ctx context.Context, rules []api.Injection) error {
-	if CallerScope(ctx) == api.KeyScopeAll || len(rules) == 0 {
+// checkInjectionSecrets refuses injection rules for a sandbox of owner
+// that name a secret owner does not keep, whoever asks: a rule's secret
+// is always its sandbox's owner's (another owner's of the same name is
+// never used, and does not exist for it). Rules are normalised as the
+// network will (a later rule for the same host and header replaces an
+// earlier one); a rule that does not normalise is left for the network's
+// validation to refuse.
+func (c *Controller) checkInjectionSecrets(ctx context.Context, owner string, rules []api.Injection) error {
+	if len(rules) == 0 {
 		return nil
 	}
 	var norm []egress.Injection
@@ -196,7 +219,7 @@ func (c *Controller) checkInjectionSecrets(ctx context.Context, rules []api.Inje
 	}
 	st, err := c.secrets()
 	if err != nil {
-		return err
+		return fmt.Errorf("credential injection: %w", err)
 	}
 	for _, r := range norm {
 		t, err := egress.ParseTemplate(r.Value)
@@ -204,27 +227,44 @@ func (c *Controller) checkInjectionSecrets(ctx context.Context, rules []api.Inje
 			return nil
 		}
 		for _, name := range t.Secrets() {
-			owner, ok, err := st.Owner(ctx, name)
+			_, err := st.Get(ctx, owner, name)
+			if errors.Is(err, errdefs.ErrNotFound) {
+				return errdefs.Invalid("injection of %s for %s: secret %q does not exist for the sandbox's owner (paddock secret set %s)", r.Header, r.Host, name, name)
+			}
 			if err != nil {
 				return err
-			}
-			if !ok || !visible(ctx, owner) {
-				return errdefs.Invalid("injection of %s for %s: secret %q does not exist (paddock secret set %s)", r.Header, r.Host, name, name)
 			}
 		}
 	}
 	return nil
 }
 
-// secretUsers maps secret names to the sandboxes whose rules reference them.
-func (c *Controller) secretUsers() map[string][]string {
-	out := map[string][]string{}
+// secretRef is one owner's secret.
+type secretRef struct{ owner, name string }
+
+// secretUsers maps each owner's secrets to the sandboxes whose rules
+// reference them: a sandbox's rules name its owner's secrets only. ctx's
+// caller sees only the secrets (and so the sandboxes) it may see.
+func (c *Controller) secretUsers(ctx context.Context) (map[secretRef][]string, error) {
+	out := map[secretRef][]string{}
 	if c.opts.Network == nil {
-		return out
+		return out, nil
+	}
+	recs, err := c.opts.Store.ListSandboxes(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	owners := make(map[string]string, len(recs))
+	for _, r := range recs {
+		owners[r.ID] = r.KeyID
 	}
 	ids := c.opts.Network.List()
 	sort.Strings(ids)
 	for _, id := range ids {
+		owner, ok := owners[id]
+		if !ok || !visible(ctx, owner) {
+			continue
+		}
 		p, ok := c.opts.Network.Policy(id)
 		if !ok {
 			continue
@@ -235,11 +275,12 @@ func (c *Controller) secretUsers() map[string][]string {
 				continue
 			}
 			for _, name := range t.Secrets() {
-				if !slices.Contains(out[name], id) {
-					out[name] = append(out[name], id)
+				k := secretRef{owner, name}
+				if !slices.Contains(out[k], id) {
+					out[k] = append(out[k], id)
 				}
 			}
 		}
 	}
-	return out
+	return out, nil
 }

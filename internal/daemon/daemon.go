@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		return fmt.Errorf("snapshot store: %w", err)
 	}
 	netRec := &recorder{}
-	secrets := newSecretBox(cfg.StateDir, st)                                                  // secrets.go
+	secrets := newSecretBox(cfg.StateDir, st, st) // secrets.go
 	var nets *networks
 	if cfg.Backend == config.BackendLocal {
 		// On a cluster, pods have the cluster's network; host network

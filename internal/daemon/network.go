@@ -195,7 +195,7 @@ func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *r
 		OnRefuse:      rec.refuse,
 		CA:            ca,
 		UpstreamRoots: roots,
-		Secret:        sec.Reveal,
+		Secret:        sec.RevealFor,
 	})
 	return &networks{log: log, mgr: mgr, srv: srv, dir: dir, ca: ca, sec: sec}, nil
 }

@@ -24,10 +24,12 @@ import (
 const secretKeyFile = "secrets.key"
 
 // secretBox seals secrets into the store and opens them for the egress
-// proxy, which is the only reader of values.
+// proxy, which is the only reader of values. Every secret is addressed by
+// its owner and name.
 type secretBox struct {
-	st      store.SecretStore
-	keyPath string
+	st        store.SecretStore
+	sandboxes sandboxReader // whose secrets a sandbox's rules name
+	keyPath   string
 
 	once sync.Once
 	aead cipher.AEAD
@@ -36,8 +38,13 @@ type secretBox struct {
 
 var _ controller.Secrets = (*secretBox)(nil)
 
-func newSecretBox(stateDir string, st store.SecretStore) *secretBox {
-	return &secretBox{st: st, keyPath: filepath.Join(stateDir, secretKeyFile)}
+// sandboxReader finds a sandbox's record, for its owner.
+type sandboxReader interface {
+	GetSandbox(ctx context.Context, id string) (*store.Sandbox, error)
+}
+
+func newSecretBox(stateDir string, st store.SecretStore, sandboxes sandboxReader) *secretBox {
+	return &secretBox{st: st, sandboxes: sandboxes, keyPath: filepath.Join(stateDir, secretKeyFile)}
 }
 
 // cipher loads the key, creating it 0600 on first use.
@@ -123,22 +130,25 @@ func toAPISecret(r *store.Secret) api.Secret {
 	return api.Secret{Name: r.Name, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, CreatedBy: r.Owner}
 }
 
-func (s *secretBox) Set(ctx context.Context, name, owner string, anyOwner bool, value []byte) (api.Secret, bool, error) {
+func (s *secretBox) Set(ctx context.Context, owner, name string, value []byte) (api.Secret, bool, error) {
 	sealed, err := s.seal(name, value)
 	if err != nil {
 		return api.Secret{}, false, err
 	}
 	rec := &store.Secret{Name: name, Sealed: sealed, Owner: owner}
-	created, err := s.st.PutSecret(ctx, rec, anyOwner)
+	created, err := s.st.PutSecret(ctx, rec)
 	if err != nil {
 		return api.Secret{}, false, err
 	}
-	if !created {
-		if got, err := s.st.GetSecret(ctx, name); err == nil {
-			rec.CreatedAt = got.CreatedAt
-		}
-	}
 	return toAPISecret(rec), created, nil
+}
+
+func (s *secretBox) Get(ctx context.Context, owner, name string) (api.Secret, error) {
+	r, err := s.st.GetSecret(ctx, owner, name)
+	if err != nil {
+		return api.Secret{}, err
+	}
+	return toAPISecret(r), nil
 }
 
 func (s *secretBox) List(ctx context.Context) ([]api.Secret, error) {
@@ -153,35 +163,13 @@ func (s *secretBox) List(ctx context.Context) ([]api.Secret, error) {
 	return out, nil
 }
 
-func (s *secretBox) Delete(ctx context.Context, name string) error {
-	return s.st.DeleteSecret(ctx, name)
+func (s *secretBox) Delete(ctx context.Context, owner, name string) error {
+	return s.st.DeleteSecret(ctx, owner, name)
 }
 
-func (s *secretBox) Owner(ctx context.Context, name string) (string, bool, error) {
-	r, err := s.st.GetSecret(ctx, name)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	return r.Owner, true, nil
-}
-
-// Exists reports whether a secret is stored, whoever owns it.
-func (s *secretBox) Exists(ctx context.Context, name string) (bool, error) {
-	_, err := s.st.GetSecret(ctx, name)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// Reveal returns a secret's value: for the egress proxy only.
-func (s *secretBox) Reveal(name string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	r, err := s.st.GetSecret(ctx, name)
+// Reveal returns owner's secret's value: for the egress proxy only.
+func (s *secretBox) Reveal(ctx context.Context, owner, name string) (string, error) {
+	r, err := s.st.GetSecret(ctx, owner, name)
 	if err != nil {
 		return "", err
 	}
@@ -190,4 +178,25 @@ func (s *secretBox) Reveal(name string) (string, error) {
 		return "", err
 	}
 	return string(v), nil
+}
+
+// RevealFor is the egress proxy's lookup for an injection rule of the
+// sandbox id: the value of the secret of that name that the sandbox's
+// owner keeps, never another owner's of the same name. The owner is read
+// from the sandbox's record on each use, so nothing cached can point a
+// rule at another owner.
+func (s *secretBox) RevealFor(sandboxID, name string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if s.sandboxes == nil {
+		return "", fmt.Errorf("secret %q: no sandbox records to find sandbox %s's owner: %w", name, sandboxID, errdefs.ErrUnavailable)
+	}
+	rec, err := s.sandboxes.GetSandbox(ctx, sandboxID)
+	if err != nil {
+		return "", fmt.Errorf("owner of sandbox %s: %w", sandboxID, err)
+	}
+	if rec.State == api.StateDestroyed {
+		return "", errdefs.NotFound("sandbox %s is destroyed", sandboxID)
+	}
+	return s.Reveal(ctx, rec.KeyID, name)
 }

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/egress"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
@@ -79,18 +81,18 @@ func checkSecretBody(b *secretBody) ([]byte, error) {
 	return v, nil
 }
 
-// findSecret returns the stored secret of that name, or nil.
+// findSecret returns the caller's own secret of that name, or nil.
+// Secret names are per owner: another owner's of the same name is not
+// this caller's, whatever its scope.
 func (h *Handler) findSecret(r *http.Request, name string) (*api.Secret, error) {
-	list, err := h.opts.Controller.ListSecrets(r.Context())
-	if err != nil {
-		return nil, err
+	if egress.ValidSecretName(name) != nil {
+		return nil, nil
 	}
-	for i := range list {
-		if list[i].Name == name {
-			return &list[i], nil
-		}
+	s, err := h.opts.Controller.GetSecret(r.Context(), "", name)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, nil
 	}
-	return nil, nil
+	return s, err
 }
 
 // createSecret: POST /secrets. A name in use is a 409 (E2B's create never
@@ -146,7 +148,7 @@ func (h *Handler) storeSecret(w http.ResponseWriter, r *http.Request, nameOf fun
 		writeError(w, err)
 		return
 	}
-	s, _, err := h.opts.Controller.SetSecret(r.Context(), name, value)
+	s, _, err := h.opts.Controller.SetSecret(r.Context(), "", name, value)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -174,7 +176,7 @@ func (h *Handler) deleteSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.NotFound("secret %q", truncate(r.PathValue("id"))))
 		return
 	}
-	if err := h.opts.Controller.DeleteSecret(r.Context(), name); err != nil {
+	if err := h.opts.Controller.DeleteSecret(r.Context(), "", name); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -182,7 +184,8 @@ func (h *Handler) deleteSecret(w http.ResponseWriter, r *http.Request) {
 }
 
 // listSecrets: GET /secrets?limit=&nextToken=, by name, paged with
-// x-next-token.
+// x-next-token. Only the caller's own secrets are listed, whatever its
+// scope: an E2B secret id is its name, which is unique per owner only.
 func (h *Handler) listSecrets(w http.ResponseWriter, r *http.Request) {
 	limit, after, err := parseSecretQuery(r.URL.Query())
 	if err != nil {
@@ -194,6 +197,8 @@ func (h *Handler) listSecrets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	me := controller.Caller(r.Context())
+	list = slices.DeleteFunc(list, func(s api.Secret) bool { return s.CreatedBy != me })
 	slices.SortFunc(list, func(a, b api.Secret) int { return strings.Compare(a.Name, b.Name) })
 	page := make([]secretInfo, 0, min(limit, len(list)))
 	for i := range list {

@@ -92,6 +92,15 @@ func (s *Server) intercept(b *box, client net.Conn, hello []byte, br *bufio.Read
 	}
 }
 
+// secretsOf is the secret lookup for the sandbox id's injection rules:
+// its owner's secrets only (Options.Secret), nil without a store.
+func (s *Server) secretsOf(id string) func(name string) (string, error) {
+	if s.opts.Secret == nil {
+		return nil
+	}
+	return func(name string) (string, error) { return s.opts.Secret(id, name) }
+}
+
 // relayInjected checks, injects and forwards one request and relays its
 // response; it reports whether the connection may carry another.
 func (s *Server) relayInjected(b *box, tc *tls.Conn, cbr *bufio.Reader, uc *tls.Conn, ubr *bufio.Reader, uhb *headerBudget, req *http.Request, host string, port int, via string) bool {
@@ -123,7 +132,7 @@ func (s *Server) relayInjected(b *box, tc *tls.Conn, cbr *bufio.Reader, uc *tls.
 		var v string
 		var used []string
 		if err == nil {
-			v, used, err = t.render(s.opts.Secret)
+			v, used, err = t.render(s.secretsOf(b.id))
 		}
 		if err != nil {
 			// The error names the secret, never its value.

@@ -161,9 +161,11 @@ func newInjEnv(t testing.TB) *injEnv {
 		Permitted:     []netip.Prefix{up.permit},
 		CA:            ca,
 		UpstreamRoots: e.pki.pool,
-		Secret: func(name string) (string, error) {
-			if name != "tok" {
-				return "", fmt.Errorf("secret %q: not found", name)
+		// The lookup is asked for the sandbox whose rule names the
+		// secret: its owner's secret is the only one it may use.
+		Secret: func(sandbox, name string) (string, error) {
+			if sandbox != "injtest1" || name != "tok" {
+				return "", fmt.Errorf("sandbox %s's secret %q: not found", sandbox, name)
 			}
 			return canary, nil
 		},
@@ -469,7 +471,7 @@ func TestInjection(t *testing.T) {
 			Permitted:     []netip.Prefix{e.up.permit},
 			CA:            e.ca,
 			UpstreamRoots: x509.NewCertPool(), // trusts nothing: the upstream is an impostor
-			Secret:        func(string) (string, error) { return canary, nil },
+			Secret:        func(string, string) (string, error) { return canary, nil },
 		})
 		if err := strict.Attach("injtest1", e.link.Gateway, e.link.Addr, pol); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/paddock-dev/paddock/internal/testnet"
+	"github.com/paddock-dev/paddock/internal/testnet/testranges"
 )
 
 // testSlots is how many runs of these tests may share a host (checkouts of
@@ -21,9 +22,15 @@ const testSlots = 16
 
 func slot(t testing.TB) int { return testnet.Claim(t, "paddock-egress-test", testSlots) }
 
-// testRange is this run's sandbox range number k (one per kind of test).
+// testRange is this run's sandbox range number k (one per kind of test,
+// below 16): the /24 16k+slot of testranges.Egress, outside the daemon's
+// default range and the other tests' ranges.
 func testRange(t testing.TB, k int) netip.Prefix {
-	return netip.MustParsePrefix(fmt.Sprintf("100.126.%d.0/24", 16*k+slot(t)))
+	if k < 0 || k >= 256/testSlots {
+		t.Fatalf("egress test range %d: want 0 to %d", k, 256/testSlots-1)
+	}
+	a := netip.MustParsePrefix(testranges.Egress).Addr().As4()
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{a[0], a[1], byte(16*k + slot(t)), 0}), 24)
 }
 
 // upstreamPlan names the upstream namespace number k of this run.

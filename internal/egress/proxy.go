@@ -64,8 +64,10 @@ type Options struct {
 	// UpstreamRoots verify upstreams of intercepted connections (nil: the
 	// system roots).
 	UpstreamRoots *x509.CertPool
-	// Secret returns a secret's value for an injection template.
-	Secret func(name string) (string, error)
+	// Secret returns the value of a secret an injection template of the
+	// sandbox's rules names: the one the sandbox's owner keeps under that
+	// name (secret names are per owner).
+	Secret func(sandbox, name string) (string, error)
 	// HandshakeTimeout bounds how long a client may take to send its
 	// request headers, TLS ClientHello or a tunnel's first bytes
 	// (default 10 s).

@@ -11,10 +11,13 @@ import (
 const maxSecretBody = 512 << 10
 
 // routesSecrets adds the secret store and credential injection rules.
-// No route returns a secret's value.
+// No route returns a secret's value. Secret names are per owner: a name
+// means the caller's own secret; a caller of scope all may name another
+// owner's with ?owner=KEY_ID.
 func (s *Server) routesSecrets(m *http.ServeMux) {
 	m.HandleFunc("PUT /v1/secrets/{name}", s.putSecret)
 	m.HandleFunc("GET /v1/secrets", s.listSecrets)
+	m.HandleFunc("GET /v1/secrets/{name}", s.getSecret)
 	m.HandleFunc("DELETE /v1/secrets/{name}", s.deleteSecret)
 	m.HandleFunc("POST /v1/sandboxes/{id}/network/injections", s.postInjection)
 	m.HandleFunc("DELETE /v1/sandboxes/{id}/network/injections", s.deleteInjection)
@@ -26,7 +29,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sec, created, err := s.opts.Controller.SetSecret(r.Context(), r.PathValue("name"), []byte(req.Value))
+	sec, created, err := s.opts.Controller.SetSecret(r.Context(), r.URL.Query().Get("owner"), r.PathValue("name"), []byte(req.Value))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -50,8 +53,17 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.SecretList{Secrets: list})
 }
 
+func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
+	sec, err := s.opts.Controller.GetSecret(r.Context(), r.URL.Query().Get("owner"), r.PathValue("name"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sec)
+}
+
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
-	if err := s.opts.Controller.DeleteSecret(r.Context(), r.PathValue("name")); err != nil {
+	if err := s.opts.Controller.DeleteSecret(r.Context(), r.URL.Query().Get("owner"), r.PathValue("name")); err != nil {
 		writeError(w, err)
 		return
 	}

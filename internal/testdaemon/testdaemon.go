@@ -1,13 +1,16 @@
 // Package testdaemon runs the real paddock binary as a daemon for tests
 // outside test/e2e (the adversarial suite and the soak): it builds the
 // binary once per test process, starts `paddock serve` on a fresh state
-// dir, and on cleanup destroys what the daemon made and checks the host
-// for leftovers. It is imported by tests only.
+// dir, runs the CLI against it, and on cleanup destroys what the daemon
+// made and checks the host for leftovers. helpers.go holds what tests of
+// a daemon share (API keys as tenants, raw calls, short execs). It is
+// imported by tests only.
 package testdaemon
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -92,6 +95,12 @@ type Options struct {
 	Env []string
 	// Args are added to `paddock serve`.
 	Args []string
+	// Listen serves the API on a free TCP address of 127.0.0.1 too
+	// (Daemon.Listen), for API keys.
+	Listen bool
+	// ImagesDir, when set, replaces the image store the run shares (for
+	// tests that delete or fill images).
+	ImagesDir string
 }
 
 // Daemon is one running `paddock serve`.
@@ -100,6 +109,7 @@ type Daemon struct {
 	opts     Options
 	StateDir string
 	Socket   string
+	Listen   string // the TCP listener's address, with Options.Listen
 	Client   *paddock.Client
 
 	mu     sync.Mutex
@@ -153,6 +163,9 @@ func Start(t testing.TB, o Options) *Daemon {
 		o.Env = append(slices.Clip(o.Env), "PADDOCK_NETWORK_RANGE="+testnet.DaemonRange(t))
 	}
 	d := &Daemon{t: t, opts: o, StateDir: state, Socket: filepath.Join(state, "paddock.sock")}
+	if o.Listen {
+		d.Listen = FreeAddr(t)
+	}
 	d.Client = &paddock.Client{Socket: d.Socket}
 	d.Restart()
 	t.Cleanup(func() {
@@ -160,6 +173,13 @@ func Start(t testing.TB, o Options) *Daemon {
 		defer cancel()
 		if !d.Running() {
 			d.Restart()
+		}
+		// Pools refill in the background: remove them first, or a refill
+		// could start a sandbox after the list below.
+		if pools, err := d.Client.Pools(ctx); err == nil {
+			for _, p := range pools {
+				_ = d.Client.DeletePool(ctx, p.Name)
+			}
 		}
 		for range 3 {
 			list, err := d.Client.List(ctx, nil)
@@ -185,6 +205,75 @@ func Start(t testing.TB, o Options) *Daemon {
 // Logs is everything the daemon printed.
 func (d *Daemon) Logs() string { return d.logs.String() }
 
+// LogBuffer is where the daemon's output goes, for a test to read as it
+// comes.
+func (d *Daemon) LogBuffer() *LogBuffer { return &d.logs }
+
+// Env is what the daemon's environment gets beyond the test's own, its
+// network range included.
+func (d *Daemon) Env() []string { return slices.Clone(d.opts.Env) }
+
+// Process is the running daemon's process, nil while it is stopped.
+func (d *Daemon) Process() *os.Process {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		return nil
+	}
+	return d.cmd.Process
+}
+
+// Exited is closed when the daemon process started last ends (nil while
+// none was started).
+func (d *Daemon) Exited() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.exited
+}
+
+// Forget marks the daemon as stopped once a test has ended its process
+// itself (Exited is closed), so the next Restart starts it afresh.
+func (d *Daemon) Forget() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cmd = nil
+}
+
+// CLI runs the paddock CLI against the daemon's socket, with stdin when
+// it is not nil, and returns stdout, stderr and the exit code.
+func (d *Daemon) CLI(stdin []byte, args ...string) (string, string, int) {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Binary(d.t), args...)
+	cmd.Env = append(os.Environ(), "PADDOCK_SOCKET="+d.Socket)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		d.t.Fatalf("paddock %s: %v", strings.Join(args, " "), err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// NetTag is the tag the daemon drew for its state dir: it names the
+// daemon's namespaces, veths, nftables table and iptables chains.
+func (d *Daemon) NetTag() string {
+	d.t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.StateDir, "network", "links", "tag"))
+	if err != nil {
+		d.t.Fatalf("the daemon's network tag: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // Running says whether the daemon process is up.
 func (d *Daemon) Running() bool {
 	d.mu.Lock()
@@ -195,11 +284,19 @@ func (d *Daemon) Running() bool {
 // Restart starts the daemon (again) and waits until it answers.
 func (d *Daemon) Restart() {
 	d.t.Helper()
-	args := append([]string{"serve", "--state-dir", d.StateDir, "--socket", d.Socket, "--log-level", "debug"}, d.opts.Args...)
+	args := []string{"serve", "--state-dir", d.StateDir, "--socket", d.Socket, "--log-level", "debug"}
+	if d.Listen != "" {
+		args = append(args, "--listen", d.Listen)
+	}
+	args = append(args, d.opts.Args...)
 	cmd := exec.Command(Binary(d.t), args...)
 	// Disks are admitted against the host's free space, which other runs
 	// on the machine share; Options.Env may set another ratio.
-	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+ImagesDir(d.t), "PADDOCK_PREPARE_DEFAULT_IMAGE=false", "PADDOCK_PREVIEW_LISTEN=127.0.0.1:0", "PADDOCK_DISK_OVERCOMMIT=100")
+	images := ImagesDir(d.t)
+	if d.opts.ImagesDir != "" {
+		images = d.opts.ImagesDir
+	}
+	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREPARE_DEFAULT_IMAGE=false", "PADDOCK_PREVIEW_LISTEN=127.0.0.1:0", "PADDOCK_DISK_OVERCOMMIT=100")
 	cmd.Env = append(cmd.Env, d.opts.Env...)
 	cmd.Stdout, cmd.Stderr = &d.logs, &d.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

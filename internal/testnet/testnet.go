@@ -24,11 +24,20 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
+
+	"github.com/paddock-dev/paddock/internal/testnet/testranges"
 )
 
 // Slots is how many test processes may run the network tests of
-// test/e2e and test/compat/e2b on one host at once.
-const Slots = 32
+// test/e2e and test/compat/e2b on one host at once: slot s has the /16
+// 100.(64+s).0.0 of testranges.Slots, outside the daemon's default range.
+const Slots = testranges.SlotCount
+
+// slotNet is the first two octets of slot s's /16.
+func slotNet(s int) (byte, byte) {
+	a := netip.MustParsePrefix(testranges.Slots).Addr().As4()
+	return a[0], a[1] + byte(s)
+}
 
 var (
 	claimsMu sync.Mutex
@@ -105,7 +114,8 @@ func DaemonRange(t testing.TB) string {
 				daemonRanges[k] = false
 				daemonRangesMu.Unlock()
 			})
-			return fmt.Sprintf("100.%d.%d.0/24", 64+s, k)
+			o1, o2 := slotNet(s)
+			return fmt.Sprintf("%d.%d.%d.0/24", o1, o2, k)
 		}
 	}
 	t.Fatalf("all %d daemon ranges of slot %d are in use", planBase, s)
@@ -127,13 +137,14 @@ func TwinRanges(t testing.TB) (string, string) {
 		p netip.Prefix
 	}
 	seen := map[string]sub{}
+	o1, o2 := slotNet(s)
 	for k := range daemonRanges {
 		if daemonRanges[k] {
 			continue
 		}
 		for bits := 24; bits <= 28; bits++ {
 			for off := 0; off < 256; off += 1 << (32 - bits) {
-				p := netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(64 + s), byte(k), byte(off)}), bits)
+				p := netip.PrefixFrom(netip.AddrFrom4([4]byte{o1, o2, byte(k), byte(off)}), bits)
 				sum := sha256.Sum256([]byte(p.String()))
 				tag := hex.EncodeToString(sum[:2])
 				if o, ok := seen[tag]; ok && o.k != k {
@@ -166,16 +177,17 @@ type Plan struct {
 }
 
 // NewPlan gives test number n (distinct per test within a process, below
-// 56) its plan. Ranges stay in 100.64.0.0/11, clear of the daemon's
-// default range; upstreams in 198.19.<slot>.0/24.
+// 56) its plan. Ranges stay in the slot's /16 of testranges.Slots, clear
+// of the daemon's default range; upstreams in 198.19.<slot>.0/24.
 func NewPlan(t testing.TB, n int) Plan {
 	t.Helper()
 	if n < 0 || n >= 256-planBase {
 		t.Fatalf("network test number %d: want 0 to %d", n, 255-planBase)
 	}
 	s := Slot(t)
+	o1, o2 := slotNet(s)
 	p := Plan{
-		Range:    fmt.Sprintf("100.%d.%d.0/24", 64+s, planBase+n),
+		Range:    fmt.Sprintf("%d.%d.%d.0/24", o1, o2, planBase+n),
 		NS:       fmt.Sprintf("pe2e-up%d-%d", n, s),
 		HostIf:   fmt.Sprintf("pe2eup%d-%d", n, s),
 		HostCIDR: fmt.Sprintf("198.19.%d.%d/30", s, 4*n+1),

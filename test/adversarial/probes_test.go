@@ -2,8 +2,13 @@
 // a hostile sandbox would, on runc and gVisor, as the sandbox's default
 // user and as root. Every attack here is one that must fail; each probe
 // is also run where it must succeed (TestProbesCanSucceed), so a probe
-// cannot pass because it is broken or a tool is missing. docs/security.md
-// lists the attacks and their results.
+// cannot pass because it is broken or a tool is missing. The regression
+// test of every attack that once got through (keys, names and secrets of
+// other tenants, import amplification, daemons sharing a host, dead
+// sandboxes reported running, special files, disks, bodies, restarts,
+// builds cut short) lives here too, on the daemon harness of
+// internal/testdaemon (harness_test.go). docs/security.md lists the
+// attacks, their results and their tests.
 package adversarial
 
 import (
@@ -13,6 +18,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -29,7 +35,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("/tmp", "pv")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	tmpRoot = dir // harness_test.go
 	code := m.Run()
+	os.RemoveAll(dir)
 	testdaemon.Cleanup()
 	if probeDir != "" {
 		os.RemoveAll(probeDir)

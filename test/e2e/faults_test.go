@@ -15,33 +15,20 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/testdaemon"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T, d time.Duration) context.Context { return testdaemon.Ctx(t, d) }
 
 func create(t *testing.T, d *daemon, req api.CreateSandboxRequest) *api.Sandbox {
 	t.Helper()
-	sb, err := d.client.Create(ctxT(t, 5*time.Minute), req)
-	if err != nil {
-		t.Fatalf("create %+v: %v", req, err)
-	}
-	return sb
+	return testdaemon.Create(t, d.client, req)
 }
 
 func execOut(t *testing.T, d *daemon, id string, cmd ...string) (string, int) {
 	t.Helper()
-	var out bytes.Buffer
-	res, err := d.client.Exec(ctxT(t, 2*time.Minute), id, paddock.ExecOptions{Cmd: cmd, Stdout: &out, Stderr: &out})
-	if err != nil {
-		t.Fatalf("exec %v: %v", cmd, err)
-	}
-	return out.String(), res.ExitCode
+	return testdaemon.ExecOut(t, d.client, id, cmd...)
 }
 
 // TestBadInput: every malformed request gets a clear, typed error.

@@ -2,28 +2,19 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/testnet"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -32,67 +23,16 @@ import (
 // test CA. It records each request's host, path and Authorization, and
 // never echoes a header back (the sandbox must not learn the secret).
 type injUpstream struct {
+	*testnet.HTTPSUpstream
 	caPEM []byte
-	mu    sync.Mutex
-	seen  []string
 }
 
-func (u *injUpstream) saw(pred func(string) bool) []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	var out []string
-	for _, s := range u.seen {
-		if pred(s) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+func (u *injUpstream) saw(pred func(string) bool) []string { return u.HTTPSUpstream.Saw(pred) }
 
 func newInjUpstream(t *testing.T, name, hostIf, hostCIDR, nsAddr string) *injUpstream {
 	t.Helper()
-	newTestHost(t, name, hostIf, hostCIDR, nsAddr)
-
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "Injection Test Upstream Root"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(48 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "api.test.example"},
-		DNSNames:  []string{"api.test.example", "other.test.example"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(48 * time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &injUpstream{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-
-	ln := listenInNetns(t, name, nsAddr+":443")
-	srv := &http.Server{
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}},
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			u.mu.Lock()
-			u.seen = append(u.seen, fmt.Sprintf("%s %s auth=%s", r.Host, r.URL.Path, r.Header.Get("Authorization")))
-			u.mu.Unlock()
-			if r.URL.Path == "/redirect" {
-				http.Redirect(w, r, "https://other.test.example/landing", http.StatusFound)
-				return
-			}
-			fmt.Fprintf(w, "served %s%s authorized=%v\n", r.Host, r.URL.Path, r.Header.Get("Authorization") != "")
-		}),
-	}
-	go srv.ServeTLS(ln, "", "")
-	t.Cleanup(func() { srv.Close() })
-	return u
+	u := testnet.NewHTTPSUpstream(t, name, hostIf, hostCIDR, nsAddr)
+	return &injUpstream{HTTPSUpstream: u, caPEM: u.CAPEM}
 }
 
 func TestNetworkInjection(t *testing.T) {

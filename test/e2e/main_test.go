@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -287,19 +286,9 @@ func (d *daemon) must(args ...string) string {
 	return out
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func freeAddr(t *testing.T) string { return testdaemon.FreeAddr(t) }
 
-func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000)
-}
+func uniqueName(prefix string) string { return testdaemon.UniqueName(prefix) }
 
 // sweepState removes whatever a test daemon left running under its state
 // dir (the daemon leaves sandboxes running when it stops, by design):

@@ -1,20 +1,18 @@
 package e2e
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/testdaemon"
+	"github.com/paddock-dev/paddock/internal/testnet"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,36 +51,11 @@ func inNetnsDo(path string, fn func() error) error {
 func nsPath(name string) string { return "/run/netns/" + name }
 
 // outcome names what a probe saw.
-func outcome(err error) string {
-	var ne net.Error
-	switch {
-	case err == nil:
-		return "answered"
-	case errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "refused"
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "unreachable"
-	}
-	return "error: " + err.Error()
-}
+func outcome(err error) string { return testnet.Outcome(err) }
 
 // probeTCP connects to addr from namespace ns ("answered" = connected).
 func probeTCP(ns, network, addr string, timeout time.Duration) string {
-	var res string
-	err := inNetnsDo(ns, func() error {
-		c, err := net.DialTimeout(network, addr, timeout)
-		if err == nil {
-			c.Close()
-		}
-		res = outcome(err)
-		return nil
-	})
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	return res
+	return testnet.ProbeTCP(ns, network, addr, timeout)
 }
 
 // probeUDP sends a datagram to addr from namespace ns and waits for the
@@ -238,32 +211,14 @@ func setSysctl(t *testing.T, ns, path, value string) {
 }
 
 // ipRun runs ip(8) and fails the test if it fails.
-func ipRun(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
+func ipRun(t *testing.T, args ...string) { t.Helper(); testnet.IPRun(t, args...) }
 
 // netLink is a sandbox's plumbing as the daemon records it.
-type netLink struct {
-	Gateway string `json:"gateway"`
-	Addr    string `json:"addr"`
-	NetNS   string `json:"netns"`
-	HostIf  string `json:"host_if"`
-}
+type netLink = testdaemon.NetLink
 
 func readNetLink(t *testing.T, d *daemon, id string) netLink {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(d.stateDir, "network", "links", id+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l netLink
-	if err := json.Unmarshal(b, &l); err != nil || l.NetNS == "" || l.HostIf == "" {
-		t.Fatalf("link record of %s: %v %s", id, err, b)
-	}
-	return l
+	return testdaemon.ReadNetLink(t, d.stateDir, id)
 }
 
 // openIPv6 gives a veth pair (hostIf in the host's namespace, eth0 in

@@ -1,13 +1,12 @@
 package e2e
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/testdaemon"
 )
 
 // keyClient makes raw HTTP calls to a daemon's TCP listener with one API
@@ -26,29 +25,8 @@ type keyResp struct {
 
 func (c keyClient) do(method, path, body string) keyResp {
 	c.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctxT(c.t, 2*60e9), method, c.base+path, rd)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	if strings.HasPrefix(body, "{") {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	out := keyResp{status: resp.StatusCode, body: b}
-	if resp.StatusCode >= 400 {
-		_ = json.Unmarshal(b, &out.err)
-	}
-	return out
+	r := testdaemon.KeyClient{T: c.t, Base: c.base, Key: c.key}.Do(method, path, body)
+	return keyResp{status: r.Status, err: r.Err, body: r.Body}
 }
 
 // route is one API call with placeholders: {ref} is the object under test
@@ -144,6 +122,7 @@ var ledgerRoutes = []route{
 
 // secretRoutes address a secret by name.
 var secretRoutes = []route{
+	{"GET", "/v1/secrets/{ref}", ""},
 	{"DELETE", "/v1/secrets/{ref}", ""},
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/testdaemon"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -24,15 +25,8 @@ type tenant struct {
 
 func newTenant(t *testing.T, d *daemon, name, scope string) tenant {
 	t.Helper()
-	k, err := d.client.CreateKeyWith(ctxT(t, time.Minute), api.CreateKeyRequest{Name: name, Scope: scope})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if k.Scope != scope {
-		t.Fatalf("key %s has scope %q, want %q", name, k.Scope, scope)
-	}
-	base := "http://" + d.listen
-	return tenant{key: k, sdk: &paddock.Client{URL: base, APIKey: k.Secret}, raw: keyClient{t: t, base: base, key: k.Secret}}
+	tn := testdaemon.NewTenant(t, d.client, d.listen, name, scope)
+	return tenant{key: tn.Key, sdk: tn.SDK, raw: keyClient{t: t, base: tn.Raw.Base, key: tn.Raw.Key}}
 }
 
 func sandboxIDs(list []api.Sandbox) []string {
@@ -54,8 +48,8 @@ func sorted(ids ...string) []string {
 // one of scope all, each with its sandboxes, snapshots, backups, secrets
 // and ledgers: an own key sees only its own, every route to another's is
 // the same 404 as to nothing at all, sandbox and snapshot names are per
-// owner while secret names stay global, injection rules
-// cannot name another key's secret, shared resources are only read, and
+// owner, and so are secret names, injection rules
+// never name another owner's secret, shared resources are only read, and
 // the all key and the unix socket see everything.
 func TestScopesIsolateKeys(t *testing.T) {
 	requireHost(t)
@@ -255,18 +249,24 @@ func TestScopesIsolateKeys(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		// Secret names are still global: another owner's is taken.
-		r := b.raw.do("PUT", "/v1/secrets/"+ha.sec, `{"value":"b-overwrites"}`)
-		if r.status != http.StatusConflict || !strings.Contains(r.err.Message, "is taken") ||
-			strings.Contains(r.err.Message, ha.sb) || strings.Contains(r.err.Message, a.key.ID) {
-			t.Errorf("secret name held by a: %d %s, want 409 saying only that the name is taken", r.status, r.body)
+		// Secret names are per owner too: b's secret named as a's is
+		// b's own, and a's is untouched.
+		r := b.raw.do("PUT", "/v1/secrets/"+ha.sec, `{"value":"b-has-its-own"}`)
+		var mine api.Secret
+		if r.status != http.StatusCreated || json.Unmarshal(r.body, &mine) != nil || mine.CreatedBy != b.key.ID {
+			t.Errorf("b's secret named as a's: %d %s, want 201 owned by b", r.status, r.body)
 		}
-		// a's secret is still a's, never replaced.
 		secs, _ := all.sdk.ListSecrets(ctx)
 		for _, s := range secs {
-			if s.Name == ha.sec && (s.CreatedBy != a.key.ID || !s.UpdatedAt.Equal(s.CreatedAt)) {
+			if s.Name == ha.sec && s.CreatedBy == a.key.ID && !s.UpdatedAt.Equal(s.CreatedAt) {
 				t.Errorf("a's secret after b's set: %+v", s)
 			}
+		}
+		if err := b.sdk.DeleteSecret(ctx, ha.sec); err != nil {
+			t.Errorf("b deletes its secret named as a's: %v", err)
+		}
+		if s, err := a.sdk.GetSecret(ctx, ha.sec); err != nil || s.CreatedBy != a.key.ID {
+			t.Errorf("a's secret after b's delete of its own: %+v %v", s, err)
 		}
 	})
 
@@ -295,21 +295,17 @@ func TestScopesIsolateKeys(t *testing.T) {
 		if !errors.Is(err, paddock.ErrInvalidArgument) || !strings.Contains(err.Error(), `secret "`+ha.sec+`" does not exist`) {
 			t.Errorf("b's create naming a's secret: %v", err)
 		}
-		// The all key may name any secret. a then sees its secret used,
-		// but not by which sandbox, and cannot delete it.
-		if r := inject(all.raw, ha.sec); r.status != http.StatusOK {
-			t.Fatalf("the all key's rule naming a's secret: %d %s", r.status, r.body)
+		// Not even the all key may: a rule's secret is its sandbox's
+		// owner's, and b keeps none of that name.
+		if r := inject(all.raw, ha.sec); r.status != http.StatusBadRequest || !strings.Contains(r.err.Message, `secret "`+ha.sec+`" does not exist`) {
+			t.Fatalf("the all key's rule on b's sandbox naming a's secret: %d %s, want 400", r.status, r.body)
 		}
 		secs, err := a.sdk.ListSecrets(ctx)
 		if err != nil || len(secs) != 1 || len(secs[0].UsedBy) != 0 {
-			t.Errorf("a's secrets while another's sandbox uses one: %+v %v", secs, err)
+			t.Errorf("a's secrets: %+v %v, want one, unused", secs, err)
 		}
-		r := a.raw.do("DELETE", "/v1/secrets/"+ha.sec, "")
-		if r.status != http.StatusConflict || strings.Contains(r.err.Message, box.ID) || !strings.Contains(r.err.Message, "1 sandbox(es) of other callers") {
-			t.Errorf("a deletes its secret in use by another's sandbox: %d %s", r.status, r.body)
-		}
-		if secs, _ := all.sdk.ListSecrets(ctx); !slices.ContainsFunc(secs, func(s api.Secret) bool { return s.Name == ha.sec && slices.Contains(s.UsedBy, box.ID) }) {
-			t.Errorf("the all key does not see who uses a's secret: %+v", secs)
+		if secs, _ := all.sdk.ListSecrets(ctx); !slices.ContainsFunc(secs, func(s api.Secret) bool { return s.Name == hb.sec && slices.Contains(s.UsedBy, box.ID) }) {
+			t.Errorf("the all key does not see who uses b's secret: %+v", secs)
 		}
 		if _, err := all.sdk.RemoveInjection(ctx, box.ID, "a.test", ""); err != nil {
 			t.Fatal(err)

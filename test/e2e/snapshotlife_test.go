@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/testdaemon"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -25,13 +26,7 @@ func readFileIn(t *testing.T, d *daemon, id, path string) string {
 
 func within(t *testing.T, what string, got *time.Time, from, to time.Time) {
 	t.Helper()
-	if got == nil {
-		t.Fatalf("%s: no expiry, want one in [%v, %v]", what, from, to)
-	}
-	// The API's times have nanoseconds; the bounds are taken around the call.
-	if got.Before(from.Add(-time.Second)) || got.After(to.Add(time.Second)) {
-		t.Fatalf("%s: expires %v, want within [%v, %v]", what, *got, from, to)
-	}
+	testdaemon.Within(t, what, got, from, to)
 }
 
 // TestSnapshotListTTLAndExpiry: snapshot ls (table and --json) shows each

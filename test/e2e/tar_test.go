@@ -2,12 +2,11 @@ package e2e
 
 import (
 	"archive/tar"
-	"errors"
-	"io"
 	"os"
-	"sort"
 	"strings"
 	"testing"
+
+	"github.com/paddock-dev/paddock/internal/testdaemon"
 )
 
 func writeTar(t *testing.T, path string, files map[string]string) {
@@ -45,37 +44,7 @@ func writeTar(t *testing.T, path string, files map[string]string) {
 // readTar returns the regular files of a tar, by name without a leading "./" or "/".
 func readTar(t *testing.T, path string) map[string]string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[strings.TrimPrefix(strings.TrimPrefix(h.Name, "./"), "/")] = string(b)
-	}
+	return testdaemon.ReadTar(t, path)
 }
 
-func keys(m map[string]string) []string {
-	var k []string
-	for n := range m {
-		k = append(k, n)
-	}
-	sort.Strings(k)
-	return k
-}
+func keys(m map[string]string) []string { return testdaemon.SortedKeys(m) }

@@ -59,7 +59,7 @@ func TestMigrateScopesUpgrade(t *testing.T) {
 	if err != nil || bk.Owner != "" {
 		t.Fatalf("old backup: %+v %v, want no owner", bk, err)
 	}
-	sec, err := st.GetSecret(ctx, "tok")
+	sec, err := st.GetSecret(ctx, "", "tok")
 	if err != nil || sec.Owner != "" {
 		t.Fatalf("old secret: %+v %v, want no owner", sec, err)
 	}

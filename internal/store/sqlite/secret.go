@@ -22,19 +22,12 @@ func checkSecretName(name string) error {
 	return nil
 }
 
-// errSecretNameTaken is the conflict PutSecret returns for a name another
-// owner holds. It says the name is taken and nothing about the holder.
-func errSecretNameTaken(name string) error {
-	return fmt.Errorf("secret name %q is taken: %w", name, errdefs.ErrConflict)
-}
-
 const secretColumns = `name, sealed, owner, created_at, updated_at`
 
-// PutSecret creates a sealed secret, or replaces the value of one the
-// same owner holds (any owner's with anyOwner). The owner check and the
-// write are one transaction, so two owners setting one new name never
-// both succeed.
-func (st *Store) PutSecret(ctx context.Context, s *store.Secret, anyOwner bool) (bool, error) {
+// PutSecret creates a sealed secret, or replaces the value of the one of
+// that name its owner keeps. Other owners' secrets of that name are
+// neither read nor changed.
+func (st *Store) PutSecret(ctx context.Context, s *store.Secret) (bool, error) {
 	if err := checkSecretName(s.Name); err != nil {
 		return false, err
 	}
@@ -46,22 +39,21 @@ func (st *Store) PutSecret(ctx context.Context, s *store.Secret, anyOwner bool) 
 	}
 	t := now()
 	var (
-		created bool
-		owner   = s.Owner
+		created  bool
+		firstSet sql.NullInt64
 	)
 	err := st.writeTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `SELECT owner FROM secrets WHERE name = ?`, s.Name).Scan(&owner)
+		err := tx.QueryRowContext(ctx, `SELECT created_at FROM secrets WHERE owner = ? AND name = ?`, s.Owner, s.Name).Scan(&firstSet)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			created, owner = true, s.Owner
+			created = true
 			_, err = tx.ExecContext(ctx,
 				`INSERT INTO secrets (`+secretColumns+`) VALUES (?, ?, ?, ?, ?)`,
 				s.Name, s.Sealed, s.Owner, nanos(t), nanos(t))
 		case err != nil:
-		case owner != s.Owner && !anyOwner:
-			return errSecretNameTaken(s.Name)
 		default:
-			_, err = tx.ExecContext(ctx, `UPDATE secrets SET sealed = ?, updated_at = ? WHERE name = ?`, s.Sealed, nanos(t), s.Name)
+			_, err = tx.ExecContext(ctx, `UPDATE secrets SET sealed = ?, updated_at = ? WHERE owner = ? AND name = ?`,
+				s.Sealed, nanos(t), s.Owner, s.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("store: put secret %q: %w", s.Name, ctxErr(ctx, err))
@@ -71,9 +63,9 @@ func (st *Store) PutSecret(ctx context.Context, s *store.Secret, anyOwner bool) 
 	if err != nil {
 		return false, err
 	}
-	s.UpdatedAt, s.Owner = t, owner
-	if created {
-		s.CreatedAt = t
+	s.UpdatedAt, s.CreatedAt = t, t
+	if !created {
+		s.CreatedAt = fromNanos(firstSet)
 	}
 	return created, nil
 }
@@ -90,13 +82,13 @@ func scanSecret(sc scanner) (*store.Secret, error) {
 	return &s, nil
 }
 
-// GetSecret finds one secret.
-func (st *Store) GetSecret(ctx context.Context, name string) (*store.Secret, error) {
+// GetSecret finds owner's secret of that name.
+func (st *Store) GetSecret(ctx context.Context, owner, name string) (*store.Secret, error) {
 	if err := checkSecretName(name); err != nil {
 		return nil, err
 	}
 	s, err := scanSecret(st.r.QueryRowContext(ctx,
-		`SELECT `+secretColumns+` FROM secrets WHERE name = ?`, name))
+		`SELECT `+secretColumns+` FROM secrets WHERE owner = ? AND name = ?`, owner, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errdefs.NotFound("secret %q does not exist", name)
 	}
@@ -106,9 +98,9 @@ func (st *Store) GetSecret(ctx context.Context, name string) (*store.Secret, err
 	return s, nil
 }
 
-// ListSecrets lists every secret by name.
+// ListSecrets lists every owner's secrets by name, then owner.
 func (st *Store) ListSecrets(ctx context.Context) ([]*store.Secret, error) {
-	rows, err := st.r.QueryContext(ctx, `SELECT `+secretColumns+` FROM secrets ORDER BY name`)
+	rows, err := st.r.QueryContext(ctx, `SELECT `+secretColumns+` FROM secrets ORDER BY name, owner`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list secrets: %w", ctxErr(ctx, err))
 	}
@@ -127,13 +119,13 @@ func (st *Store) ListSecrets(ctx context.Context) ([]*store.Secret, error) {
 	return out, nil
 }
 
-// DeleteSecret removes one secret.
-func (st *Store) DeleteSecret(ctx context.Context, name string) error {
+// DeleteSecret removes owner's secret of that name.
+func (st *Store) DeleteSecret(ctx context.Context, owner, name string) error {
 	if err := checkSecretName(name); err != nil {
 		return err
 	}
 	return st.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM secrets WHERE name = ?`, name)
+		res, err := tx.ExecContext(ctx, `DELETE FROM secrets WHERE owner = ? AND name = ?`, owner, name)
 		if err != nil {
 			return fmt.Errorf("store: delete secret: %w", ctxErr(ctx, err))
 		}

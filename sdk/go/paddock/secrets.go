@@ -28,6 +28,21 @@ func (c *Client) SetSecret(ctx context.Context, name string, value []byte) (*api
 	return &out, nil
 }
 
+// GetSecret returns the caller's secret of that name: its times and the
+// sandboxes whose rules use it, never its value. Secret names are per
+// API key: another key's secret of the same name is ErrNotFound.
+func (c *Client) GetSecret(ctx context.Context, name string) (*api.Secret, error) {
+	e, err := escapeRef("secret name", name)
+	if err != nil {
+		return nil, err
+	}
+	var out api.Secret
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/secrets/" + e}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // ListSecrets returns every secret's name, times and users (never values).
 func (c *Client) ListSecrets(ctx context.Context) ([]api.Secret, error) {
 	var list api.SecretList

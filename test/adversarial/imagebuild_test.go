@@ -1,4 +1,4 @@
-package e2e
+package adversarial
 
 import (
 	"context"
@@ -71,7 +71,7 @@ func TestDaemonKilledDuringBaseBuild(t *testing.T) {
 		t.Logf("builder processes before the stop: %v", procs)
 	}
 
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.Process().Signal(syscall.SIGTERM)
 	time.Sleep(time.Second)
 	d.kill9()
 	t.Logf("build request ended with: %v", <-buildDone)

@@ -1,4 +1,4 @@
-package e2e
+package adversarial
 
 import (
 	"context"
@@ -160,7 +160,7 @@ func procStatusKB(t *testing.T, pid int, field string) int64 {
 // margin for the decoder's buffers and the runtime.
 func TestBodyMemoryBounded(t *testing.T) {
 	d := startDaemon(t, daemonOpts{env: []string{"PADDOCK_REQUEST_BODY_MEMORY=64MiB"}})
-	pid := d.cmd.Process.Pid
+	pid := d.Process().Pid
 	unix := unixHTTP(d.socket)
 	before := procStatusKB(t, pid, "VmHWM")
 	const n, size = 8, 100 << 20
