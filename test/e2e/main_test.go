@@ -63,10 +63,15 @@ func requireGVisor(t *testing.T) {
 	}
 }
 
-// paddockBin builds the real binary once.
+// paddockBin builds the real binary once, or takes the one built ahead
+// in $PADDOCK_TEST_BIN (the cgroup v2 VM has no Go toolchain).
 func paddockBin(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if prebuilt := os.Getenv("PADDOCK_TEST_BIN"); prebuilt != "" {
+			binPath = prebuilt
+			return
+		}
 		binPath = filepath.Join(tmpRoot, "paddock")
 		cmd := exec.Command("../../scripts/build.sh", binPath) // as `make build` does
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

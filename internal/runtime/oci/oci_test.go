@@ -88,8 +88,19 @@ func newTestRuntime(t *testing.T, kind string) *Runtime {
 	return r
 }
 
+// testRuntimes are the runtimes the shared tests run on here: runc and
+// runsc everywhere, crun where it works, a pure cgroup v2 host (on others
+// TestProbe checks that crun is refused, with the reason).
+func testRuntimes() []string {
+	kinds := []string{KindRunc, KindRunsc}
+	if CgroupLayout() == LayoutUnified {
+		kinds = append(kinds, KindCrun)
+	}
+	return kinds
+}
+
 func TestSuite(t *testing.T) {
-	for _, kind := range []string{KindRunc, KindRunsc} {
+	for _, kind := range testRuntimes() {
 		t.Run(kind, func(t *testing.T) {
 			needRoot(t)
 			needBinary(t, kind)
