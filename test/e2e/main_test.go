@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/runtime/runtimetest"
 	"github.com/paddock-dev/paddock/internal/testdaemon"
 	"github.com/paddock-dev/paddock/internal/testnet"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
@@ -205,7 +206,9 @@ func (d *daemon) start() {
 	d.cmd = cmd
 	d.exited = make(chan struct{})
 	go func(c *exec.Cmd, done chan struct{}) { _ = c.Wait(); close(done) }(cmd, d.exited)
-	deadline := time.Now().Add(60 * time.Second)
+	// Budgets stretch on slow hosts (PADDOCK_TEST_TIME_SCALE, as in the
+	// cgroup v2 VM's emulation).
+	deadline := time.Now().Add(runtimetest.Scaled(60 * time.Second))
 	for {
 		select {
 		case <-d.exited:
@@ -220,6 +223,11 @@ func (d *daemon) start() {
 			return
 		}
 		if time.Now().After(deadline) {
+			// Not left running: it would hold its network range and
+			// fail the next test's daemon.
+			_ = d.cmd.Process.Kill()
+			<-d.exited
+			d.cmd = nil
 			d.t.Fatalf("daemon did not answer: %v\n%s", err, d.logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -234,7 +242,7 @@ func (d *daemon) stop() {
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.exited:
-	case <-time.After(20 * time.Second):
+	case <-time.After(runtimetest.Scaled(20 * time.Second)):
 		_ = d.cmd.Process.Kill()
 		<-d.exited
 	}
