@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/paddock-dev/paddock/internal/daemon.Version=$(VERSION)
 export CGO_ENABLED = 0
 
-.PHONY: all build run test unit test-kubernetes deps generate vet bench bench-kubernetes soak clean
+.PHONY: all build run test unit test-cgroupv2 test-kubernetes deps generate vet bench bench-kubernetes soak clean
 
 all: build
 
@@ -29,6 +29,13 @@ test:
 ## no installed package but Go and a C compiler (DEVELOPING.md).
 unit:
 	./scripts/unit.sh
+
+## test-cgroupv2: the runtime suite, an end-to-end subset and the systemd
+## unit inside a Debian VM with only cgroup v2 (QEMU, no KVM needed); the VM
+## image is built once into /var/cache/paddock-test/cgroupv2.
+test-cgroupv2:
+	@PADDOCK_CGROUPV2_DEPS=1 ./scripts/install-deps.sh
+	$(GO) test -tags cgroupv2vm -count=1 -v -timeout 90m -run '^TestCgroupV2$$' ./test/cgroupv2/
 
 ## test-kubernetes: the Kubernetes suite alone, on a one-node cluster it
 ## builds (or reuses from /var/cache/paddock-test/k8s), starts and tears down.

@@ -10,7 +10,10 @@
 # Paddock ships stay static, built with CGO_ENABLED=0). Benchmarks add hyperfine
 # (PADDOCK_BENCH_DEPS=1). The Kubernetes test cluster adds containerd (its
 # own instance, started by the tests) and the CNI plugins (PADDOCK_K8S_DEPS=1,
-# set by `make test-kubernetes`; `make test` installs them too).
+# set by `make test-kubernetes`; `make test` installs them too). The cgroup v2
+# suite boots a Debian VM under QEMU (software emulation, no KVM needed) and
+# builds its disk with qemu-img and mmdebstrap (PADDOCK_CGROUPV2_DEPS=1, set by
+# `make test-cgroupv2`).
 set -euo pipefail
 
 need=()
@@ -44,6 +47,10 @@ fi
 if [ "${PADDOCK_K8S_DEPS:-0}" = 1 ] || [ "${PADDOCK_TEST_DEPS:-0}" = 1 ]; then
 	{ have containerd && have ctr && have containerd-shim-runc-v2; } || need+=(containerd)
 	[ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] || need+=(containernetworking-plugins)
+fi
+if [ "${PADDOCK_CGROUPV2_DEPS:-0}" = 1 ]; then
+	have qemu-system-x86_64 || need+=(qemu-system-x86)
+	have qemu-img || need+=(qemu-utils)
 fi
 # The S3-compatible server that S3 backup storage is tested against
 # (SeaweedFS, Apache-2.0), built once into a cache and never part of go.mod.

@@ -7,8 +7,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,29 +19,40 @@ import (
 )
 
 func main() {
-	args := os.Args[1:]
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr, agent.RunWith))
+}
+
+// run parses the arguments and runs serve, the agent. A request for help
+// succeeds, as `paddock agent --help` does: the daemon's runtime probe
+// runs it to prove a container starts.
+func run(ctx context.Context, args []string, stderr io.Writer, serve func(ctx context.Context, o agent.RunOptions) error) int {
 	if len(args) > 0 && args[0] == "agent" {
 		args = args[1:]
 	}
 	fs := flag.NewFlagSet("paddock-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	socket := fs.String("socket", agent.SocketFromEnv(), "unix socket to listen on")
 	listen := fs.String("listen", "", "TCP address to listen on instead of the socket (needs "+agent.EnvToken+")")
 	debug := fs.Bool("debug", agent.DebugFromEnv(), "log at debug level")
 	if err := fs.Parse(args); err != nil {
-		os.Exit(2)
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "paddock-agent: unexpected arguments %q\n", fs.Args())
-		os.Exit(2)
+		fmt.Fprintf(stderr, "paddock-agent: unexpected arguments %q\n", fs.Args())
+		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	opts := agent.RunOptions{Socket: *socket, Listen: *listen, Debug: *debug}
 	if *listen != "" {
 		opts.Token = os.Getenv(agent.EnvToken)
 	}
-	if err := agent.RunWith(ctx, opts); err != nil && ctx.Err() == nil {
-		fmt.Fprintln(os.Stderr, "paddock-agent:", err)
-		os.Exit(1)
+	if err := serve(ctx, opts); err != nil && ctx.Err() == nil {
+		fmt.Fprintln(stderr, "paddock-agent:", err)
+		return 1
 	}
+	return 0
 }

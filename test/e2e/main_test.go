@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/config"
+	"github.com/paddock-dev/paddock/internal/runtime/runtimetest"
 	"github.com/paddock-dev/paddock/internal/testdaemon"
 	"github.com/paddock-dev/paddock/internal/testnet"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
@@ -67,10 +68,15 @@ func requireGVisor(t *testing.T) {
 // pinned build, else Debian's in PATH).
 func runscBin() string { return config.RunscFromEnv(os.Getenv) }
 
-// paddockBin builds the real binary once.
+// paddockBin builds the real binary once, or takes the one built ahead
+// in $PADDOCK_TEST_BIN (the cgroup v2 VM has no Go toolchain).
 func paddockBin(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if prebuilt := os.Getenv("PADDOCK_TEST_BIN"); prebuilt != "" {
+			binPath = prebuilt
+			return
+		}
 		binPath = filepath.Join(tmpRoot, "paddock")
 		cmd := exec.Command("../../scripts/build.sh", binPath) // as `make build` does
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -204,7 +210,9 @@ func (d *daemon) start() {
 	d.cmd = cmd
 	d.exited = make(chan struct{})
 	go func(c *exec.Cmd, done chan struct{}) { _ = c.Wait(); close(done) }(cmd, d.exited)
-	deadline := time.Now().Add(60 * time.Second)
+	// Budgets stretch on slow hosts (PADDOCK_TEST_TIME_SCALE, as in the
+	// cgroup v2 VM's emulation).
+	deadline := time.Now().Add(runtimetest.Scaled(60 * time.Second))
 	for {
 		select {
 		case <-d.exited:
@@ -219,6 +227,11 @@ func (d *daemon) start() {
 			return
 		}
 		if time.Now().After(deadline) {
+			// Not left running: it would hold its network range and
+			// fail the next test's daemon.
+			_ = d.cmd.Process.Kill()
+			<-d.exited
+			d.cmd = nil
 			d.t.Fatalf("daemon did not answer: %v\n%s", err, d.logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -233,7 +246,7 @@ func (d *daemon) stop() {
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.exited:
-	case <-time.After(20 * time.Second):
+	case <-time.After(runtimetest.Scaled(20 * time.Second)):
 		_ = d.cmd.Process.Kill()
 		<-d.exited
 	}

@@ -67,13 +67,10 @@ func healthy(ctx context.Context, socket string) error {
 
 // TestHostCgroupLimits reads the limits back from the host's cgroup files.
 func TestHostCgroupLimits(t *testing.T) {
-	for _, kind := range []string{KindRunc, KindRunsc} {
+	for _, kind := range testRuntimes() {
 		t.Run(kind, func(t *testing.T) {
 			layers, agentBin := fixtures(t, kind)
 			r := newTestRuntime(t, kind)
-			if r.host.cgroupV2 {
-				t.Skip("reads cgroup v1 files; this host has cgroup v2")
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			id := runtimetest.NewID(t)
@@ -85,18 +82,36 @@ func TestHostCgroupLimits(t *testing.T) {
 			if kind == KindRunsc {
 				wantPids = runscPidsLimit(res.Pids)
 			}
+			mem, pids := strconv.FormatInt(res.MemoryBytes, 10), strconv.FormatInt(wantPids, 10)
+			// Paths are <controller>/<file> on v1 and <file> on v2.
 			tests := []struct{ file, want string }{
-				{"memory/memory.limit_in_bytes", strconv.FormatInt(res.MemoryBytes, 10)},
+				{"memory/memory.limit_in_bytes", mem},
 				{"cpu/cpu.cfs_quota_us", "50000"},
 				{"cpu/cpu.cfs_period_us", "100000"},
-				{"pids/pids.max", strconv.FormatInt(wantPids, 10)},
+				{"pids/pids.max", pids},
 			}
 			if r.host.swapAccounting {
-				tests = append(tests, struct{ file, want string }{"memory/memory.memsw.limit_in_bytes", strconv.FormatInt(res.MemoryBytes, 10)})
+				tests = append(tests, struct{ file, want string }{"memory/memory.memsw.limit_in_bytes", mem})
+			}
+			if r.host.cgroupV2 {
+				tests = []struct{ file, want string }{
+					{"memory.max", mem},
+					{"cpu.max", "50000 100000"},
+					{"pids.max", pids},
+				}
+				// Swap equal to the limit in the spec (memory plus swap)
+				// is no swap at all in v2's separate swap limit.
+				if r.host.swapAccounting {
+					tests = append(tests, struct{ file, want string }{"memory.swap.max", "0"})
+				}
 			}
 			for _, tt := range tests {
 				ctrl, file, _ := strings.Cut(tt.file, "/")
-				b, err := os.ReadFile(filepath.Join(cgroupRoot, ctrl, r.cgroupParent, id, file))
+				path := filepath.Join(cgroupRoot, ctrl, r.cgroupParent, id, file)
+				if r.host.cgroupV2 {
+					path = filepath.Join(cgroupRoot, r.cgroupParent, id, tt.file)
+				}
+				b, err := os.ReadFile(path)
 				if err != nil || strings.TrimSpace(string(b)) != tt.want {
 					t.Errorf("%s = %q, %v; want %s", tt.file, strings.TrimSpace(string(b)), err, tt.want)
 				}
@@ -158,7 +173,7 @@ func TestStartRollsBack(t *testing.T) {
 // that process, and checks the sandbox still runs and a new backend on
 // the same state root adopts it.
 func TestSurvivesDaemonKill(t *testing.T) {
-	for _, kind := range []string{KindRunc, KindRunsc} {
+	for _, kind := range testRuntimes() {
 		t.Run(kind, func(t *testing.T) {
 			layers, agentBin := fixtures(t, kind)
 			r := newTestRuntime(t, kind)

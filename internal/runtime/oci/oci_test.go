@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,14 +115,35 @@ func newTestRuntimeBin(t *testing.T, kind, bin string) *Runtime {
 	return r
 }
 
+// testRuntimes are the runtimes the shared tests run on here: runc and
+// runsc everywhere, crun where it works, a pure cgroup v2 host (on others
+// TestProbe checks that crun is refused, with the reason).
+// $PADDOCK_TEST_RUNTIMES (e.g. "runc,crun") narrows the list, for a slow
+// host such as the emulated cgroup v2 VM.
+func testRuntimes() []string {
+	kinds := []string{KindRunc, KindRunsc}
+	if CgroupLayout() == LayoutUnified {
+		kinds = append(kinds, KindCrun)
+	}
+	if only := os.Getenv("PADDOCK_TEST_RUNTIMES"); only != "" {
+		kinds = slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(strings.Split(only, ","), k) })
+	}
+	return kinds
+}
+
 func TestSuite(t *testing.T) {
-	for _, tc := range []struct{ name, kind, bin string }{
+	cases := []struct{ name, kind, bin string }{
 		{KindRunc, KindRunc, ""},
 		// Paddock's gVisor: the pinned build.
 		{KindRunsc, KindRunsc, testRunsc()},
 		// Debian's runsc (20221219) stays selectable (PADDOCK_RUNSC=runsc).
 		{"runsc-path", KindRunsc, "runsc"},
-	} {
+		{KindCrun, KindCrun, ""},
+	}
+	for _, tc := range cases {
+		if !slices.Contains(testRuntimes(), tc.kind) {
+			continue
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			needRoot(t)
 			needBinary(t, tc.kind)

@@ -125,22 +125,62 @@ func trialRun(ctx context.Context, bin, scratchDir, agentBinary string) error {
 		return fmt.Errorf("probe: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	bundle, state := filepath.Join(dir, "bundle"), filepath.Join(dir, "state")
-	for _, d := range []string{filepath.Join(bundle, "rootfs"), state} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("probe: %w", err)
-		}
-	}
 	id := "paddock-probe-" + filepath.Base(dir)[len("probe-"):]
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	bundle := filepath.Join(dir, "bundle")
+	if err := writeProbeBundle(bundle, id, agentBinary); err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "--root", state, "run", "--bundle", bundle, id)
+	cmd.Stderr = &stderr
+	runErr := cmd.Run()
+	// Whatever happened, nothing of the probe may outlive it.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = exec.CommandContext(dctx, bin, "--root", state, "delete", "--force", id).Run()
+	if runErr != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = runErr.Error()
+		}
+		return fmt.Errorf("a test container did not run: %s", firstLine([]byte(msg)))
+	}
+	return nil
+}
+
+// probeArgs is what the probe container runs: the agent's help, which
+// both the small agent (cmd/paddock-agent) and the whole paddock binary
+// answer with exit status 0 and no side effect.
+var probeArgs = []string{"/paddock", "agent", "--help"}
+
+// probeUser is who the probe's process runs as: nobody, so the probe also
+// proves an unprivileged user can reach the binary through the root.
+const probeUser = 65534
+
+// writeProbeBundle writes the probe container's bundle into dir (which must
+// not exist): its config and a read-only root holding only the mountpoints
+// the config names. The runtime cannot create mountpoints in a read-only
+// root, so every one exists beforehand; crun also opens the root's /dev to
+// populate it. The root is world-readable and traversable, since the
+// process runs as nobody and must reach /paddock through it.
+func writeProbeBundle(dir, id, agentBinary string) error {
+	rootfs := filepath.Join(dir, "rootfs")
+	if err := os.MkdirAll(rootfs, 0o700); err != nil {
+		return err
+	}
 	spec := &specs.Spec{
 		Version:  "1.0.2", // as the sandboxes' bundles say (spec.go); crun 1.8 refuses newer
 		Root:     &specs.Root{Path: "rootfs", Readonly: true},
 		Hostname: "probe",
 		Process: &specs.Process{
-			Args: []string{"/paddock", "--help"},
+			Args: probeArgs,
 			Env:  []string{defaultPath},
 			Cwd:  "/",
-			User: specs.User{UID: 65534, GID: 65534},
+			User: specs.User{UID: probeUser, GID: probeUser},
 			// No capabilities at all: the probe only proves a container starts.
 			Capabilities:    &specs.LinuxCapabilities{},
 			NoNewPrivileges: true,
@@ -164,31 +204,21 @@ func trialRun(ctx context.Context, bin, scratchDir, agentBinary string) error {
 	}
 	b, err := json.Marshal(spec)
 	if err != nil {
-		return fmt.Errorf("probe: %w", err)
+		return err
 	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
-		return fmt.Errorf("probe: %w", err)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
+		return err
 	}
-	// The probe's mountpoint for the binary must exist in the read-only root.
-	if err := os.WriteFile(filepath.Join(bundle, "rootfs", "paddock"), nil, 0o644); err != nil {
-		return fmt.Errorf("probe: %w", err)
-	}
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "--root", state, "run", "--bundle", bundle, id)
-	cmd.Stderr = &stderr
-	runErr := cmd.Run()
-	// Whatever happened, nothing of the probe may outlive it.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	_ = exec.CommandContext(dctx, bin, "--root", state, "delete", "--force", id).Run()
-	if runErr != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = runErr.Error()
+	for _, d := range []string{"dev", "proc"} {
+		if err := os.Mkdir(filepath.Join(rootfs, d), 0o755); err != nil {
+			return err
 		}
-		return fmt.Errorf("a test container did not run: %s", firstLine([]byte(msg)))
 	}
-	return nil
+	if err := os.WriteFile(filepath.Join(rootfs, "paddock"), nil, 0o644); err != nil {
+		return err
+	}
+	// MkdirAll's mode is filtered by the umask; set the root's explicitly.
+	return os.Chmod(rootfs, 0o755)
 }
 
 func ptr[T any](v T) *T { return &v }

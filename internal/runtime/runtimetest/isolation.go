@@ -238,7 +238,7 @@ func (s *suite) testMemoryHog(ctx context.Context, t *testing.T, b runtime.Backe
 	ex := newExecer(t, info.AgentSocket)
 	// dd fills a buffer of bs bytes: twice the limit cannot fit.
 	bs := fmt.Sprintf("bs=%d", s.opts.Resources.MemoryBytes*2)
-	hctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	hctx, cancel := context.WithTimeout(ctx, Scaled(60*time.Second))
 	defer cancel()
 	res, err := ex.run(hctx, "user", "dd", "if=/dev/zero", "of=/dev/null", bs, "count=1")
 	if err == nil && res.exitCode == 0 && !res.killed {

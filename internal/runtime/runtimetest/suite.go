@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -131,9 +132,25 @@ func (s *suite) start(ctx context.Context, t *testing.T, b runtime.Backend, spec
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(context.Background(), Scaled(d))
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// maxTimeScale bounds $PADDOCK_TEST_TIME_SCALE.
+const maxTimeScale = 20
+
+// Scaled stretches a test's time budget by $PADDOCK_TEST_TIME_SCALE (a
+// whole number from 1 to 20; unset, empty or invalid is 1), for hosts that
+// run everything several times slower than a real machine, such as the
+// emulated cgroup v2 VM (test/cgroupv2). Budgets only: no assertion on a
+// duration is scaled.
+func Scaled(d time.Duration) time.Duration {
+	n, err := strconv.Atoi(os.Getenv("PADDOCK_TEST_TIME_SCALE"))
+	if err != nil || n < 1 || n > maxTimeScale {
+		return d
+	}
+	return d * time.Duration(n)
 }
 
 func (s *suite) testInvalidIDs(t *testing.T) {
