@@ -60,6 +60,9 @@ type Cluster struct {
 	stopped    bool
 
 	stopProvisioner context.CancelFunc // storage.go
+	// kubeChainsBefore: the host had KUBE- iptables chains before the
+	// cluster started (net.go, iptablesLeftovers).
+	kubeChainsBefore bool
 }
 
 // Start brings a cluster up and returns when its node is Ready and the
@@ -94,6 +97,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		netName:          "pk8s-" + strings.ToLower(id),
 		cgroupRoot:       "/pk8s-" + strings.ToLower(id),
 	}
+	c.kubeChainsBefore = hasKubeChains()
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("%w%s", err, c.logTails(20))

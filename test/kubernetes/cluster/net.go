@@ -168,6 +168,17 @@ func (c *Cluster) iptablesLeftovers() []string {
 		if strings.Contains(line, c.netName) || strings.Contains(line, c.subnet.prefix.String()) {
 			left = append(left, "iptables: "+line)
 		}
+		// The kubelet's host-wide chains (it is told not to make them),
+		// unless the host had them before the cluster started.
+		if !c.kubeChainsBefore && strings.HasPrefix(line, ":KUBE-") {
+			left = append(left, "iptables: "+line)
+		}
 	}
 	return left
+}
+
+// hasKubeChains says whether any iptables table holds a KUBE- chain.
+func hasKubeChains() bool {
+	out, err := exec.Command("iptables-save").Output()
+	return err == nil && strings.Contains(string(out), ":KUBE-")
 }

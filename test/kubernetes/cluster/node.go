@@ -128,6 +128,9 @@ cgroupDriver: cgroupfs
 cgroupRoot: %s
 failCgroupV1: false
 failSwapOn: false
+# No KUBE-FIREWALL, KUBE-KUBELET-CANARY or KUBE-IPTABLES-HINT chains: they
+# are host-wide, outlive the cluster, and no kube-proxy runs here.
+makeIPTablesUtilChains: false
 podLogsDir: %s
 volumePluginDir: %s
 resolvConf: /etc/resolv.conf
