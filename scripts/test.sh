@@ -74,15 +74,24 @@ passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
 skipped=$(grep -cE '^\s*--- SKIP' "$log" || true)
 if [ "$failed" -gt 0 ]; then
-	# What each failing test printed (its t.Log and t.Fatal lines), since
-	# the summary above names the failures without their reasons.
+	# What each failing test said (its t.Error and t.Fatal lines) first,
+	# then the start of what else it printed (daemon logs), a bounded
+	# amount per test so one long log does not hide the others.
 	echo
 	echo "output of the failing tests:"
 	awk '
 		FNR == NR { if (match($0, /^ *--- FAIL: [^ ]+/)) { n = $0; sub(/^ *--- FAIL: /, "", n); sub(/ .*/, "", n); bad[n] = 1 } next }
 		/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
 		/^ *--- (PASS|FAIL|SKIP)/ { next }
-		(cur in bad) && printed < 400 { print cur ": " $0; printed++ }
+		(cur in bad) && /^ +[A-Za-z0-9_]+\.go:[0-9]+: / && !/daemon log:$/ && said[cur] < 20 { print cur ": " $0; said[cur]++ }
+	' "$log" "$log" || true
+	echo
+	echo "more of what the failing tests printed (at most 60 lines each):"
+	awk '
+		FNR == NR { if (match($0, /^ *--- FAIL: [^ ]+/)) { n = $0; sub(/^ *--- FAIL: /, "", n); sub(/ .*/, "", n); bad[n] = 1 } next }
+		/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+		/^ *--- (PASS|FAIL|SKIP)/ { next }
+		(cur in bad) && printed[cur] < 60 && total < 1200 { print cur ": " $0; printed[cur]++; total++ }
 	' "$log" "$log" || true
 fi
 if [ "$skipped" -gt 0 ]; then

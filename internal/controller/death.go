@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -131,6 +132,9 @@ func (c *Controller) explainBrokenAgent(ctx context.Context, id string, err erro
 	if err == nil {
 		return nil
 	}
+	if derr := c.destroyedMeanwhile(ctx, id); derr != nil {
+		return derr
+	}
 	c.mu.Lock()
 	e, ok := c.entries[id]
 	c.mu.Unlock()
@@ -164,6 +168,33 @@ func (c *Controller) explainBrokenAgent(ctx context.Context, id string, err erro
 		return derr
 	}
 	return err
+}
+
+// destroyedMeanwhile is the error for a request cut because its sandbox
+// was destroyed while it ran (a delete, its lifetime reached): not found,
+// with the reason, rather than the broken connection's words.
+func (c *Controller) destroyedMeanwhile(ctx context.Context, id string) error {
+	ctx = context.WithoutCancel(ctx)
+	rec, err := c.opts.Store.GetSandbox(ctx, id)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return fmt.Errorf("sandbox %s was destroyed while the request ran: %w", id, errdefs.ErrNotFound)
+		}
+		return nil
+	}
+	if rec.State != api.StateDestroying && rec.State != api.StateDestroyed {
+		return nil
+	}
+	why := ""
+	if h, herr := c.opts.Store.StateHistory(ctx, id); herr == nil {
+		for i := len(h) - 1; i >= 0; i-- {
+			if h[i].To == api.StateDestroying {
+				why = " (" + h[i].Reason + ")"
+				break
+			}
+		}
+	}
+	return fmt.Errorf("sandbox %s was destroyed while the request ran%s: %w", id, why, errdefs.ErrNotFound)
 }
 
 // oomWatch reads the sandbox's OOM kill count now; the function it returns

@@ -99,6 +99,13 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 	}
 	end := api.ExecEvent{Type: api.EventEnd}
 	var note string
+	if err == nil && res.Signal != "" {
+		// Killed by a signal because its sandbox is being destroyed: the
+		// caller hears that, not only the signal.
+		if derr := c.destroyedMeanwhile(ctx, sandboxID); derr != nil {
+			err = derr
+		}
+	}
 	switch {
 	case err == nil:
 		code := res.ExitCode

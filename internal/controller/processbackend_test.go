@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -223,5 +224,54 @@ func TestProcessTenancy(t *testing.T) {
 	}
 	if out, code := execOut(ctxA, t, c, "mine", "echo", "ok"); code != 0 || out != "ok\n" {
 		t.Errorf("owner's exec = %q, %d", out, code)
+	}
+}
+
+// A command cut because its sandbox was destroyed while it ran ends with
+// not found and the destroy's reason, not the broken connection's words.
+func TestProcessExecCutByDestroy(t *testing.T) {
+	c, _ := newProcessController(t)
+	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 2*time.Minute)
+	defer cancel()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{Image: controllertest.Image})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	started := make(chan struct{})
+	ended := make(chan *api.Error, 1)
+	go func() {
+		var endErr *api.Error
+		err := c.Exec(ctx, sb.ID, api.ExecRequest{Cmd: []string{"sleep", "60"}}, func(ev api.ExecEvent) error {
+			switch ev.Type {
+			case api.EventStart:
+				close(started)
+			case api.EventEnd:
+				endErr = ev.Error
+				if endErr == nil {
+					endErr = &api.Error{Code: "none", Message: fmt.Sprintf("exit %v signal %q", ev.ExitCode, ev.Signal)}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			endErr = &api.Error{Code: errdefs.Code(err), Message: err.Error()}
+		}
+		ended <- endErr
+	}()
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the command did not start")
+	}
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	select {
+	case e := <-ended:
+		if e == nil || e.Code != errdefs.Code(errdefs.ErrNotFound) || !strings.Contains(e.Message, "was destroyed while the request ran (delete requested)") {
+			t.Fatalf("the cut command ended with %+v, want not found naming the delete", e)
+		}
+	case <-ctx.Done():
+		t.Fatal("the command did not end after its sandbox was destroyed")
 	}
 }

@@ -100,8 +100,21 @@ func TestHardTimeoutWhileActive(t *testing.T) {
 	if err != nil || len(l.Entries) == 0 {
 		t.Fatalf("ledger: %+v %v", l, err)
 	}
-	if last := l.Entries[len(l.Entries)-1]; last.Kind != api.LedgerDestroy || last.Note != "lifetime of 5s reached" {
-		t.Errorf("last ledger entry %+v, want a destroy at the end of the lifetime", last)
+	// The destroy is the last entry, but for an exec the destroy cut,
+	// which is written when it ends and says so.
+	destroyAt := -1
+	for i, e := range l.Entries {
+		if e.Kind == api.LedgerDestroy {
+			destroyAt = i
+		}
+	}
+	if destroyAt < 0 || l.Entries[destroyAt].Note != "lifetime of 5s reached" {
+		t.Fatalf("ledger %+v: want a destroy at the end of the lifetime", l.Entries)
+	}
+	for _, e := range l.Entries[destroyAt+1:] {
+		if e.Kind != api.LedgerExec || !strings.Contains(e.Note, "was destroyed while the request ran (lifetime of 5s reached)") {
+			t.Errorf("ledger entry after the destroy: %+v", e)
+		}
 	}
 }
 
