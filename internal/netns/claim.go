@@ -39,6 +39,9 @@ type claimRecord struct {
 type Claim struct {
 	f    *os.File
 	path string
+	// live are the tags of the daemons that held a claim when this one
+	// was made (this daemon's among them): their firewall rules are theirs.
+	live map[string]bool
 }
 
 // Release drops the hold. The file stays: a later claimant finds it
@@ -180,13 +183,14 @@ func claimRange(dir, netnsDir string, rng netip.Prefix, stateDir, tag string) (*
 		return nil, fmt.Errorf("network range claims: %w", err)
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	live := map[string]bool{tag: true}
 	for _, e := range ents {
 		theirs, ok := parseClaimFile(e.Name())
 		if !ok {
 			continue
 		}
 		overlap := theirs.Overlaps(rng)
-		if err := checkClaim(filepath.Join(dir, e.Name()), netnsDir, theirs, rng, overlap, stateDir, tag); err != nil {
+		if err := checkClaim(filepath.Join(dir, e.Name()), netnsDir, theirs, rng, overlap, stateDir, tag, live); err != nil {
 			return nil, err
 		}
 	}
@@ -208,12 +212,13 @@ func claimRange(dir, netnsDir string, rng netip.Prefix, stateDir, tag string) (*
 		f.Close()
 		return nil, fmt.Errorf("network range claims: write %s: %w", path, err)
 	}
-	return &Claim{f: f, path: path}, nil
+	return &Claim{f: f, path: path, live: live}, nil
 }
 
 // checkClaim decides about one existing claim file (the caller holds the
-// directory's lock): nil lets the new claim go ahead.
-func checkClaim(path, netnsDir string, theirs, ours netip.Prefix, overlap bool, stateDir, tag string) error {
+// directory's lock): nil lets the new claim go ahead. The tag of a daemon
+// that holds the claim goes into live.
+func checkClaim(path, netnsDir string, theirs, ours netip.Prefix, overlap bool, stateDir, tag string, live map[string]bool) error {
 	f, err := openClaim(path, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -230,6 +235,9 @@ func checkClaim(path, netnsDir string, theirs, ours netip.Prefix, overlap bool, 
 		held = true
 	}
 	r := readClaim(f)
+	if held && validTag(r.Tag) {
+		live[r.Tag] = true
+	}
 	if r.StateDir == stateDir {
 		// Our own, from an earlier start (maybe with another range): the
 		// state dir's lock says no other daemon runs on it.

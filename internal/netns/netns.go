@@ -166,6 +166,7 @@ func New(ctx context.Context, opts Options) (m *Manager, err error) {
 	if err != nil {
 		return nil, err
 	}
+	found := firewallTags(ctx) // before the claim: orphans.go
 	claim, err := claimRange(opts.ClaimDir, nsDir, opts.Range, opts.Owner, tag)
 	if err != nil {
 		return nil, err
@@ -206,6 +207,7 @@ func New(ctx context.Context, opts Options) (m *Manager, err error) {
 			m.log.Warn("remove leftover nftables table", "err", err)
 		}
 	}
+	m.removeOrphanRules(ctx, found)
 	where := m.Table()
 	if backend == FirewallIptables {
 		where = ipf.chainIn + "," + ipf.chainFwd + "," + ipf.chainNAT

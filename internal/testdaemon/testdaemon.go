@@ -378,6 +378,7 @@ func Leftovers(state string) []string {
 			_ = exec.Command(bin, "--root", root, "delete", "--force", id).Run()
 		}
 	}
+	left = append(left, networkLeftovers(state)...)
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return left
@@ -391,6 +392,38 @@ func Leftovers(state string) []string {
 	for i := len(mounts) - 1; i >= 0; i-- {
 		left = append(left, "mount "+mounts[i])
 		_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
+	}
+	return left
+}
+
+// networkLeftovers lists what of the daemon's networking (named by its
+// tag) is still on the host: its nftables table, iptables chains and
+// sandbox namespaces. The table and namespaces are removed; the next
+// daemon removes chains that protect nothing.
+func networkLeftovers(state string) []string {
+	b, err := os.ReadFile(filepath.Join(state, "network", "links", "tag"))
+	tag := strings.TrimSpace(string(b))
+	if err != nil || tag == "" || strings.ContainsAny(tag, " /\n") {
+		return nil
+	}
+	var left []string
+	if exec.Command("nft", "list", "table", "inet", "paddock_"+tag).Run() == nil {
+		left = append(left, "nftables table inet paddock_"+tag)
+		_ = exec.Command("nft", "delete", "table", "inet", "paddock_"+tag).Run()
+	}
+	if out, err := exec.Command("iptables-save").Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			if c, ok := strings.CutPrefix(line, ":"); ok && strings.HasPrefix(c, "PADDOCK-") && strings.Contains(c, "-"+tag+" ") {
+				left = append(left, "iptables chain "+strings.Fields(c)[0])
+			}
+		}
+	}
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "paddock-"+tag+"-") {
+			left = append(left, "network namespace "+e.Name())
+			_ = exec.Command("ip", "netns", "del", e.Name()).Run()
+		}
 	}
 	return left
 }

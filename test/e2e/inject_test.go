@@ -40,14 +40,17 @@ func TestNetworkInjection(t *testing.T) {
 	if _, err := exec.LookPath("iptables"); err != nil {
 		t.Skip("needs iptables")
 	}
-	up := newInjUpstream(t, "pe2e-inj-up", "pe2einjup0", "198.18.92.1/30", "198.18.92.2")
+	// A test host of this process's network slot: two runs of the suite
+	// on one machine never share its names or addresses.
+	plan := newNetPlan(t, 8)
+	up := newInjUpstream(t, plan.NS, plan.HostIf, plan.HostCIDR, plan.Upstream)
 	caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
 	if err := os.WriteFile(caFile, up.caPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d := startDaemon(t, daemonOpts{env: []string{
-		"PADDOCK_EGRESS_DNS_STATIC=api.test.example=198.18.92.2;other.test.example=198.18.92.2",
-		"PADDOCK_EGRESS_PERMIT=198.18.92.0/30",
+		"PADDOCK_EGRESS_DNS_STATIC=api.test.example=" + plan.Upstream + ";other.test.example=" + plan.Upstream,
+		"PADDOCK_EGRESS_PERMIT=" + plan.Permit,
 		"PADDOCK_EGRESS_DNS_UPSTREAM=127.0.0.1:9",
 		"PADDOCK_EGRESS_UPSTREAM_CA=" + caFile,
 	}})
