@@ -140,7 +140,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if cfg.Backend == config.BackendLocal {
 		// On a cluster, pods have the cluster's network; host network
 		// namespaces and firewall rules mean nothing there.
-		nets, err = openNetworks(ctx, cfg.StateDir, log.With("part", "network"), netRec, secrets) // network.go
+		nets, err = openNetworks(ctx, cfg.StateDir, cfg.Network, log.With("part", "network"), netRec, secrets) // network.go
 		if err != nil {
 			return err
 		}

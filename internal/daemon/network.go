@@ -17,84 +17,12 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/egress"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/netns"
 )
-
-// networkConfig is the egress part of the daemon's configuration, from
-// the environment:
-//
-//	PADDOCK_NETWORK_RANGE        IPv4 prefix sandboxes' /30s come from (default 100.96.0.0/11);
-//	                             daemons sharing a host need ranges that do not overlap: each
-//	                             claims its own (netns.DefaultClaimDir) and refuses to start on
-//	                             another's
-//	PADDOCK_EGRESS_DNS_UPSTREAM  host:port the resolver forwards allowed names to
-//	                             (default: the host's first nameserver)
-//	PADDOCK_EGRESS_DNS_STATIC    "name=ip[,ip];name=ip": fixed answers, ahead of upstream
-//	PADDOCK_EGRESS_PERMIT        comma-separated prefixes exempt from the forbidden ranges
-//	PADDOCK_EGRESS_UPSTREAM_CA   PEM file of extra CAs trusted for intercepted upstreams
-//	PADDOCK_FIREWALL             auto (default: nftables if `nft list tables` works,
-//	                             else iptables), nftables or iptables
-//	PADDOCK_EGRESS_MAX_CONNS     open proxy connections per sandbox (default 512)
-type networkConfig struct {
-	Range      netip.Prefix
-	Upstream   string
-	Static     map[string][]netip.Addr
-	Permitted  []netip.Prefix
-	UpstreamCA string
-	Firewall   string
-	MaxConns   int
-}
-
-func networkConfigFromEnv() (networkConfig, error) {
-	nc := networkConfig{Range: netns.DefaultRange}
-	if v := os.Getenv("PADDOCK_NETWORK_RANGE"); v != "" {
-		p, err := netip.ParsePrefix(v)
-		if err != nil {
-			return nc, fmt.Errorf("PADDOCK_NETWORK_RANGE: %w", err)
-		}
-		nc.Range = p
-	}
-	nc.Upstream = os.Getenv("PADDOCK_EGRESS_DNS_UPSTREAM")
-	if nc.Upstream != "" {
-		if _, err := netip.ParseAddrPort(nc.Upstream); err != nil {
-			return nc, fmt.Errorf("PADDOCK_EGRESS_DNS_UPSTREAM: want ip:port: %w", err)
-		}
-	}
-	if v := os.Getenv("PADDOCK_EGRESS_DNS_STATIC"); v != "" {
-		m, err := egress.ParseStatic(v)
-		if err != nil {
-			return nc, fmt.Errorf("PADDOCK_EGRESS_DNS_STATIC: %w", err)
-		}
-		nc.Static = m
-	}
-	for _, s := range strings.Split(os.Getenv("PADDOCK_EGRESS_PERMIT"), ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nc, fmt.Errorf("PADDOCK_EGRESS_PERMIT: %w", err)
-		}
-		nc.Permitted = append(nc.Permitted, p)
-	}
-	nc.UpstreamCA = os.Getenv("PADDOCK_EGRESS_UPSTREAM_CA")
-	if v := os.Getenv("PADDOCK_EGRESS_MAX_CONNS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1<<20 {
-			return nc, fmt.Errorf("PADDOCK_EGRESS_MAX_CONNS: want a number from 1 to %d, got %q", 1<<20, v)
-		}
-		nc.MaxConns = n
-	}
-	fw, err := netns.ParseFirewall(os.Getenv("PADDOCK_FIREWALL"))
-	if err != nil {
-		return nc, fmt.Errorf("PADDOCK_FIREWALL: %w", err)
-	}
-	nc.Firewall = fw
-	return nc, nil
-}
 
 // networks implements controller.Network with netns plumbing and the
 // egress server; each sandbox's policy is a file beside its link record.
@@ -153,13 +81,9 @@ func refusalEntry(ref egress.Refusal) api.LedgerEntry {
 
 // openNetworks sets up networking, or returns nil (mode none only) when
 // the host cannot: networking is optional, its absence is logged.
-func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *recorder, sec *secretBox) (*networks, error) {
-	// A bad setting fails the start; a host that lacks what it needs
-	// only loses networking.
-	nc, err := networkConfigFromEnv()
-	if err != nil {
-		return nil, err
-	}
+func openNetworks(ctx context.Context, stateDir string, nc config.Network, log *slog.Logger, rec *recorder, sec *secretBox) (*networks, error) {
+	// A bad setting has failed the start (config.Validate); a host that
+	// lacks what it needs only loses networking.
 	if err := netns.Available(ctx, nc.Firewall); err != nil {
 		log.Warn("egress networking unavailable", "err", err)
 		return nil, nil
@@ -188,8 +112,8 @@ func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *r
 	}
 	srv := egress.New(egress.Options{
 		Logger:        log,
-		Resolver:      &egress.Resolver{Static: nc.Static, Upstream: nc.Upstream},
-		Permitted:     nc.Permitted,
+		Resolver:      &egress.Resolver{Static: nc.DNSStatic, Upstream: nc.DNSUpstream},
+		Permitted:     nc.Permit,
 		OwnRanges:     []netip.Prefix{nc.Range},
 		MaxConns:      nc.MaxConns,
 		OnRefuse:      rec.refuse,

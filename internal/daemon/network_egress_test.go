@@ -1,30 +1,10 @@
 package daemon
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/paddock-dev/paddock/internal/egress"
 )
-
-func TestNetworkConfigMaxConns(t *testing.T) {
-	for _, tt := range []struct {
-		env  string
-		want int
-		fail bool
-	}{
-		{"", 0, false}, {"64", 64, false}, {"0", 0, true}, {"-3", 0, true}, {"lots", 0, true}, {"99999999", 0, true},
-	} {
-		t.Setenv("PADDOCK_EGRESS_MAX_CONNS", tt.env)
-		nc, err := networkConfigFromEnv()
-		if tt.fail != (err != nil) || nc.MaxConns != tt.want {
-			t.Errorf("%q: %d %v", tt.env, nc.MaxConns, err)
-		}
-		if tt.fail && !strings.Contains(err.Error(), "PADDOCK_EGRESS_MAX_CONNS") {
-			t.Errorf("%q: error %v does not name the variable", tt.env, err)
-		}
-	}
-}
 
 func TestRefusalEntry(t *testing.T) {
 	for _, tt := range []struct {
