@@ -113,6 +113,9 @@ type Config struct {
 	// systrap, ptrace, or "" for systrap where the runsc has it (the
 	// pinned build does, Debian's does not) and ptrace otherwise.
 	RunscPlatform string `json:"runsc_platform,omitempty"`
+	// Network is sandboxes' egress networking on the local backend
+	// (network.go).
+	Network Network `json:"network"`
 }
 
 // Default returns the embedded defaults.
@@ -151,6 +154,7 @@ func Default() Config {
 		Backend:                BackendLocal,
 		Kubernetes:             defaultKubernetes(),
 		Runsc:                  DefaultRunsc(),
+		Network:                defaultNetwork(),
 	}
 }
 
@@ -207,6 +211,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	if err := c.applyLimitsEnv(getenv); err != nil {
 		return err
 	}
+	if err := c.applyNetworkEnv(getenv); err != nil {
+		return err
+	}
 	return c.applyStorageEnv(getenv)
 }
 
@@ -256,6 +263,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateLimits()...)
 	errs = append(errs, c.validateKubernetes()...)
 	errs = append(errs, c.validateRunsc()...)
+	errs = append(errs, c.validateNetwork()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

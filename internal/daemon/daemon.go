@@ -12,17 +12,21 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agentbin"
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/e2b"
 	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/network"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/runtime/oci"
+	"github.com/paddock-dev/paddock/internal/secretstore"
 	"github.com/paddock-dev/paddock/internal/server"
 	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/store/sqlite"
@@ -109,7 +113,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if err != nil {
 		return fmt.Errorf("image store: %w", err)
 	}
-	agentBin, err := sealBinary(cfg.BinDir())
+	agentBin, err := agentbin.Seal(cfg.BinDir())
 	if err != nil {
 		return fmt.Errorf("seal the agent binary: %w", err)
 	}
@@ -134,13 +138,26 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
-	netRec := &recorder{}
-	secrets := newSecretBox(cfg.StateDir, st, st) // secrets.go
-	var nets *networks
+	// Egress refusals go to the sandbox's ledger through the controller,
+	// which exists only later; refusals before that (none in practice: no
+	// sandbox is attached yet) only reach the log.
+	var ctrlRef atomic.Pointer[controller.Controller]
+	recordRefusal := func(ctx context.Context, sandbox string, e api.LedgerEntry) error {
+		c := ctrlRef.Load()
+		if c == nil {
+			return nil
+		}
+		return c.Record(controller.System(ctx), sandbox, e)
+	}
+	secrets := secretstore.New(secretstore.Options{StateDir: cfg.StateDir, Store: st, Sandboxes: st})
+	var nets *network.Manager
 	if cfg.Backend == config.BackendLocal {
 		// On a cluster, pods have the cluster's network; host network
 		// namespaces and firewall rules mean nothing there.
-		nets, err = openNetworks(ctx, cfg.StateDir, log.With("part", "network"), netRec, secrets) // network.go
+		nets, err = network.Open(ctx, network.Options{
+			StateDir: cfg.StateDir, Config: cfg.Network, Logger: log.With("part", "network"),
+			Secrets: secrets, Record: recordRefusal,
+		})
 		if err != nil {
 			return err
 		}
@@ -159,7 +176,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if err != nil {
 		return err
 	}
-	netRec.ctrl.Store(ctrl)
+	ctrlRef.Store(ctrl)
 	ctrl.SetRuntimeProbes(probes, oci.CgroupLayout(), Version)
 	if err := loadPolicy(ctrl, cfg); err != nil { // runtimes.go
 		return err

@@ -22,9 +22,13 @@ import (
 const (
 	defaultRefusalWindow = 10 * time.Second
 	defaultRefusalBudget = 64
-	defaultMaxConns      = 512
+	defaultMaxConns      = DefaultMaxConns
 	defaultMaxDNS        = 64
 )
+
+// DefaultMaxConns is Options.MaxConns when unset: each sandbox's open
+// proxy connections.
+const DefaultMaxConns = 512
 
 // Rules of refusals by limit.
 const (

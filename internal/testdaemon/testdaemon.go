@@ -138,7 +138,8 @@ func (l *LogBuffer) String() string {
 }
 
 // ImagesDir is the image store every daemon of the run shares, so Debian's
-// base image is built once per machine (PADDOCK_TEST_IMAGE_CACHE).
+// base image is built once per machine (PADDOCK_TEST_IMAGE_CACHE: a
+// test-only hook, not a daemon setting, so not part of config.Config).
 func ImagesDir(t testing.TB) string {
 	if d := os.Getenv("PADDOCK_TEST_IMAGE_CACHE"); d != "" {
 		return d

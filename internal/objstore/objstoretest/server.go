@@ -19,7 +19,8 @@ import (
 )
 
 // EnvServer names the S3 server binary; scripts/test.sh sets it after
-// scripts/install-deps.sh has built it.
+// scripts/install-deps.sh has built it. A test-only hook, not a daemon
+// setting, so not part of config.Config.
 const EnvServer = "PADDOCK_TEST_S3_SERVER"
 
 // Server is a running S3-compatible server.

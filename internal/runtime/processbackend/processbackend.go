@@ -365,7 +365,9 @@ func (b *Backend) Wait(ctx context.Context, id string) (runtime.Exit, error) {
 	}
 }
 
-// childEnv marks a process the backend started as an agent.
+// childEnv marks a process the backend started as an agent: a test-only
+// hook between this test backend and its own children, not a daemon
+// setting, so not part of config.Config.
 const childEnv = "PADDOCK_PROCESSBACKEND_AGENT"
 
 // RunAgentIfChild makes a test binary usable as the agent executable:

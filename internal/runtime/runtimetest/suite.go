@@ -144,7 +144,8 @@ const maxTimeScale = 20
 // whole number from 1 to 20; unset, empty or invalid is 1), for hosts that
 // run everything several times slower than a real machine, such as the
 // emulated cgroup v2 VM (test/cgroupv2). Budgets only: no assertion on a
-// duration is scaled.
+// duration is scaled. A test-only hook: no daemon reads it, so it is not
+// part of config.Config.
 func Scaled(d time.Duration) time.Duration {
 	n, err := strconv.Atoi(os.Getenv("PADDOCK_TEST_TIME_SCALE"))
 	if err != nil || n < 1 || n > maxTimeScale {

@@ -1,4 +1,9 @@
-package daemon
+// Package network gives sandboxes their networks on the local backend: it
+// implements controller.Network with the host plumbing of internal/netns
+// (a namespace, a veth and firewall rules per sandbox) and the egress
+// proxy and resolver of internal/egress, and keeps each sandbox's policy
+// in a file beside its link record, so both outlive the daemon.
+package network
 
 import (
 	"context"
@@ -13,127 +18,73 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/egress"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/netns"
 )
 
-// networkConfig is the egress part of the daemon's configuration, from
-// the environment:
-//
-//	PADDOCK_NETWORK_RANGE        IPv4 prefix sandboxes' /30s come from (default 100.96.0.0/11);
-//	                             daemons sharing a host need ranges that do not overlap: each
-//	                             claims its own (netns.DefaultClaimDir) and refuses to start on
-//	                             another's
-//	PADDOCK_EGRESS_DNS_UPSTREAM  host:port the resolver forwards allowed names to
-//	                             (default: the host's first nameserver)
-//	PADDOCK_EGRESS_DNS_STATIC    "name=ip[,ip];name=ip": fixed answers, ahead of upstream
-//	PADDOCK_EGRESS_PERMIT        comma-separated prefixes exempt from the forbidden ranges
-//	PADDOCK_EGRESS_UPSTREAM_CA   PEM file of extra CAs trusted for intercepted upstreams
-//	PADDOCK_FIREWALL             auto (default: nftables if `nft list tables` works,
-//	                             else iptables), nftables or iptables
-//	PADDOCK_EGRESS_MAX_CONNS     open proxy connections per sandbox (default 512)
-type networkConfig struct {
-	Range      netip.Prefix
-	Upstream   string
-	Static     map[string][]netip.Addr
-	Permitted  []netip.Prefix
-	UpstreamCA string
-	Firewall   string
-	MaxConns   int
+// Options configure Open.
+type Options struct {
+	// StateDir is the daemon's state dir; the network's state (links,
+	// policies, the interception CA) lives under StateDir/network.
+	StateDir string
+	// Config is the validated network configuration (config.Validate).
+	Config config.Network
+	Logger *slog.Logger
+	// Secrets reveals the values injection rules name; nil, the daemon
+	// keeps no secrets and injection rules are refused.
+	Secrets Revealer
+	// Record writes a sandbox's ledger entry: egress refusals end up
+	// there. Nil, refusals only reach the log.
+	Record func(ctx context.Context, sandbox string, e api.LedgerEntry) error
 }
 
-func networkConfigFromEnv() (networkConfig, error) {
-	nc := networkConfig{Range: netns.DefaultRange}
-	if v := os.Getenv("PADDOCK_NETWORK_RANGE"); v != "" {
-		p, err := netip.ParsePrefix(v)
-		if err != nil {
-			return nc, fmt.Errorf("PADDOCK_NETWORK_RANGE: %w", err)
-		}
-		nc.Range = p
-	}
-	nc.Upstream = os.Getenv("PADDOCK_EGRESS_DNS_UPSTREAM")
-	if nc.Upstream != "" {
-		if _, err := netip.ParseAddrPort(nc.Upstream); err != nil {
-			return nc, fmt.Errorf("PADDOCK_EGRESS_DNS_UPSTREAM: want ip:port: %w", err)
-		}
-	}
-	if v := os.Getenv("PADDOCK_EGRESS_DNS_STATIC"); v != "" {
-		m, err := egress.ParseStatic(v)
-		if err != nil {
-			return nc, fmt.Errorf("PADDOCK_EGRESS_DNS_STATIC: %w", err)
-		}
-		nc.Static = m
-	}
-	for _, s := range strings.Split(os.Getenv("PADDOCK_EGRESS_PERMIT"), ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nc, fmt.Errorf("PADDOCK_EGRESS_PERMIT: %w", err)
-		}
-		nc.Permitted = append(nc.Permitted, p)
-	}
-	nc.UpstreamCA = os.Getenv("PADDOCK_EGRESS_UPSTREAM_CA")
-	if v := os.Getenv("PADDOCK_EGRESS_MAX_CONNS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1<<20 {
-			return nc, fmt.Errorf("PADDOCK_EGRESS_MAX_CONNS: want a number from 1 to %d, got %q", 1<<20, v)
-		}
-		nc.MaxConns = n
-	}
-	fw, err := netns.ParseFirewall(os.Getenv("PADDOCK_FIREWALL"))
-	if err != nil {
-		return nc, fmt.Errorf("PADDOCK_FIREWALL: %w", err)
-	}
-	nc.Firewall = fw
-	return nc, nil
+// Revealer opens the secret of a name that a sandbox's owner keeps
+// (secretstore.Box).
+type Revealer interface {
+	RevealFor(sandbox, name string) (string, error)
 }
 
-// networks implements controller.Network with netns plumbing and the
+// Manager implements controller.Network with netns plumbing and the
 // egress server; each sandbox's policy is a file beside its link record.
-type networks struct {
+type Manager struct {
 	log *slog.Logger
 	mgr *netns.Manager
 	srv *egress.Server
 	dir string
 	ca  *egress.CA // signs interception certificates (inject.go)
-	sec *secretBox // injection templates' secrets
+	sec Revealer   // injection templates' secrets
 }
 
 var (
-	_ controller.Network       = (*networks)(nil)
-	_ controller.FirewallNamer = (*networks)(nil)
+	_ controller.Network       = (*Manager)(nil)
+	_ controller.FirewallNamer = (*Manager)(nil)
 )
 
 // Firewall names the firewall backend in use, for `paddock info`.
-func (n *networks) Firewall() string { return n.mgr.Firewall() }
+func (n *Manager) Firewall() string { return n.mgr.Firewall() }
 
-// recorder is set once the controller exists; refusals before that (none
-// in practice: no sandbox is attached yet) only reach the log.
-type recorder struct {
-	ctrl atomic.Pointer[controller.Controller]
-}
-
-func (r *recorder) refuse(ref egress.Refusal) {
-	c := r.ctrl.Load()
-	if c == nil {
-		return
+// refusalRecorder returns the egress server's OnRefuse: each refusal, or
+// count of them, becomes a ledger entry of its sandbox.
+func refusalRecorder(record func(context.Context, string, api.LedgerEntry) error) func(egress.Refusal) {
+	return func(ref egress.Refusal) {
+		if record == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = record(ctx, ref.Sandbox, RefusalEntry(ref))
 	}
-	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 5*time.Second)
-	defer cancel()
-	_ = c.Record(ctx, ref.Sandbox, refusalEntry(ref))
 }
 
-// refusalEntry is the ledger entry of a refusal, or of a count of them
+// RefusalEntry is the ledger entry of a refusal, or of a count of them
 // (the proxy coalesces repeats per destination and window).
-func refusalEntry(ref egress.Refusal) api.LedgerEntry {
+func RefusalEntry(ref egress.Refusal) api.LedgerEntry {
 	if ref.Others {
 		return api.LedgerEntry{
 			Kind: api.LedgerEgressRefused,
@@ -151,26 +102,26 @@ func refusalEntry(ref egress.Refusal) api.LedgerEntry {
 	return api.LedgerEntry{Kind: api.LedgerEgressRefused, Note: note, Data: data}
 }
 
-// openNetworks sets up networking, or returns nil (mode none only) when
-// the host cannot: networking is optional, its absence is logged.
-func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *recorder, sec *secretBox) (*networks, error) {
-	// A bad setting fails the start; a host that lacks what it needs
-	// only loses networking.
-	nc, err := networkConfigFromEnv()
-	if err != nil {
-		return nil, err
+// Open sets up networking, or returns nil (mode none only) when the host
+// cannot: networking is optional, its absence is logged.
+func Open(ctx context.Context, o Options) (*Manager, error) {
+	// A bad setting has failed the start (config.Validate); a host that
+	// lacks what it needs only loses networking.
+	nc, log := o.Config, o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	if err := netns.Available(ctx, nc.Firewall); err != nil {
 		log.Warn("egress networking unavailable", "err", err)
 		return nil, nil
 	}
-	dir := filepath.Join(stateDir, "network")
+	dir := filepath.Join(o.StateDir, "network")
 	for _, d := range []string{dir, filepath.Join(dir, "links"), filepath.Join(dir, "policies")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
 	}
-	owner, err := filepath.Abs(stateDir)
+	owner, err := filepath.Abs(o.StateDir)
 	if err != nil {
 		return nil, err
 	}
@@ -186,30 +137,34 @@ func openNetworks(ctx context.Context, stateDir string, log *slog.Logger, rec *r
 		_ = mgr.Close(ctx) // gives the range up
 		return nil, err
 	}
+	var reveal func(sandbox, name string) (string, error)
+	if o.Secrets != nil {
+		reveal = o.Secrets.RevealFor
+	}
 	srv := egress.New(egress.Options{
 		Logger:        log,
-		Resolver:      &egress.Resolver{Static: nc.Static, Upstream: nc.Upstream},
-		Permitted:     nc.Permitted,
+		Resolver:      &egress.Resolver{Static: nc.DNSStatic, Upstream: nc.DNSUpstream},
+		Permitted:     nc.Permit,
 		OwnRanges:     []netip.Prefix{nc.Range},
 		MaxConns:      nc.MaxConns,
-		OnRefuse:      rec.refuse,
+		OnRefuse:      refusalRecorder(o.Record),
 		CA:            ca,
 		UpstreamRoots: roots,
-		Secret:        sec.RevealFor,
+		Secret:        reveal,
 	})
-	return &networks{log: log, mgr: mgr, srv: srv, dir: dir, ca: ca, sec: sec}, nil
+	return &Manager{log: log, mgr: mgr, srv: srv, dir: dir, ca: ca, sec: o.Secrets}, nil
 }
 
 // Close stops the proxies; sandboxes keep their namespaces and rules
 // (they outlive the daemon) but chains nobody uses are removed.
-func (n *networks) Close() {
+func (n *Manager) Close() {
 	n.srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = n.mgr.Close(ctx)
 }
 
-func (n *networks) Validate(p api.NetworkPolicy) (api.NetworkPolicy, error) {
+func (n *Manager) Validate(p api.NetworkPolicy) (api.NetworkPolicy, error) {
 	np, err := egress.NormalizePolicy(toEgress(p))
 	if err != nil {
 		return api.NetworkPolicy{}, err
@@ -228,15 +183,15 @@ func (n *networks) Validate(p api.NetworkPolicy) (api.NetworkPolicy, error) {
 
 var sandboxIDRE = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
 
-func (n *networks) policyPath(id string) string {
+func (n *Manager) policyPath(id string) string {
 	return filepath.Join(n.dir, "policies", id+".json")
 }
 
-func (n *networks) resolvPath(id string) string {
+func (n *Manager) resolvPath(id string) string {
 	return filepath.Join(n.dir, "policies", id+".resolv.conf")
 }
 
-func (n *networks) Policy(id string) (api.NetworkPolicy, bool) {
+func (n *Manager) Policy(id string) (api.NetworkPolicy, bool) {
 	if !sandboxIDRE.MatchString(id) {
 		return api.NetworkPolicy{}, false
 	}
@@ -251,7 +206,7 @@ func (n *networks) Policy(id string) (api.NetworkPolicy, bool) {
 	return p, true
 }
 
-func (n *networks) writePolicy(id string, p api.NetworkPolicy) error {
+func (n *Manager) writePolicy(id string, p api.NetworkPolicy) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -270,7 +225,7 @@ func toEgress(p api.NetworkPolicy) egress.Policy {
 	}
 }
 
-func (n *networks) Prepare(ctx context.Context, id string, p *api.NetworkPolicy) (controller.NetSetup, error) {
+func (n *Manager) Prepare(ctx context.Context, id string, p *api.NetworkPolicy) (controller.NetSetup, error) {
 	if !sandboxIDRE.MatchString(id) {
 		return controller.NetSetup{}, errdefs.Invalid("sandbox id %q", id)
 	}
@@ -310,7 +265,7 @@ func (n *networks) Prepare(ctx context.Context, id string, p *api.NetworkPolicy)
 	}, nil
 }
 
-func (n *networks) SetPolicy(ctx context.Context, id string, p api.NetworkPolicy) error {
+func (n *Manager) SetPolicy(ctx context.Context, id string, p api.NetworkPolicy) error {
 	if _, ok := n.Policy(id); !ok {
 		return fmt.Errorf("sandbox %s has no network: %w", id, errdefs.ErrConflict)
 	}
@@ -334,7 +289,7 @@ func (n *networks) SetPolicy(ctx context.Context, id string, p api.NetworkPolicy
 // packets are forwarded from its veth, but the replies come in by the
 // host's uplink, which forwards only if the operator turned IPv4
 // forwarding on (Paddock never turns it on for the whole host).
-func (n *networks) warnForwarding(id string, direct []netip.Prefix) {
+func (n *Manager) warnForwarding(id string, direct []netip.Prefix) {
 	if len(direct) == 0 {
 		return
 	}
@@ -343,7 +298,7 @@ func (n *networks) warnForwarding(id string, direct []netip.Prefix) {
 	}
 }
 
-func (n *networks) Release(ctx context.Context, id string) error {
+func (n *Manager) Release(ctx context.Context, id string) error {
 	if !sandboxIDRE.MatchString(id) {
 		return nil
 	}
@@ -357,7 +312,7 @@ func (n *networks) Release(ctx context.Context, id string) error {
 	return err
 }
 
-func (n *networks) Grant(ctx context.Context, id string, hosts []string) (func(), error) {
+func (n *Manager) Grant(ctx context.Context, id string, hosts []string) (func(), error) {
 	revoke, ok := n.srv.Grant(id, hosts)
 	if !ok {
 		return nil, fmt.Errorf("sandbox %s: its network is not running: %w", id, errdefs.ErrUnavailable)
@@ -365,7 +320,7 @@ func (n *networks) Grant(ctx context.Context, id string, hosts []string) (func()
 	return revoke, nil
 }
 
-func (n *networks) List() []string {
+func (n *Manager) List() []string {
 	seen := map[string]bool{}
 	for _, id := range n.mgr.List() {
 		seen[id] = true

@@ -1,4 +1,7 @@
-package daemon
+// Package secretstore keeps the daemon's secrets: values sealed with
+// AES-256-GCM under a key file beside the database, each addressed by its
+// owner and name. Only the egress proxy reads values back (RevealFor).
+package secretstore
 
 import (
 	"context"
@@ -19,16 +22,17 @@ import (
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
-// secretKeyFile holds the AES-256 key secrets are sealed with. It lives
-// beside the database, not in it, so a copied database reveals nothing.
-const secretKeyFile = "secrets.key"
+// KeyFile, in the state dir, holds the AES-256 key secrets are sealed
+// with. It lives beside the database, not in it, so a copied database
+// reveals nothing.
+const KeyFile = "secrets.key"
 
-// secretBox seals secrets into the store and opens them for the egress
-// proxy, which is the only reader of values. Every secret is addressed by
-// its owner and name.
-type secretBox struct {
+// Box seals secrets into the store and opens them for the egress proxy,
+// which is the only reader of values. Every secret is addressed by its
+// owner and name.
+type Box struct {
 	st        store.SecretStore
-	sandboxes sandboxReader // whose secrets a sandbox's rules name
+	sandboxes SandboxReader // whose secrets a sandbox's rules name
 	keyPath   string
 
 	once sync.Once
@@ -36,19 +40,31 @@ type secretBox struct {
 	err  error
 }
 
-var _ controller.Secrets = (*secretBox)(nil)
+var _ controller.Secrets = (*Box)(nil)
 
-// sandboxReader finds a sandbox's record, for its owner.
-type sandboxReader interface {
+// SandboxReader finds a sandbox's record, for its owner.
+type SandboxReader interface {
 	GetSandbox(ctx context.Context, id string) (*store.Sandbox, error)
 }
 
-func newSecretBox(stateDir string, st store.SecretStore, sandboxes sandboxReader) *secretBox {
-	return &secretBox{st: st, sandboxes: sandboxes, keyPath: filepath.Join(stateDir, secretKeyFile)}
+// Options configure a Box.
+type Options struct {
+	// StateDir holds the key file (KeyFile), created 0600 on first use.
+	StateDir string
+	// Store keeps the sealed values.
+	Store store.SecretStore
+	// Sandboxes name each sandbox's owner for RevealFor; nil, RevealFor
+	// refuses every lookup.
+	Sandboxes SandboxReader
+}
+
+// New returns a Box; the key is loaded (or created) on first use.
+func New(o Options) *Box {
+	return &Box{st: o.Store, sandboxes: o.Sandboxes, keyPath: filepath.Join(o.StateDir, KeyFile)}
 }
 
 // cipher loads the key, creating it 0600 on first use.
-func (s *secretBox) cipher() (cipher.AEAD, error) {
+func (s *Box) cipher() (cipher.AEAD, error) {
 	s.once.Do(func() {
 		key, err := loadOrCreateKey(s.keyPath)
 		if err != nil {
@@ -97,7 +113,7 @@ func loadOrCreateKey(path string) ([]byte, error) {
 
 // seal encrypts value with the name as associated data, so a sealed value
 // moved to another name does not open.
-func (s *secretBox) seal(name string, value []byte) ([]byte, error) {
+func (s *Box) seal(name string, value []byte) ([]byte, error) {
 	aead, err := s.cipher()
 	if err != nil {
 		return nil, err
@@ -109,7 +125,7 @@ func (s *secretBox) seal(name string, value []byte) ([]byte, error) {
 	return aead.Seal(nonce, nonce, value, []byte("paddock-secret:"+name)), nil
 }
 
-func (s *secretBox) open(name string, sealed []byte) ([]byte, error) {
+func (s *Box) open(name string, sealed []byte) ([]byte, error) {
 	aead, err := s.cipher()
 	if err != nil {
 		return nil, err
@@ -130,7 +146,7 @@ func toAPISecret(r *store.Secret) api.Secret {
 	return api.Secret{Name: r.Name, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, CreatedBy: r.Owner}
 }
 
-func (s *secretBox) Set(ctx context.Context, owner, name string, value []byte) (api.Secret, bool, error) {
+func (s *Box) Set(ctx context.Context, owner, name string, value []byte) (api.Secret, bool, error) {
 	sealed, err := s.seal(name, value)
 	if err != nil {
 		return api.Secret{}, false, err
@@ -143,7 +159,7 @@ func (s *secretBox) Set(ctx context.Context, owner, name string, value []byte) (
 	return toAPISecret(rec), created, nil
 }
 
-func (s *secretBox) Get(ctx context.Context, owner, name string) (api.Secret, error) {
+func (s *Box) Get(ctx context.Context, owner, name string) (api.Secret, error) {
 	r, err := s.st.GetSecret(ctx, owner, name)
 	if err != nil {
 		return api.Secret{}, err
@@ -151,7 +167,7 @@ func (s *secretBox) Get(ctx context.Context, owner, name string) (api.Secret, er
 	return toAPISecret(r), nil
 }
 
-func (s *secretBox) List(ctx context.Context) ([]api.Secret, error) {
+func (s *Box) List(ctx context.Context) ([]api.Secret, error) {
 	recs, err := s.st.ListSecrets(ctx)
 	if err != nil {
 		return nil, err
@@ -163,12 +179,12 @@ func (s *secretBox) List(ctx context.Context) ([]api.Secret, error) {
 	return out, nil
 }
 
-func (s *secretBox) Delete(ctx context.Context, owner, name string) error {
+func (s *Box) Delete(ctx context.Context, owner, name string) error {
 	return s.st.DeleteSecret(ctx, owner, name)
 }
 
 // Reveal returns owner's secret's value: for the egress proxy only.
-func (s *secretBox) Reveal(ctx context.Context, owner, name string) (string, error) {
+func (s *Box) Reveal(ctx context.Context, owner, name string) (string, error) {
 	r, err := s.st.GetSecret(ctx, owner, name)
 	if err != nil {
 		return "", err
@@ -185,7 +201,7 @@ func (s *secretBox) Reveal(ctx context.Context, owner, name string) (string, err
 // owner keeps, never another owner's of the same name. The owner is read
 // from the sandbox's record on each use, so nothing cached can point a
 // rule at another owner.
-func (s *secretBox) RevealFor(sandboxID, name string) (string, error) {
+func (s *Box) RevealFor(sandboxID, name string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if s.sandboxes == nil {

@@ -1,4 +1,4 @@
-package daemon
+package network
 
 import (
 	"crypto/x509"
@@ -47,7 +47,7 @@ func trustEnv() []string {
 	return []string{"SSL_CERT_FILE=" + p, "REQUESTS_CA_BUNDLE=" + p, "CURL_CA_BUNDLE=" + p, "NODE_EXTRA_CA_CERTS=" + p, "GIT_SSL_CAINFO=" + p}
 }
 
-func (n *networks) trustPath(id string) string {
+func (n *Manager) trustPath(id string) string {
 	return filepath.Join(n.dir, "policies", id+".ca-bundle.pem")
 }
 
@@ -55,7 +55,7 @@ func (n *networks) trustPath(id string) string {
 // any rule when the daemon keeps no secrets. Whether each secret exists
 // depends on the sandbox's owner (names are per owner): the controller
 // checks that against the owner's secrets.
-func (n *networks) checkSecrets(rules []egress.Injection) error {
+func (n *Manager) checkSecrets(rules []egress.Injection) error {
 	if len(rules) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package daemon
+package secretstore
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ const (
 	ownerB = "fedcba9876543210"
 )
 
-func TestSecretBox(t *testing.T) {
+func TestBox(t *testing.T) {
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "paddock.db")
 	st, err := sqlite.Open(t.Context(), dbPath, nil)
@@ -27,12 +27,12 @@ func TestSecretBox(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	ctx := t.Context()
-	box := newSecretBox(dir, st, st)
+	box := New(Options{StateDir: dir, Store: st, Sandboxes: st})
 	const value = "value-7d3f1c9e2b"
 	if _, created, err := box.Set(ctx, ownerA, "tok", []byte(value)); err != nil || !created {
 		t.Fatalf("set: %v %v", created, err)
 	}
-	fi, err := os.Stat(filepath.Join(dir, secretKeyFile))
+	fi, err := os.Stat(filepath.Join(dir, KeyFile))
 	if err != nil || fi.Mode().Perm() != 0o600 || fi.Size() != 32 {
 		t.Fatalf("key file: %v %v", fi, err)
 	}
@@ -55,7 +55,7 @@ func TestSecretBox(t *testing.T) {
 	}
 
 	// The database with another key (a copy without the key file) opens nothing.
-	other := newSecretBox(t.TempDir(), st, st)
+	other := New(Options{StateDir: t.TempDir(), Store: st, Sandboxes: st})
 	if _, err := other.Reveal(ctx, ownerA, "tok"); !errors.Is(err, errdefs.ErrFailedPrecondition) || bytes.Contains([]byte(err.Error()), []byte(value)) {
 		t.Fatalf("reveal with another key: %v", err)
 	}
@@ -68,16 +68,16 @@ func TestSecretBox(t *testing.T) {
 		t.Fatalf("moved secret opened: %v", err)
 	}
 	// A new box on the same state dir reuses the key.
-	if got, err := newSecretBox(dir, st, st).Reveal(ctx, ownerA, "tok"); err != nil || got != value {
+	if got, err := New(Options{StateDir: dir, Store: st, Sandboxes: st}).Reveal(ctx, ownerA, "tok"); err != nil || got != value {
 		t.Fatalf("reopen: %q %v", got, err)
 	}
 }
 
-// TestSecretBoxRevealFor: the egress proxy's lookup for a sandbox's rule
+// TestBoxRevealFor: the egress proxy's lookup for a sandbox's rule
 // opens the secret its sandbox's owner keeps under that name, never
 // another owner's of the same name, and nothing for a sandbox that is
 // unknown or destroyed.
-func TestSecretBoxRevealFor(t *testing.T) {
+func TestBoxRevealFor(t *testing.T) {
 	dir := t.TempDir()
 	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "paddock.db"), nil)
 	if err != nil {
@@ -85,7 +85,7 @@ func TestSecretBoxRevealFor(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	ctx := t.Context()
-	box := newSecretBox(dir, st, st)
+	box := New(Options{StateDir: dir, Store: st, Sandboxes: st})
 	for _, s := range []struct{ owner, value string }{{ownerA, "value-of-a"}, {ownerB, "value-of-b"}} {
 		if _, created, err := box.Set(ctx, s.owner, "tok", []byte(s.value)); err != nil || !created {
 			t.Fatalf("set %s's tok: %v %v", s.owner, created, err)

@@ -1,4 +1,4 @@
-package daemon
+package agentbin
 
 import (
 	"crypto/sha256"
@@ -8,18 +8,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-
-	"github.com/paddock-dev/paddock/internal/agentbin"
 )
 
-// sealBinary writes the agent binary sandboxes run as PID 1 to
+// Seal writes the agent binary sandboxes run as PID 1 to
 // dir/paddock-<sha256 prefix>, read-only, and returns its path: the small
 // agent this build embeds, or else the running executable itself.
 // Sandboxes get that copy bind-mounted read-only: never the live binary,
 // which a container could otherwise overwrite through /proc/self/exe (runc
 // CVE-2019-5736's lesson).
-func sealBinary(dir string) (string, error) {
-	src, embedded, err := agentbin.Open()
+func Seal(dir string) (string, error) {
+	src, embedded, err := Open()
 	if err != nil {
 		return "", fmt.Errorf("embedded agent: %w", err)
 	}
