@@ -238,6 +238,21 @@ func splitHomeLayer(r io.Reader, w io.Writer) (homeSplit, error) {
 	return out, nil
 }
 
+// firstHomeLayer returns the index of the lowest layer that matters for
+// the home directory: the highest that clears it whole (every snapshot
+// taken on this backend does: its home is opaque), since the layers below
+// it only write what it removes.
+func firstHomeLayer(splits []homeSplit) int {
+	for i := len(splits) - 1; i >= 0; i-- {
+		for _, d := range splits[i].Deletions {
+			if d.Path == homePath && d.Contents {
+				return i
+			}
+		}
+	}
+	return 0
+}
+
 func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "..."

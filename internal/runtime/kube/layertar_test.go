@@ -292,3 +292,22 @@ func TestHomeLayerRoundTrip(t *testing.T) {
 		t.Errorf("tar for the agent = %q, want %q", g, want)
 	}
 }
+
+func TestFirstHomeLayer(t *testing.T) {
+	whole := deletion{Path: homePath, Contents: true}
+	for _, tc := range []struct {
+		splits []homeSplit
+		want   int
+	}{
+		{nil, 0},
+		{[]homeSplit{{}, {}}, 0},
+		{[]homeSplit{{Deletions: []deletion{whole}}, {Deletions: []deletion{whole}}, {}}, 1},
+		// A deletion inside the home, or of its contents in a subdirectory, hides nothing below whole.
+		{[]homeSplit{{Deletions: []deletion{whole}}, {Deletions: []deletion{{Path: homePath + "/x", Contents: true}, {Path: homePath + "/y"}}}}, 0},
+		{[]homeSplit{{}, {Deletions: []deletion{{Path: homePath + "/a"}, whole}}}, 1},
+	} {
+		if got := firstHomeLayer(tc.splits); got != tc.want {
+			t.Errorf("firstHomeLayer(%+v) = %d, want %d", tc.splits, got, tc.want)
+		}
+	}
+}

@@ -119,19 +119,24 @@ func (b *Backend) restoreLayers(ctx context.Context, sb *sandboxv1.Sandbox, info
 	if err := ag.WaitReady(rctx); err != nil {
 		return fmt.Errorf("sandbox %s: agent did not answer to restore its snapshot: %v: %w", id, err, errdefs.ErrUnavailable)
 	}
-	outside := 0
+	splits := make([]homeSplit, len(layers))
 	for i, dir := range layers {
 		split, err := scanLayer(ctx, dir)
 		if err != nil {
 			return fmt.Errorf("sandbox %s: snapshot layer %d: %w", id, i+1, err)
 		}
-		outside += split.Outside
-		for _, d := range split.Deletions {
+		splits[i] = split
+	}
+	first := firstHomeLayer(splits)
+	outside := 0
+	for i := first; i < len(layers); i++ {
+		outside += splits[i].Outside
+		for _, d := range splits[i].Deletions {
 			if err := applyDeletion(ctx, ag, d); err != nil {
 				return fmt.Errorf("sandbox %s: snapshot layer %d: %w", id, i+1, err)
 			}
 		}
-		if err := uploadLayer(ctx, ag, dir); err != nil {
+		if err := uploadLayer(ctx, ag, layers[i]); err != nil {
 			return fmt.Errorf("sandbox %s: snapshot layer %d: %w", id, i+1, err)
 		}
 	}
@@ -144,7 +149,7 @@ func (b *Backend) restoreLayers(ctx context.Context, sb *sandboxv1.Sandbox, info
 	if err := b.o.Client.Patch(ctx, sb, patch); err != nil {
 		return fmt.Errorf("sandbox %s: mark restored: %w", id, apiErr(err))
 	}
-	b.o.Logger.Info("snapshot restored into the home directory", "sandbox", id, "layers", len(layers))
+	b.o.Logger.Info("snapshot restored into the home directory", "sandbox", id, "layers", len(layers), "written", len(layers)-first)
 	return nil
 }
 
