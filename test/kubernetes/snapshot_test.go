@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // checkSnapshotRestore snapshots the running kube-backed sandbox id (its
@@ -23,14 +24,18 @@ func checkSnapshotRestore(t *testing.T, d *paddockd, id string) {
 		echo original > /home/user/notes.txt
 		ln -s proj/run.sh /home/user/run-link`)
 	var snap struct{ ID string }
+	start := time.Now()
 	if err := json.Unmarshal([]byte(d.must("--json", "snapshot", "create", id)), &snap); err != nil || snap.ID == "" {
 		t.Fatalf("snapshot create: %+v %v", snap, err)
 	}
+	took := time.Since(start)
 
 	var rs struct{ ID, State string }
+	start = time.Now()
 	if err := json.Unmarshal([]byte(d.must("--json", "create", "--from-snapshot", snap.ID)), &rs); err != nil || rs.State != "running" {
 		t.Fatalf("create from the snapshot: %+v %v", rs, err)
 	}
+	t.Logf("figure: kubernetes backend snapshot create %v, create from it to running %v", took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	const listing = "cd /home/user && stat -c '%n %a %u:%g %F' . proj proj/run.sh proj/sub proj/sub/deep.txt notes.txt run-link kept.txt second.txt"
 	want := ". 755 1000:1000 directory\n" +
 		"proj 755 1000:1000 directory\n" +
