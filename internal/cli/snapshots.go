@@ -101,7 +101,7 @@ func newSnapshotCreateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create SANDBOX [--name NAME] [--ttl 720h|never]",
 		Short: "Snapshot a sandbox's files now (a running sandbox is frozen for the copy)",
-		Long:  snapshotKeeps + "\n\nA snapshot expires after 30 days unless --ttl says otherwise; each restore\nrenews its expiry to now + TTL (snapshot ttl changes the TTL).",
+		Long:  snapshotKeeps + "\n\nOn the Kubernetes backend a snapshot is the home directory, /home/user,\ncopied while the sandbox runs (not frozen: a file written meanwhile may be torn);\na stopped sandbox must be started first.\n\nA snapshot expires after 30 days unless --ttl says otherwise; each restore\nrenews its expiry to now + TTL (snapshot ttl changes the TTL).",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if name != "" && !refRE.MatchString(name) {
@@ -313,7 +313,7 @@ func newForkCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fork SANDBOX [--count N] [--name-prefix P]",
 		Short: "Make N independent copies of a sandbox's files, now",
-		Long:  "fork snapshots the sandbox (frozen for the copy) and restores the snapshot into N new sandboxes\nwith the same runtime, size, environment and idle policy. It prints their ids.\n\n" + snapshotKeeps,
+		Long:  "fork snapshots the sandbox (frozen for the copy; on the Kubernetes backend, its home directory, copied live) and restores the snapshot into N new sandboxes\nwith the same runtime, size, environment and idle policy. It prints their ids.\n\n" + snapshotKeeps,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if count < 1 || count > api.MaxForkCount {

@@ -185,6 +185,10 @@ func (c *Controller) startCompute(ctx context.Context, e *entry, rec *store.Sand
 	if err != nil {
 		return err
 	}
+	snapLayers, err := c.snapshotLayerPaths(rec) // snapshots.go
+	if err != nil {
+		return err
+	}
 	netSetup, err := c.prepareNetwork(ctx, rec.ID, nil) // network.go
 	if err != nil {
 		return err
@@ -194,14 +198,15 @@ func (c *Controller) startCompute(ctx context.Context, e *entry, rec *store.Sand
 		return fmt.Errorf("sandbox %s trust bundle: %w", rec.ID, err)
 	}
 	info, err := b.Start(ctx, runtime.Spec{
-		ID:          rec.ID,
-		Layers:      layers,
-		Image:       runtime.ImageRef{Name: img.Name, Digest: img.Digest},
-		AgentBinary: c.opts.AgentBinary,
-		Env:         append(env, netSetup.Env...),
-		NetNSPath:   netSetup.NetNSPath,
-		ResolvConf:  netSetup.ResolvConf,
-		TrustBundle: trust,
+		ID:             rec.ID,
+		Layers:         layers,
+		Image:          runtime.ImageRef{Name: img.Name, Digest: img.Digest},
+		SnapshotLayers: snapLayers,
+		AgentBinary:    c.opts.AgentBinary,
+		Env:            append(env, netSetup.Env...),
+		NetNSPath:      netSetup.NetNSPath,
+		ResolvConf:     netSetup.ResolvConf,
+		TrustBundle:    trust,
 		Resources: runtime.Resources{
 			CPUMillis:   int64(rec.Resources.CPU * 1000),
 			MemoryBytes: rec.Resources.MemoryMB << 20,

@@ -191,9 +191,16 @@ func (c *Controller) captureLayer(ctx context.Context, rec *store.Sandbox) ([]st
 }
 
 // copyFrozen copies the writable layer, freezing a running sandbox so no
-// process changes a file during the copy.
+// process changes a file during the copy; a backend that cannot freeze and
+// says its copy is live (runtime.LiveLayerSnapshotter) copies it running.
 func (c *Controller) copyFrozen(ctx context.Context, rec *store.Sandbox, b runtime.Backend, ls runtime.LayerSnapshotter, dst string) error {
 	if rec.State != api.StateRunning {
+		return ls.SnapshotLayer(ctx, rec.ID, dst)
+	}
+	if _, live := ls.(runtime.LiveLayerSnapshotter); live {
+		// The backend cannot freeze: its copy is taken live, and says so
+		// in its documentation (a file written meanwhile may be torn).
+		c.log.Info("snapshot copied without a freeze", "sandbox", rec.ID, "runtime", rec.Runtime)
 		return ls.SnapshotLayer(ctx, rec.ID, dst)
 	}
 	p, ok := b.(runtime.Pauser)
@@ -465,14 +472,24 @@ func (p *restorePlan) apply(rec *store.Sandbox) {
 // layersFor returns the lower layers of rec's root filesystem: the image's,
 // then its snapshot layers. A layer gone from disk is a clear error.
 func (c *Controller) layersFor(rec *store.Sandbox, img *image.Image) ([]string, error) {
+	snaps, err := c.snapshotLayerPaths(rec)
+	if err != nil || len(snaps) == 0 {
+		return img.Layers, err
+	}
+	return append(slices.Clone(img.Layers), snaps...), nil
+}
+
+// snapshotLayerPaths returns the host directories of rec's snapshot
+// layers, lowest first. A layer gone from disk is a clear error.
+func (c *Controller) snapshotLayerPaths(rec *store.Sandbox) ([]string, error) {
 	if len(rec.SnapshotLayers) == 0 {
-		return img.Layers, nil
+		return nil, nil
 	}
 	ss, err := c.snapStore()
 	if err != nil {
 		return nil, err
 	}
-	out := slices.Clone(img.Layers)
+	out := make([]string, 0, len(rec.SnapshotLayers))
 	for _, d := range rec.SnapshotLayers {
 		p, err := ss.LayerPath(d)
 		if err != nil {

@@ -188,3 +188,37 @@ func TestCollectLayersKeepsUsed(t *testing.T) {
 		}
 	}
 }
+
+// layerCopier is a backend that copies layers and cannot pause; live says
+// whether it marks its copy as taken live.
+type layerCopier struct {
+	runtime.Backend
+	copied int
+}
+
+func (l *layerCopier) SnapshotLayer(_ context.Context, _, dst string) error {
+	l.copied++
+	return os.WriteFile(filepath.Join(dst, "f"), []byte("x"), 0o644)
+}
+
+type liveCopier struct{ layerCopier }
+
+func (*liveCopier) SnapshotsLive() {}
+
+// A backend that cannot freeze but copies live snapshots a running
+// sandbox without a Pauser; one that says nothing is still refused.
+func TestCopyFrozenLiveBackend(t *testing.T) {
+	c, _ := newSnapshotController(t)
+	ctx := context.Background()
+	rec := &store.Sandbox{ID: "s1", State: api.StateRunning, Runtime: "runc"}
+
+	live := &liveCopier{}
+	if err := c.copyFrozen(ctx, rec, live, live, t.TempDir()); err != nil || live.copied != 1 {
+		t.Fatalf("live copy of a running sandbox: %v (copied %d)", err, live.copied)
+	}
+	plain := &layerCopier{}
+	err := c.copyFrozen(ctx, rec, plain, plain, t.TempDir())
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || plain.copied != 0 {
+		t.Fatalf("copy without a freeze from a backend that cannot pause: %v (copied %d)", err, plain.copied)
+	}
+}

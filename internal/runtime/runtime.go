@@ -63,6 +63,12 @@ type Spec struct {
 	// sandboxes away from the host's layers (Kubernetes); Layers holds
 	// the same image on this host.
 	Image ImageRef
+	// SnapshotLayers are the snapshot layers among Layers (host
+	// directories in overlay format, lowest first), for backends that do
+	// not stack Layers themselves and write a restored sandbox's files in
+	// through its agent instead (Kubernetes). Backends that mount Layers
+	// ignore it.
+	SnapshotLayers []string
 }
 
 // ImageRef says which stored image a sandbox runs.
@@ -163,4 +169,17 @@ type LayerExporter interface {
 // host and must keep owners, modes, times and xattrs.
 type LayerSnapshotter interface {
 	SnapshotLayer(ctx context.Context, id, dst string) error
+}
+
+// LiveLayerSnapshotter marks a LayerSnapshotter that copies a running
+// sandbox's files while its processes keep running, because the backend
+// cannot freeze a sandbox (Kubernetes: the copy goes through the
+// sandbox's agent). The caller does not ask for a Pauser then. The copy
+// is not frozen: a file written during the copy may be captured torn
+// (part old, part new), and files changed in different places during the
+// copy may be captured at different moments.
+type LiveLayerSnapshotter interface {
+	LayerSnapshotter
+	// SnapshotsLive only marks the capability; it does nothing.
+	SnapshotsLive()
 }

@@ -131,6 +131,9 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 	switch {
 	case apierrors.IsNotFound(err):
 		sb = b.sandboxObject(spec)
+		if len(spec.SnapshotLayers) > 0 {
+			sb.Annotations = map[string]string{annotationRestore: "pending"} // snapshot.go
+		}
 		if err := b.o.Client.Create(ctx, &sb); err != nil {
 			return runtime.Info{}, fmt.Errorf("sandbox %s: create Sandbox: %w", spec.ID, apiErr(err))
 		}
@@ -147,8 +150,17 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 	if err != nil {
 		return runtime.Info{}, err
 	}
+	info := runtime.Info{AgentAddr: net.JoinHostPort(ip, strconv.Itoa(agentPort)), AgentToken: token}
+	// A sandbox restored from a snapshot gets its files on its first
+	// start only (or again after a restore that failed): later starts
+	// find its home newer than the snapshot.
+	if sb.Annotations[annotationRestore] != "" && len(spec.SnapshotLayers) > 0 {
+		if err := b.restoreLayers(ctx, &sb, info, spec.SnapshotLayers); err != nil { // snapshot.go
+			return runtime.Info{}, err
+		}
+	}
 	b.o.Logger.Info("sandbox started", "sandbox", spec.ID, "pod_ip", ip)
-	return runtime.Info{AgentAddr: net.JoinHostPort(ip, strconv.Itoa(agentPort)), AgentToken: token}, nil
+	return info, nil
 }
 
 // ensureSecret returns the sandbox's token, creating its Secret with a
