@@ -31,7 +31,6 @@ type entry struct {
 	body     string
 	link     string
 	pax      map[string]string
-	size     int64 // when not len(body): a header that claims more
 	devmajor int64
 }
 
