@@ -140,6 +140,16 @@ func (d *paddockd) stop() {
 	d.cmd = nil
 }
 
+// kill9 kills the daemon with SIGKILL: no shutdown of its own.
+func (d *paddockd) kill9() {
+	if d.cmd == nil {
+		return
+	}
+	_ = d.cmd.Process.Kill()
+	<-d.done
+	d.cmd = nil
+}
+
 func (d *paddockd) run(args ...string) (string, string, int) {
 	cmd := exec.Command(d.bin, args...)
 	cmd.Env = append(os.Environ(), "PADDOCK_SOCKET="+d.socket)
@@ -341,11 +351,18 @@ func TestPaddockOnKubernetes(t *testing.T) {
 
 	// Delete leaves no Sandbox, Secret or pod.
 	d.must("rm", sb.ID)
+	checkGone(ctx, t, c, sb.ID)
+}
+
+// checkGone checks that nothing of sandbox id is left on the cluster: no
+// Sandbox, Secret, pod, NetworkPolicy or home PersistentVolumeClaim.
+func checkGone(ctx context.Context, t *testing.T, c *cluster.Cluster, id string) {
+	t.Helper()
 	dc, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := "paddock-" + sb.ID
+	name := "paddock-" + id
 	if _, err := dc.Resource(sandboxResource).Namespace("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Sandbox after rm: %v", err)
 	}
