@@ -1,0 +1,115 @@
+package kubernetes_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestPoolOnKubernetes: Paddock's own warm pools on the kubernetes
+// backend. The pool keeps sandboxes (pods) ready; a create from it gets
+// one at once, faster than a cold create, and the pool refills; removing
+// the pool removes its unclaimed pods.
+func TestPoolOnKubernetes(t *testing.T) {
+	c := clusterFor(t)
+	d := startPaddock(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	archive := filepath.Join(d.dir, "busybox.tar")
+	d.must("images", "export", "busybox", "-o", archive)
+	if err := c.ImportImages(ctx, archive); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Remove(archive)
+
+	tpl := filepath.Join(d.dir, "kpool.toml")
+	if err := os.WriteFile(tpl, []byte("name = \"kpool\"\nimage = \"busybox\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.must("template", "build", "-f", tpl)
+	d.must("pool", "set", "kpool", "--min-ready", "2")
+	waitPool := func(ready int) {
+		t.Helper()
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			var pools []struct {
+				Name         string
+				Ready int
+				Error        string
+			}
+			if err := json.Unmarshal([]byte(d.must("--json", "pool", "ls")), &pools); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pools {
+				if p.Name == "kpool" && p.Ready >= ready {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pool kpool never had %d ready: %+v", ready, pools)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	waitPool(2)
+
+	createToExec := func(args ...string) (string, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		var sb struct {
+			ID     string
+			Labels map[string]string
+		}
+		if err := json.Unmarshal([]byte(d.must(append([]string{"--json", "create"}, args...)...)), &sb); err != nil {
+			t.Fatal(err)
+		}
+		if out := d.must("exec", sb.ID, "--", "echo", "hi"); out != "hi\n" {
+			t.Fatalf("exec: %q", out)
+		}
+		took := time.Since(start)
+		if (args[0] == "--pool") != (sb.Labels["paddock.dev/pool"] == "kpool") {
+			t.Fatalf("sandbox from %v has labels %v", args, sb.Labels)
+		}
+		return sb.ID, took
+	}
+	warmID, warm := createToExec("--pool", "kpool")
+	coldID, cold := createToExec("--image", "busybox")
+	t.Logf("figure: kubernetes backend, pool claim to first exec %v, cold create to first exec %v", warm.Round(time.Millisecond), cold.Round(time.Millisecond))
+	if warm >= cold {
+		t.Errorf("a claim from the warm pool (%v) was not faster than a cold create (%v)", warm, cold)
+	}
+	if _, err := c.Client.CoreV1().Pods("default").Get(ctx, "paddock-"+warmID, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the claimed sandbox's pod: %v", err)
+	}
+	waitPool(2) // refilled
+
+	// Removing the pool removes its unclaimed sandboxes, pods and all; the
+	// claimed one stays.
+	var pooled []struct{ ID string }
+	if err := json.Unmarshal([]byte(d.must("--json", "ls", "--label", "paddock.dev/pool=kpool")), &pooled); err != nil {
+		t.Fatal(err)
+	}
+	d.must("pool", "rm", "kpool")
+	for _, p := range pooled {
+		if p.ID == warmID {
+			continue
+		}
+		waitPodGone(ctx, t, c, p.ID)
+	}
+	if got := d.must("exec", warmID, "--", "echo", "kept"); got != "kept\n" {
+		t.Fatalf("the claimed sandbox after the pool was removed: %q", got)
+	}
+	for _, id := range []string{warmID, coldID} {
+		d.must("rm", id)
+		checkGone(ctx, t, c, id)
+	}
+	if out := d.must("ls"); strings.Contains(out, "kpool") {
+		t.Errorf("sandboxes of the removed pool are listed:\n%s", out)
+	}
+}
