@@ -39,9 +39,9 @@ func TestPoolOnKubernetes(t *testing.T) {
 		deadline := time.Now().Add(3 * time.Minute)
 		for {
 			var pools []struct {
-				Name         string
+				Name  string
 				Ready int
-				Error        string
+				Error string
 			}
 			if err := json.Unmarshal([]byte(d.must("--json", "pool", "ls")), &pools); err != nil {
 				t.Fatal(err)
