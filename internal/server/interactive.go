@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 )
 
 // Bounds on the terminal WebSocket.
@@ -210,13 +212,13 @@ func (s *Server) readPTY(ctx context.Context, conn *websocket.Conn, tc *controll
 		}
 		if typ == websocket.MessageBinary {
 			if err := tc.Write(ctx, p); err != nil {
-				_ = writeControl(ctx, conn, api.PTYMessage{Type: api.PTYError, Error: apiError(err)})
+				_ = writeControl(ctx, conn, api.PTYMessage{Type: api.PTYError, Error: s.apiError(err)})
 			}
 			continue
 		}
 		var m api.PTYMessage
 		if err := json.Unmarshal(p, &m); err != nil {
-			_ = writeControl(ctx, conn, api.PTYMessage{Type: api.PTYError, Error: apiError(errdefs.Invalid("control message is not valid JSON"))})
+			_ = writeControl(ctx, conn, api.PTYMessage{Type: api.PTYError, Error: s.apiError(errdefs.Invalid("control message is not valid JSON"))})
 			continue
 		}
 		switch m.Type {
@@ -228,13 +230,22 @@ func (s *Server) readPTY(ctx context.Context, conn *websocket.Conn, tc *controll
 			err = errdefs.Invalid("control message type %q: want resize or signal", m.Type)
 		}
 		if err != nil {
-			_ = writeControl(ctx, conn, api.PTYMessage{Type: api.PTYError, Error: apiError(err)})
+			_ = writeControl(ctx, conn, api.PTYMessage{Type: api.PTYError, Error: s.apiError(err)})
 		}
 	}
 }
 
-func apiError(err error) *api.Error {
-	return &api.Error{Code: errdefs.Code(err), Message: err.Error()}
+// apiError is err as a client may see it in a stream without a
+// ResponseWriter: an internal error's details go to the log.
+func (s *Server) apiError(err error) *api.Error {
+	return &api.Error{Code: errdefs.Code(err), Message: errhttp.PublicMessageTo(internalLog{s.log}, err)}
+}
+
+// internalLog logs an internal error's details with its reference.
+type internalLog struct{ log *slog.Logger }
+
+func (l internalLog) LogInternal(ref string, err error) {
+	l.log.Error("internal error", "reference", ref, "err", err)
 }
 
 func (s *Server) listTerminals(w http.ResponseWriter, r *http.Request) {

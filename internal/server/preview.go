@@ -16,6 +16,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 )
 
 // previewCookie holds the token of the path form once a browser has
@@ -126,7 +127,7 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request, domain str
 	}
 	ps, err := s.opts.Controller.OpenPort(ctx, id)
 	if err != nil {
-		writeJSON(w, http.StatusBadGateway, api.Error{Code: errdefs.Code(err), Message: "the sandbox cannot be reached: " + err.Error()})
+		writeJSON(w, http.StatusBadGateway, api.Error{Code: errdefs.Code(err), Message: "the sandbox cannot be reached: " + errhttp.PublicMessage(w, err)})
 		return
 	}
 	defer ps.Done()

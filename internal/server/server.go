@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -214,10 +215,40 @@ func newNDJSON(w http.ResponseWriter) *ndjson {
 }
 
 func (n *ndjson) send(v any) error {
-	if err := n.enc.Encode(v); err != nil {
+	if err := n.enc.Encode(n.public(v)); err != nil {
 		return fmt.Errorf("write event: %w", err)
 	}
 	return n.rc.Flush()
+}
+
+// public hides an internal error's text in a streamed event, as
+// writeError does for a whole response: the client gets a reference, the
+// log the details (errhttp.PublicMessage). The events that carry an
+// api.Error are listed here.
+func (n *ndjson) public(v any) any {
+	switch ev := v.(type) {
+	case api.ExecEvent:
+		ev.Error = publicAPIError(n.w, ev.Error)
+		return ev
+	case api.WatchEvent:
+		ev.Error = publicAPIError(n.w, ev.Error)
+		return ev
+	case api.BuildEvent:
+		ev.Error = publicAPIError(n.w, ev.Error)
+		return ev
+	case api.TemplateBuildEvent:
+		ev.Error = publicAPIError(n.w, ev.Error)
+		return ev
+	}
+	return v
+}
+
+// publicAPIError is e as a client may see it.
+func publicAPIError(w http.ResponseWriter, e *api.Error) *api.Error {
+	if e == nil || e.Code != api.CodeInternal {
+		return e
+	}
+	return &api.Error{Code: e.Code, Message: errhttp.PublicMessage(w, errors.New(e.Message))}
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {

@@ -55,7 +55,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 	}
 	end := api.TemplateBuildEvent{Type: api.BuildEnd, Template: tpl}
 	if err != nil {
-		end.Error = apiError(err)
+		end.Error = s.apiError(err)
 	}
 	_ = emit(end)
 }

@@ -89,15 +89,10 @@ type InternalLogger interface {
 // gets only a reference, and the details go, with that reference, to the
 // InternalLogger found on w's chain of wrappers (through Unwrap).
 func PublicMessage(w http.ResponseWriter, err error) string {
-	if errdefs.Code(err) != api.CodeInternal {
-		return err.Error()
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	ref := hex.EncodeToString(b)
+	var l InternalLogger
 	for w != nil {
-		if l, ok := w.(InternalLogger); ok {
-			l.LogInternal(ref, err)
+		if il, ok := w.(InternalLogger); ok {
+			l = il
 			break
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
@@ -105,6 +100,21 @@ func PublicMessage(w http.ResponseWriter, err error) string {
 			break
 		}
 		w = u.Unwrap()
+	}
+	return PublicMessageTo(l, err)
+}
+
+// PublicMessageTo is PublicMessage for a stream that has no
+// ResponseWriter (a websocket): l (which may be nil) logs the details.
+func PublicMessageTo(l InternalLogger, err error) string {
+	if errdefs.Code(err) != api.CodeInternal {
+		return err.Error()
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	ref := hex.EncodeToString(b)
+	if l != nil {
+		l.LogInternal(ref, err)
 	}
 	return "internal error (reference " + ref + "): the daemon's log has the details"
 }
