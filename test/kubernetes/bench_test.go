@@ -39,11 +39,7 @@ func TestKubernetesBench(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	d := startPaddock(t, c)
-	archive := filepath.Join(d.dir, "busybox.tar")
-	d.must("images", "export", "busybox", "-o", archive)
-	if err := c.ImportImages(ctx, archive); err != nil {
-		t.Fatal(err)
-	}
+	importImage(ctx, t, d, "busybox")
 
 	var plain, kube, local []time.Duration
 	for i := range n {

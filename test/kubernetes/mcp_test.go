@@ -28,12 +28,7 @@ func TestMCPOnKubernetes(t *testing.T) {
 	d := startPaddock(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	archive := filepath.Join(d.dir, "busybox.tar")
-	d.must("images", "export", "busybox", "-o", archive)
-	if err := c.ImportImages(ctx, archive); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.Remove(archive)
+	importImage(ctx, t, d, "busybox")
 
 	// The client, installed outside the work tree.
 	dir := t.TempDir()

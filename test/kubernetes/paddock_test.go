@@ -140,6 +140,18 @@ func (d *paddockd) stop() {
 	d.cmd = nil
 }
 
+// importImage exports one of the daemon's images as an OCI archive and
+// imports it into the cluster's node.
+func importImage(ctx context.Context, t *testing.T, d *paddockd, name string) {
+	t.Helper()
+	archive := filepath.Join(d.dir, name+".tar")
+	d.must("images", "export", name, "-o", archive)
+	defer os.Remove(archive)
+	if err := d.cluster.ImportImages(ctx, archive); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // kill9 kills the daemon with SIGKILL: no shutdown of its own.
 func (d *paddockd) kill9() {
 	if d.cmd == nil {

@@ -21,12 +21,7 @@ func TestPoolOnKubernetes(t *testing.T) {
 	d := startPaddock(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	archive := filepath.Join(d.dir, "busybox.tar")
-	d.must("images", "export", "busybox", "-o", archive)
-	if err := c.ImportImages(ctx, archive); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.Remove(archive)
+	importImage(ctx, t, d, "busybox")
 
 	tpl := filepath.Join(d.dir, "kpool.toml")
 	if err := os.WriteFile(tpl, []byte("name = \"kpool\"\nimage = \"busybox\"\n"), 0o644); err != nil {

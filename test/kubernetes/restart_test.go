@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,12 +23,7 @@ func TestDaemonKilledMidCreateOnKubernetes(t *testing.T) {
 	d := startPaddock(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	archive := filepath.Join(d.dir, "busybox.tar")
-	d.must("images", "export", "busybox", "-o", archive)
-	if err := c.ImportImages(ctx, archive); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.Remove(archive)
+	importImage(ctx, t, d, "busybox")
 
 	create := exec.Command(d.bin, "--json", "create", "--image", "busybox")
 	create.Env = append(os.Environ(), "PADDOCK_SOCKET="+d.socket)
