@@ -33,14 +33,17 @@ func TestPoolOnKubernetes(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(3 * time.Minute)
 		for {
-			var pools []struct {
-				Name  string
-				Ready int
-				Error string
+			var list struct {
+				Pools []struct {
+					Name  string
+					Ready int
+					Error string
+				}
 			}
-			if err := json.Unmarshal([]byte(d.must("--json", "pool", "ls")), &pools); err != nil {
+			if err := json.Unmarshal([]byte(d.must("--json", "pool", "ls")), &list); err != nil {
 				t.Fatal(err)
 			}
+			pools := list.Pools
 			for _, p := range pools {
 				if p.Name == "kpool" && p.Ready >= ready {
 					return
@@ -86,12 +89,15 @@ func TestPoolOnKubernetes(t *testing.T) {
 
 	// Removing the pool removes its unclaimed sandboxes, pods and all; the
 	// claimed one stays.
-	var pooled []struct{ ID string }
+	var pooled struct{ Sandboxes []struct{ ID string } }
 	if err := json.Unmarshal([]byte(d.must("--json", "ls", "--label", "paddock.dev/pool=kpool")), &pooled); err != nil {
 		t.Fatal(err)
 	}
+	if len(pooled.Sandboxes) < 3 {
+		t.Fatalf("the pool's sandboxes: %+v", pooled)
+	}
 	d.must("pool", "rm", "kpool")
-	for _, p := range pooled {
+	for _, p := range pooled.Sandboxes {
 		if p.ID == warmID {
 			continue
 		}
