@@ -96,22 +96,8 @@ func rewriteHome(r io.Reader, w io.Writer, now time.Time) error {
 		if tarsafe.Sparse(hdr) {
 			return fmt.Errorf("the agent's tar of %s holds a sparse file %q: %w", homePath, truncate(hdr.Name, 200), snapshot.ErrUnsafeArchive)
 		}
-		out := &tar.Header{
-			Typeflag: hdr.Typeflag,
-			Name:     homeLayerDir + "/" + hdr.Name,
-			Mode:     hdr.Mode & 0o7777,
-			Uid:      hdr.Uid,
-			Gid:      hdr.Gid,
-			ModTime:  hdr.ModTime,
-			Format:   tar.FormatPAX,
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-		case tar.TypeReg:
-			out.Size = hdr.Size
-		case tar.TypeSymlink:
-			out.Linkname = hdr.Linkname
-		default:
+		out, ok := cleanHeader(hdr, homeLayerDir+"/"+hdr.Name)
+		if !ok {
 			return fmt.Errorf("the agent's tar of %s holds %q of type %q, which a home directory snapshot does not take: %w",
 				homePath, truncate(hdr.Name, 200), hdr.Typeflag, snapshot.ErrUnsafeArchive)
 		}
@@ -201,23 +187,8 @@ func splitHomeLayer(r io.Reader, w io.Writer) (homeSplit, error) {
 		case opaque:
 			out.Deletions = append(out.Deletions, deletion{Path: target, Contents: true})
 		}
-		o := &tar.Header{
-			Typeflag: hdr.Typeflag,
-			Name:     rel,
-			Mode:     hdr.Mode & 0o7777,
-			Uid:      hdr.Uid,
-			Gid:      hdr.Gid,
-			ModTime:  hdr.ModTime,
-			Format:   tar.FormatPAX,
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			o.Name += "/"
-		case tar.TypeReg:
-			o.Size = hdr.Size
-		case tar.TypeSymlink:
-			o.Linkname = hdr.Linkname
-		default:
+		o, ok := cleanHeader(hdr, rel)
+		if !ok {
 			return out, fmt.Errorf("snapshot layer entry %q has type %q: %w", truncate(hdr.Name, 200), hdr.Typeflag, snapshot.ErrUnsafeArchive)
 		}
 		if tw == nil {
@@ -258,4 +229,33 @@ func truncate(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// cleanHeader is a fresh header for hdr's entry under name, carrying only
+// its type, permission bits, owner, time, size and link target: nothing
+// else a stream may put in a header (attributes, device numbers) passes.
+// ok is false for any type but a directory, regular file or symlink.
+func cleanHeader(hdr *tar.Header, name string) (_ *tar.Header, ok bool) {
+	out := &tar.Header{
+		Typeflag: hdr.Typeflag,
+		Name:     name,
+		Mode:     hdr.Mode & 0o7777,
+		Uid:      hdr.Uid,
+		Gid:      hdr.Gid,
+		ModTime:  hdr.ModTime,
+		Format:   tar.FormatPAX,
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		if !strings.HasSuffix(out.Name, "/") {
+			out.Name += "/"
+		}
+	case tar.TypeReg:
+		out.Size = hdr.Size
+	case tar.TypeSymlink:
+		out.Linkname = hdr.Linkname
+	default:
+		return nil, false
+	}
+	return out, true
 }
