@@ -268,11 +268,17 @@ func (d *Daemon) CLI(stdin []byte, args ...string) (string, string, int) {
 // daemon's namespaces, veths, nftables table and iptables chains.
 func (d *Daemon) NetTag() string {
 	d.t.Helper()
-	b, err := os.ReadFile(filepath.Join(d.StateDir, "network", "links", "tag"))
+	tag, err := readNetTag(d.StateDir)
 	if err != nil {
 		d.t.Fatalf("the daemon's network tag: %v", err)
 	}
-	return strings.TrimSpace(string(b))
+	return tag
+}
+
+// readNetTag reads the network tag a daemon drew for its state dir.
+func readNetTag(state string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(state, "network", "links", "tag"))
+	return strings.TrimSpace(string(b)), err
 }
 
 // Running says whether the daemon process is up.
@@ -402,8 +408,7 @@ func Leftovers(state string) []string {
 // sandbox namespaces. The table and namespaces are removed; the next
 // daemon removes chains that protect nothing.
 func networkLeftovers(state string) []string {
-	b, err := os.ReadFile(filepath.Join(state, "network", "links", "tag"))
-	tag := strings.TrimSpace(string(b))
+	tag, err := readNetTag(state)
 	if err != nil || tag == "" || strings.ContainsAny(tag, " /\n") {
 		return nil
 	}
