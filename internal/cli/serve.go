@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,8 +17,8 @@ func newServeCmd() *cobra.Command {
 		printConfig bool
 		policyFile  string
 		flags       struct {
-			stateDir, socket, listen, logLevel string
-			backend, kubeconfig, kubeNamespace string
+			stateDir, socket, listen, logLevel                     string
+			backend, kubeconfig, kubeNamespace, kubeRuntimeClasses string
 		}
 	)
 	cmd := &cobra.Command{
@@ -67,6 +68,13 @@ the cluster the kubeconfig names (docs/kubernetes.md).`,
 			if f.Changed("kube-namespace") {
 				cfg.Kubernetes.Namespace = flags.kubeNamespace
 			}
+			if f.Changed("kube-runtime-classes") {
+				m, err := config.ParseRuntimeClasses(flags.kubeRuntimeClasses)
+				if err != nil {
+					return fmt.Errorf("--kube-runtime-classes: %w", err)
+				}
+				cfg.Kubernetes.RuntimeClasses = m
+			}
 			if f.Changed("policy") {
 				abs, err := filepath.Abs(policyFile)
 				if err != nil {
@@ -97,6 +105,7 @@ the cluster the kubeconfig names (docs/kubernetes.md).`,
 	f.StringVar(&flags.backend, "backend", config.BackendLocal, "where sandboxes run: local or kubernetes")
 	f.StringVar(&flags.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (--backend kubernetes; default: in-cluster)")
 	f.StringVar(&flags.kubeNamespace, "kube-namespace", "default", "namespace of the sandboxes' objects (--backend kubernetes)")
+	f.StringVar(&flags.kubeRuntimeClasses, "kube-runtime-classes", "runc=", "Paddock runtimes offered and their RuntimeClasses, as RUNTIME=CLASS,... (empty CLASS: the cluster's default; --backend kubernetes)")
 	f.BoolVar(&printConfig, "print-config", false, "print the resulting configuration and exit")
 	return cmd
 }

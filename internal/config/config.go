@@ -206,7 +206,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 		c.PrepareDefaultImage = b
 	}
 	c.applyE2BEnv(getenv)
-	c.applyKubernetesEnv(getenv)
+	if err := c.applyKubernetesEnv(getenv); err != nil {
+		return err
+	}
 	c.applyRunscEnv(getenv)
 	if err := c.applyLimitsEnv(getenv); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/paddock-dev/paddock/internal/image"
 )
@@ -49,7 +50,34 @@ func defaultKubernetes() Kubernetes {
 	return Kubernetes{Namespace: "default", ImagePrefix: "paddock.local", RuntimeClasses: map[string]string{"runc": ""}, HomeVolume: true}
 }
 
-func (c *Config) applyKubernetesEnv(getenv func(string) string) {
+// ParseRuntimeClasses reads a runtime-to-RuntimeClass map written as
+// comma-separated RUNTIME=CLASS pairs ("runc=,gvisor=gvisor"; an empty
+// CLASS is the cluster's default handler), as PADDOCK_KUBE_RUNTIME_CLASSES
+// and `serve --kube-runtime-classes` take it. Names are checked by Validate.
+func ParseRuntimeClasses(s string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		rt, class, ok := strings.Cut(pair, "=")
+		if !ok {
+			return nil, fmt.Errorf("runtime classes: %q is not RUNTIME=CLASS (an empty CLASS is the cluster's default, as in runc=)", pair)
+		}
+		rt, class = strings.TrimSpace(rt), strings.TrimSpace(class)
+		if _, dup := m[rt]; dup {
+			return nil, fmt.Errorf("runtime classes: runtime %q is given twice", rt)
+		}
+		m[rt] = class
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("runtime classes: %q names no runtime", s)
+	}
+	return m, nil
+}
+
+func (c *Config) applyKubernetesEnv(getenv func(string) string) error {
 	if v := getenv("PADDOCK_BACKEND"); v != "" {
 		c.Backend = v
 	}
@@ -62,6 +90,14 @@ func (c *Config) applyKubernetesEnv(getenv func(string) string) {
 	if v := getenv("PADDOCK_KUBE_IMAGE_PREFIX"); v != "" {
 		c.Kubernetes.ImagePrefix = v
 	}
+	if v := getenv("PADDOCK_KUBE_RUNTIME_CLASSES"); v != "" {
+		m, err := ParseRuntimeClasses(v)
+		if err != nil {
+			return fmt.Errorf("PADDOCK_KUBE_RUNTIME_CLASSES: %w", err)
+		}
+		c.Kubernetes.RuntimeClasses = m
+	}
+	return nil
 }
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)

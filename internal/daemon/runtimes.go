@@ -119,11 +119,12 @@ func kubeRuntimes(ctx context.Context, cfg config.Config, log *slog.Logger) (map
 			return nil, nil, err
 		}
 		out[rt.api] = b
-		what := "kubernetes"
+		what, note := "kubernetes", "kubernetes, the cluster's default RuntimeClass"
 		if class != "" {
 			what += " (RuntimeClass " + class + ")"
+			note = "kubernetes, RuntimeClass " + class
 		}
-		infos = append(infos, api.RuntimeInfo{Name: rt.api, Binary: what, Path: cl.Server, Version: cl.Version, Available: true})
+		infos = append(infos, api.RuntimeInfo{Name: rt.api, Binary: what, Path: cl.Server, Version: cl.Version, Available: true, Note: note})
 	}
 	log.Info("kubernetes backend", "server", cl.Server, "version", cl.Version, "namespace", cfg.Kubernetes.Namespace, "instance", cfg.KubeInstance())
 	return out, infos, nil

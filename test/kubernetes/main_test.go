@@ -57,6 +57,9 @@ func run(m *testing.M) int {
 	log.Info("figure: cluster start to node Ready with agent-sandbox installed", "seconds", time.Since(start).Seconds())
 	testCluster = c
 	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "cluster logs at the end of a failed run:%s\n", c.LogTails(30))
+	}
 	stopStart := time.Now()
 	if err := c.Stop(context.Background()); err != nil {
 		fmt.Fprintf(os.Stderr, "stop cluster: %v\n", err)

@@ -37,6 +37,11 @@ import (
 const (
 	LabelSandbox  = "paddock.dev/sandbox"
 	LabelInstance = "paddock.dev/instance"
+	// LabelRuntime is the Paddock runtime (one Backend each) whose sandbox
+	// an object belongs to: each backend lists only its own, so a daemon
+	// offering runc and gvisor never takes one's sandboxes for the other's
+	// orphans at a restart.
+	LabelRuntime = "paddock.dev/runtime"
 )
 
 // tokenKey is the Secret's key holding the agent's token.
@@ -107,7 +112,7 @@ func (b *Backend) key(id string) types.NamespacedName {
 }
 
 func (b *Backend) labels(id string) map[string]string {
-	return map[string]string{LabelSandbox: id, LabelInstance: b.o.Instance}
+	return map[string]string{LabelSandbox: id, LabelInstance: b.o.Instance, LabelRuntime: b.o.Name}
 }
 
 // Start creates the sandbox's Secret and Sandbox, or sets a suspended one
@@ -496,7 +501,7 @@ func (b *Backend) waitGone(ctx context.Context, id, name string, obj client.Obje
 // instance with any object left (a Sandbox, or a Secret or NetworkPolicy
 // a crash left without one), so reconciliation finds every orphan.
 func (b *Backend) List(ctx context.Context) ([]string, error) {
-	sel := []client.ListOption{client.InNamespace(b.o.Namespace), client.MatchingLabels{LabelInstance: b.o.Instance}}
+	sel := []client.ListOption{client.InNamespace(b.o.Namespace), client.MatchingLabels{LabelInstance: b.o.Instance, LabelRuntime: b.o.Name}}
 	seen := map[string]bool{}
 	var ids []string
 	add := func(labels map[string]string) {

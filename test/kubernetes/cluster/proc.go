@@ -135,15 +135,23 @@ func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
 func (c *Cluster) logTails(n int) string {
 	var b strings.Builder
 	for _, p := range c.procs {
-		data, err := os.ReadFile(filepath.Join(c.Dir, "logs", p.name+".log"))
-		if err != nil {
-			continue
-		}
-		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		if len(lines) > n {
-			lines = lines[len(lines)-n:]
-		}
-		fmt.Fprintf(&b, "\n--- %s (last %d lines) ---\n%s", p.name, len(lines), strings.Join(lines, "\n"))
+		tailTo(&b, p.name, filepath.Join(c.Dir, "logs", p.name+".log"), n)
 	}
 	return b.String()
+}
+
+// LogTails is the last n lines of each component's log, for a run whose
+// tests failed: call it before Stop, which removes the logs.
+func (c *Cluster) LogTails(n int) string { return c.logTails(n) }
+
+func tailTo(b *strings.Builder, name, path string, n int) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	fmt.Fprintf(b, "\n--- %s (last %d lines) ---\n%s", name, len(lines), strings.Join(lines, "\n"))
 }

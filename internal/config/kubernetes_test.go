@@ -1,0 +1,62 @@
+package config
+
+import (
+	"maps"
+	"strings"
+	"testing"
+)
+
+func TestParseRuntimeClasses(t *testing.T) {
+	good := []struct {
+		in   string
+		want map[string]string
+	}{
+		{"runc=", map[string]string{"runc": ""}},
+		{"runc=,gvisor=gvisor", map[string]string{"runc": "", "gvisor": "gvisor"}},
+		{" gvisor = sandboxed , ", map[string]string{"gvisor": "sandboxed"}},
+	}
+	for _, tt := range good {
+		got, err := ParseRuntimeClasses(tt.in)
+		if err != nil || !maps.Equal(got, tt.want) {
+			t.Errorf("ParseRuntimeClasses(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	bad := map[string]string{
+		"gvisor":            "is not RUNTIME=CLASS",
+		"runc=,runc=gvisor": "given twice",
+		",,":                "names no runtime",
+		"runc=a,gvisor":     "is not RUNTIME=CLASS",
+	}
+	for in, want := range bad {
+		if _, err := ParseRuntimeClasses(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseRuntimeClasses(%q) = %v; want an error containing %q", in, err, want)
+		}
+	}
+}
+
+func TestKubeRuntimeClassesFromEnv(t *testing.T) {
+	env := map[string]string{"PADDOCK_BACKEND": "kubernetes", "PADDOCK_KUBE_RUNTIME_CLASSES": "runc=,gvisor=gvisor"}
+	c := Default()
+	if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"runc": "", "gvisor": "gvisor"}; !maps.Equal(c.Kubernetes.RuntimeClasses, want) {
+		t.Fatalf("runtime classes %v, want %v", c.Kubernetes.RuntimeClasses, want)
+	}
+	// A runtime Paddock does not have and a class that is not a name are
+	// refused by Validate, with what is wrong.
+	env["PADDOCK_KUBE_RUNTIME_CLASSES"] = "kata=kata,gvisor=Not_A_Name"
+	c = Default()
+	if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), `runtime "kata"`) || !strings.Contains(err.Error(), `RuntimeClass "Not_A_Name"`) {
+		t.Fatalf("Validate() = %v; want both entries refused", err)
+	}
+	env["PADDOCK_KUBE_RUNTIME_CLASSES"] = "gvisor"
+	c = Default()
+	if err := c.ApplyEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "PADDOCK_KUBE_RUNTIME_CLASSES") {
+		t.Fatalf("ApplyEnv with a malformed value = %v", err)
+	}
+}
