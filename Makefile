@@ -40,7 +40,7 @@ test-cgroupv2:
 ## test-kubernetes: the Kubernetes suite alone, on a one-node cluster it
 ## builds (or reuses from /var/cache/paddock-test/k8s), starts and tears down.
 test-kubernetes:
-	@PADDOCK_K8S_DEPS=1 ./scripts/install-deps.sh
+	@PADDOCK_K8S_DEPS=1 PADDOCK_NO_RUNSC=1 ./scripts/install-deps.sh
 	cd test/kubernetes && PADDOCK_K8S_BIN=$$(./build.sh) && \
 		PADDOCK_K8S_BIN=$$PADDOCK_K8S_BIN $(GO) test -count=1 -v -timeout 30m ./...
 
@@ -58,7 +58,7 @@ bench: build
 ## local runc backend, same run, on the test cluster; the figures go to
 ## bench/results/.
 bench-kubernetes:
-	@PADDOCK_K8S_DEPS=1 ./scripts/install-deps.sh
+	@PADDOCK_K8S_DEPS=1 PADDOCK_NO_RUNSC=1 ./scripts/install-deps.sh
 	mkdir -p bench/results
 	cd test/kubernetes && PADDOCK_K8S_BIN=$$(./build.sh) && \
 		PADDOCK_K8S_BIN=$$PADDOCK_K8S_BIN PADDOCK_K8S_BENCH_N=$${PADDOCK_K8S_BENCH_N:-10} \
