@@ -15,6 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// apiTimeout bounds each call to the API server.
+const apiTimeout = 15 * time.Second
+
 // Cluster is a connection to a cluster's API server.
 type Cluster struct {
 	Client client.Client
@@ -37,7 +40,10 @@ func Connect(ctx context.Context, kubeconfig string) (*Cluster, error) {
 		return nil, fmt.Errorf("kubernetes config: %w", err)
 	}
 	cfg.UserAgent = "paddock"
-	cfg.Timeout = 30 * time.Second
+	// Every call the backend makes is a short one (it polls rather than
+	// watches), so a server that does not answer within this is taken as
+	// away: a create fails in tens of seconds, not minutes.
+	cfg.Timeout = apiTimeout
 	cfg.QPS, cfg.Burst = 100, 200
 	scheme := kruntime.NewScheme()
 	for _, add := range []func(*kruntime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, sandboxv1.AddToScheme} {

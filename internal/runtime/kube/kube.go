@@ -547,8 +547,18 @@ func apiErr(err error) error {
 		return fmt.Errorf("the cluster found the object invalid: %v: %w", err, errdefs.ErrInvalidArgument)
 	case apierrors.IsTooManyRequests(err):
 		return fmt.Errorf("%v: %w", err, errdefs.ErrResourceExhausted)
+	case isTimeout(err):
+		return fmt.Errorf("the cluster's API server did not answer in time (down, overloaded or cut off): %v: %w", err, errdefs.ErrUnavailable)
 	}
 	return fmt.Errorf("the cluster's API: %v: %w", err, errdefs.ErrUnavailable)
+}
+
+// isTimeout says whether a call to the API server ended for want of an
+// answer: the client's deadline, a network timeout, or the server's own.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) ||
+		apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
 }
 
 var _ runtime.Watcher = (*Backend)(nil)

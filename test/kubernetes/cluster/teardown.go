@@ -28,6 +28,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		return nil
 	}
 	c.stopped = true
+	_ = c.ThawAPIServer() // fault.go: a frozen server would not stop
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	var errs []error
