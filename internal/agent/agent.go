@@ -86,7 +86,6 @@ type Agent struct {
 	log     *slog.Logger
 	users   userDB
 	opts    Options
-	reaper  *reaper
 	started time.Time
 
 	mu          sync.RWMutex
@@ -138,7 +137,6 @@ func New(opts Options) *Agent {
 		log:         opts.Logger,
 		users:       userDB{etcDir: opts.EtcDir},
 		opts:        opts,
-		reaper:      processReaper(opts.Logger),
 		started:     time.Now(),
 		env:         env,
 		defaultUser: cmp.Or(opts.DefaultUser, DefaultUser),
@@ -237,32 +235,94 @@ func ListenUnix(path string) (net.Listener, error) {
 // get SIGTERM, then SIGKILL after the grace period. It returns nil after a
 // clean shutdown.
 func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
+	return a.ServeDetachable(ctx, ln, Detach{})
+}
+
+// Detach lets the daemon take the agent off its socket and put it back
+// (detach.go): a gVisor checkpoint cannot save a socket bound on the
+// host, which the agent's listener on a local runtime is.
+type Detach struct {
+	// Off and On receive the requests (signals from the daemon, through
+	// the runtime). Nil channels: the agent is never detached.
+	Off, On <-chan os.Signal
+	// Listen makes the listener again after a detach.
+	Listen func() (net.Listener, error)
+	// Detached runs once the listener and every connection are closed
+	// (the socket file is removed there, which tells the daemon).
+	Detached func()
+}
+
+// ServeDetachable is Serve that also detaches from its listener on a
+// request on d.Off (closing it and every connection on it, hijacked ones
+// too, while the sandbox's processes run on) and serves again on
+// d.Listen() at the next request on d.On.
+func (a *Agent) ServeDetachable(ctx context.Context, ln net.Listener, d Detach) error {
+	// The agent reaps from the moment it serves (it is PID 1 of its
+	// sandbox), not from New: a test that makes an Agent for its helpers
+	// must not have its own children reaped from under exec.Cmd.Wait.
+	processReaper(a.log)
+	for {
+		conns := newConnSet()
+		srv := a.newServer(ctx, conns)
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ln) }()
+		select {
+		case err := <-errc:
+			return fmt.Errorf("serve: %v: %w", err, errdefs.ErrUnavailable)
+		case <-ctx.Done():
+			a.shutdownServing(ctx, srv)
+			return nil
+		case <-d.Off:
+		}
+		_ = srv.Close()
+		<-errc
+		conns.closeAll()
+		if d.Detached != nil {
+			d.Detached()
+		}
+		a.log.Info("detached from the socket: every connection closed, processes keep running")
+		select {
+		case <-ctx.Done():
+			a.shutdownServing(ctx, nil)
+			return nil
+		case <-d.On:
+		}
+		var err error
+		if ln, err = d.Listen(); err != nil {
+			return fmt.Errorf("listen again after a detach: %w", err)
+		}
+		a.log.Info("attached to the socket again", "address", ln.Addr().String())
+	}
+}
+
+func (a *Agent) newServer(ctx context.Context, conns *connSet) *http.Server {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetUnencryptedHTTP2(true)
-	srv := &http.Server{
+	return &http.Server{
 		Handler:           a.Handler(),
 		Protocols:         &protos,
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnState:         conns.track,
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %v: %w", err, errdefs.ErrUnavailable)
-	case <-ctx.Done():
-	}
+}
+
+// shutdownServing ends the agent: every process, every watcher, then the
+// server (nil when detached).
+func (a *Agent) shutdownServing(ctx context.Context, srv *http.Server) {
 	a.log.Info("shutting down", "processes", a.procs.count())
 	a.Shutdown(context.WithoutCancel(ctx))
 	a.watchers.closeAll()
+	if srv == nil {
+		return
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		_ = srv.Close()
 	}
-	return nil
 }
 
 // Shutdown stops every process: SIGTERM to each group, SIGKILL to what is

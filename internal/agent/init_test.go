@@ -40,7 +40,9 @@ func agentMain() int {
 		return 2
 	}
 	a := New(Options{EtcDir: os.Getenv("PADDOCK_AGENT_TEST_ETC"), ShutdownGrace: time.Second})
-	if err := a.Serve(ctx, ln); err != nil {
+	d, stopDetach := UnixDetach(os.Getenv("PADDOCK_AGENT_TEST_SOCKET"))
+	defer stopDetach()
+	if err := a.ServeDetachable(ctx, ln, d); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

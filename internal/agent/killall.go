@@ -257,5 +257,5 @@ func (a *Agent) handleKillAll(w http.ResponseWriter, r *http.Request) {
 func (a *Agent) startChild(fork func() (int, error)) (int, <-chan syscall.WaitStatus, error) {
 	a.startGate.RLock()
 	defer a.startGate.RUnlock()
-	return a.reaper.start(fork)
+	return processReaper(a.log).start(fork)
 }

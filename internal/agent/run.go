@@ -60,7 +60,13 @@ func RunWith(ctx context.Context, o RunOptions) error {
 	a := New(Options{Logger: log, DefaultUser: os.Getenv(EnvDefaultUser), DefaultCwd: os.Getenv(EnvDefaultCwd), Token: o.Token})
 	a.ownHomeFromEnv() // homevolume.go
 	log.Info("agent listening", "address", ln.Addr().String(), "pid", os.Getpid(), "envd_version", EnvdVersion)
-	err = a.Serve(ctx, ln)
+	var d Detach
+	if o.Listen == "" {
+		var stop func()
+		d, stop = UnixDetach(socket)
+		defer stop()
+	}
+	err = a.ServeDetachable(ctx, ln, d)
 	record := "status 0"
 	select {
 	case sig := <-sigc:
