@@ -68,13 +68,21 @@ func (s *Server) intercept(b *box, client net.Conn, hello []byte, br *bufio.Read
 		NextProtos: []string{"http/1.1"},
 		MinVersion: tls.VersionTLS12,
 	})
+	chb := &headerBudget{r: tc}
+	cbr := bufio.NewReader(chb)
 	if err := uc.HandshakeContext(hctx); err != nil {
 		log.Warn("egress: upstream TLS handshake", "err", err)
+		// The refusal answers the sandbox's first request, not its
+		// handshake: a response that comes before its request is one an
+		// HTTP client may take for a stray and drop.
+		_ = client.SetReadDeadline(time.Now().Add(idleRequestTimeout))
+		chb.arm(maxHeaderBytes + int64(cbr.Size()))
+		if _, err := http.ReadRequest(cbr); err != nil {
+			return
+		}
 		writeConnError(tc, http.StatusBadGateway, "paddock egress: upstream TLS to "+host+" failed verification or handshake")
 		return
 	}
-	chb := &headerBudget{r: tc}
-	cbr := bufio.NewReader(chb)
 	uhb := &headerBudget{r: uc}
 	ubr := bufio.NewReader(uhb)
 	for {
