@@ -34,7 +34,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, serve func(ctx co
 	fs := flag.NewFlagSet("paddock-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	socket := fs.String("socket", agent.SocketFromEnv(), "unix socket to listen on")
-	listen := fs.String("listen", "", "TCP address to listen on instead of the socket (needs "+agent.EnvToken+")")
+	listen := fs.String("listen", "", "TCP address to listen on instead of the socket (needs "+agent.EnvToken+", or "+agent.EnvPoolToken+" for a warm pool)")
 	debug := fs.Bool("debug", agent.DebugFromEnv(), "log at debug level")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -49,6 +49,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, serve func(ctx co
 	opts := agent.RunOptions{Socket: *socket, Listen: *listen, Debug: *debug}
 	if *listen != "" {
 		opts.Token = os.Getenv(agent.EnvToken)
+		if opts.Token == "" {
+			opts.PoolToken = os.Getenv(agent.EnvPoolToken)
+		}
 	}
 	if err := serve(ctx, opts); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(stderr, "paddock-agent:", err)

@@ -9,7 +9,6 @@ package agent
 import (
 	"cmp"
 	"context"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -79,6 +78,10 @@ type Options struct {
 	// Token, when set, must be in every request's TokenHeader (the agent
 	// listens on a network, not on a socket only the daemon reaches).
 	Token string
+	// PoolToken, set instead of Token, starts the agent unclaimed: it
+	// answers only a claim proving PoolToken, which sets its token
+	// (claim.go).
+	PoolToken string
 }
 
 // Agent serves one sandbox. Create it with New.
@@ -87,6 +90,9 @@ type Agent struct {
 	users   userDB
 	opts    Options
 	started time.Time
+	// gate checks the token of requests over a network (claim.go); nil
+	// on the local socket.
+	gate *tokenGate
 
 	mu          sync.RWMutex
 	env         []string
@@ -133,6 +139,10 @@ func New(opts Options) *Agent {
 			}
 		}
 	}
+	var gate *tokenGate
+	if opts.Token != "" || opts.PoolToken != "" {
+		gate = newTokenGate(opts.Token, opts.PoolToken)
+	}
 	return &Agent{
 		log:         opts.Logger,
 		users:       userDB{etcDir: opts.EtcDir},
@@ -146,6 +156,7 @@ func New(opts Options) *Agent {
 		sessions:    newSessionTable(),
 		bg:          newBgTable(),
 		contexts:    newContextTable(),
+		gate:        gate,
 	}
 }
 
@@ -171,8 +182,8 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("PUT /paddock/v1/tar", a.handleTarIn)
 	mux.HandleFunc("GET "+PortForwardPath, a.handlePortForward)
 	h := withUser(mux)
-	if a.opts.Token != "" {
-		h = withToken(a.opts.Token, h)
+	if a.gate != nil {
+		h = a.gate.wrap(h) // claim.go
 	}
 	return h
 }
@@ -183,21 +194,6 @@ const TokenHeader = "X-Paddock-Agent-Token"
 
 // maxTokenLen bounds the token; the daemon makes 64 hex digits.
 const maxTokenLen = 256
-
-// withToken refuses every request whose TokenHeader is not token, in
-// constant time, before anything else reads it.
-func withToken(token string, next http.Handler) http.Handler {
-	want := []byte(token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get(TokenHeader)
-		if len(got) > maxTokenLen || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			http.Error(w, "agent token missing or wrong", http.StatusUnauthorized)
-			return
-		}
-		r.Header.Del(TokenHeader)
-		next.ServeHTTP(w, r)
-	})
-}
 
 // ListenTCP listens on addr for a sandbox reached over the network. A
 // token is required: without one anything on that network could drive

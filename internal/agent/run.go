@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io/fs"
@@ -31,7 +32,10 @@ type RunOptions struct {
 	// Token is the secret every request over Listen must carry in
 	// TokenHeader. The daemon makes one per sandbox.
 	Token string
-	Debug bool
+	// PoolToken is set instead of Token for a warm pool's agent, which
+	// starts unclaimed (claim.go).
+	PoolToken string
+	Debug     bool
 }
 
 // RunWith is Run with every option.
@@ -45,7 +49,7 @@ func RunWith(ctx context.Context, o RunOptions) error {
 	var ln net.Listener
 	var err error
 	if o.Listen != "" {
-		ln, err = ListenTCP(o.Listen, o.Token)
+		ln, err = ListenTCP(o.Listen, cmp.Or(o.Token, o.PoolToken))
 	} else {
 		ln, err = ListenUnix(socket)
 	}
@@ -57,7 +61,7 @@ func RunWith(ctx context.Context, o RunOptions) error {
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigc)
-	a := New(Options{Logger: log, DefaultUser: os.Getenv(EnvDefaultUser), DefaultCwd: os.Getenv(EnvDefaultCwd), Token: o.Token})
+	a := New(Options{Logger: log, DefaultUser: os.Getenv(EnvDefaultUser), DefaultCwd: os.Getenv(EnvDefaultCwd), Token: o.Token, PoolToken: o.PoolToken})
 	a.ownHomeFromEnv() // homevolume.go
 	log.Info("agent listening", "address", ln.Addr().String(), "pid", os.Getpid(), "envd_version", EnvdVersion)
 	var d Detach

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -158,6 +159,7 @@ func (c *Controller) DeletePool(ctx context.Context, name string) error {
 			c.log.Warn("destroy pooled sandbox", "sandbox", sb.ID, "err", err)
 		}
 	}
+	c.removeClusterPool(ctx, name) // clusterpools.go
 	c.log.Info("pool deleted", "pool", name)
 	return nil
 }
@@ -174,6 +176,11 @@ func (c *Controller) poolAPI(ctx context.Context, p *store.Pool) (*api.Pool, err
 	for _, sb := range ready {
 		if sb.State == api.StateRunning {
 			out.Ready++
+		}
+	}
+	if tpl, err := c.opts.Store.GetTemplate(ctx, p.Template); err == nil {
+		if wp, ok := c.clusterPool(p, tpl); ok {
+			out.Ready = c.clusterPoolReady(ctx, wp, p) // clusterpools.go
 		}
 	}
 	if p.Cooldown > 0 {
@@ -218,10 +225,14 @@ func (c *Controller) poolPass(ctx context.Context) {
 		return
 	}
 	known := map[string]bool{}
+	onCluster := map[string]runtime.WarmPooler{}
 	for _, p := range pools {
 		known[p.Name] = true
-		c.tendPool(ctx, p)
+		if wp := c.tendPool(ctx, p); wp != nil {
+			onCluster[p.Name] = wp
+		}
 	}
+	c.removeClusterPools(ctx, onCluster) // clusterpools.go
 	// Unclaimed sandboxes of pools that no longer exist.
 	all, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPoolReady: "true"})
 	if err != nil {
@@ -241,15 +252,18 @@ func (c *Controller) setPoolErr(pool, msg string) {
 	c.pools.mu.Unlock()
 }
 
-func (c *Controller) tendPool(ctx context.Context, p *store.Pool) {
+// tendPool keeps p at its size; it returns the backend that keeps p's
+// pool when one does (clusterpools.go).
+func (c *Controller) tendPool(ctx context.Context, p *store.Pool) runtime.WarmPooler {
 	tpl, terr := c.opts.Store.GetTemplate(ctx, p.Template)
 	if terr != nil && !errors.Is(terr, errdefs.ErrNotFound) {
-		return
+		return nil
 	}
 	members, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPool: p.Name})
 	if err != nil {
-		return
+		return nil
 	}
+	wp, onCluster := c.clusterPool(p, tpl)
 	ready := 0
 	now := time.Now()
 	for _, sb := range members {
@@ -274,7 +288,7 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) {
 			}
 			continue
 		}
-		stale := tpl == nil || sb.Labels[labelBuild] != tpl.BuildID || sb.State != api.StateRunning
+		stale := tpl == nil || sb.Labels[labelBuild] != tpl.BuildID || sb.State != api.StateRunning || onCluster
 		if stale && sb.State != api.StateCreating {
 			_ = c.destroy(ctx, sb.ID, "pooled sandbox is stale")
 			continue
@@ -285,7 +299,11 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) {
 	}
 	if tpl == nil {
 		c.setPoolErr(p.Name, fmt.Sprintf("template %q was deleted; the pool cannot refill", p.Template))
-		return
+		return nil
+	}
+	if onCluster {
+		c.tendClusterPool(ctx, wp, p, tpl)
+		return wp
 	}
 	c.pools.mu.Lock()
 	c.pools.init()
@@ -300,6 +318,7 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) {
 	for i := 0; i < need; i++ {
 		go c.refill(WithCaller(context.WithoutCancel(ctx), poolCaller, api.KeyScopeAll), p, tpl)
 	}
+	return nil
 }
 
 func (c *Controller) refill(ctx context.Context, p *store.Pool, tpl *store.Template) {

@@ -207,12 +207,8 @@ func (c *Controller) startCompute(ctx context.Context, e *entry, rec *store.Sand
 		NetNSPath:      netSetup.NetNSPath,
 		ResolvConf:     netSetup.ResolvConf,
 		TrustBundle:    trust,
-		Resources: runtime.Resources{
-			CPUMillis:   int64(rec.Resources.CPU * 1000),
-			MemoryBytes: rec.Resources.MemoryMB << 20,
-			DiskBytes:   rec.Resources.DiskMB << 20,
-			Pids:        rec.Resources.Pids,
-		},
+		Resources:      runtimeResources(rec.Resources), // clusterpools.go
+		WarmPool:       rec.Labels[labelClusterPool],
 	})
 	if err != nil {
 		return fmt.Errorf("start sandbox %s: %w", rec.ID, err)

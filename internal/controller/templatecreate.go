@@ -24,7 +24,7 @@ const defaultReadyTimeout = 30 * time.Second
 // identifier: from a ready pooled sandbox when one matches, otherwise cold.
 func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
 	if hasReservedLabel(req.Labels) {
-		return nil, errdefs.Invalid("the labels %s, %s, %s, %s, %s and %s are reserved for Paddock", labelTemplate, labelBuild, labelBuilder, labelPool, labelPoolReady, labelIdentifier)
+		return nil, errdefs.Invalid("the labels %s, %s, %s, %s, %s, %s and %s are reserved for Paddock", labelTemplate, labelBuild, labelBuilder, labelPool, labelPoolReady, labelIdentifier, labelClusterPool)
 	}
 	if req.Identifier != "" && req.Pool == "" {
 		return nil, errdefs.Invalid("identifier needs a pool")
@@ -79,7 +79,11 @@ func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxR
 		pool = c.poolFor(ctx, req.Template, req.Resources)
 	}
 	if pool != nil && poolable(req) && sameResources(pool.Resources, req.Resources) {
-		if sb, err := c.claim(ctx, pool, tpl, req); err != nil || sb != nil {
+		if wp, ok := c.clusterPool(pool, tpl); ok { // clusterpools.go
+			if sb, err := c.claimCluster(ctx, wp, pool, tpl, req); err != nil || sb != nil {
+				return sb, err
+			}
+		} else if sb, err := c.claim(ctx, pool, tpl, req); err != nil || sb != nil {
 			return sb, err
 		}
 		c.pools.count(c.pools.cold, pool.Name)

@@ -55,7 +55,7 @@ func (p *templatePlan) apply(rec *store.Sandbox) {
 // finds pooled and build sandboxes by. Other paddock.dev/ labels are free:
 // the CLI marks `do` sandboxes with one, and the E2B facade its own.
 func hasReservedLabel(l map[string]string) bool {
-	for _, k := range []string{labelTemplate, labelBuild, labelBuilder, labelPool, labelPoolReady, labelIdentifier} {
+	for _, k := range []string{labelTemplate, labelBuild, labelBuilder, labelPool, labelPoolReady, labelIdentifier, labelClusterPool} {
 		if _, ok := l[k]; ok {
 			return true
 		}

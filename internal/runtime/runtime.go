@@ -69,12 +69,35 @@ type Spec struct {
 	// through its agent instead (Kubernetes). Backends that mount Layers
 	// ignore it.
 	SnapshotLayers []string
+	// WarmPool, on a sandbox's first start, asks a WarmPooler backend to
+	// take it from that warm pool instead of starting it cold. Later
+	// starts of the same sandbox ignore it.
+	WarmPool string
 }
 
 // ImageRef says which stored image a sandbox runs.
 type ImageRef struct {
 	Name   string // "busybox", "base", an imported reference
 	Digest string // "sha256:<hex>" of its content
+}
+
+// WarmPooler is a backend whose platform keeps warm pools of sandboxes
+// itself (agent-sandbox's SandboxWarmPool on Kubernetes): the controller
+// sets a pool's size and Spec.WarmPool takes a sandbox from it. Pools are
+// named by the controller; a backend keeps them apart from another
+// daemon's of the same name.
+type WarmPooler interface {
+	// SetWarmPool creates or updates the pool name to keep ready sandboxes
+	// of spec (its ID is ignored): Replicas of them.
+	SetWarmPool(ctx context.Context, name string, spec Spec, replicas int) error
+	// WarmPoolReady says how many of the pool's sandboxes are ready to be
+	// taken; a pool that does not exist has none.
+	WarmPoolReady(ctx context.Context, name string) (int, error)
+	// DeleteWarmPool removes the pool and its sandboxes not taken yet;
+	// those taken keep running. A pool that does not exist is no error.
+	DeleteWarmPool(ctx context.Context, name string) error
+	// WarmPools lists the pools this backend keeps.
+	WarmPools(ctx context.Context) ([]string, error)
 }
 
 // Info says where to reach a started sandbox's agent.

@@ -13,7 +13,9 @@ import (
 )
 
 // TestPoolOnKubernetes: Paddock's own warm pools on the kubernetes
-// backend. The pool keeps sandboxes (pods) ready; a create from it gets
+// backend, which a template with a start command keeps (the cluster's
+// pool cannot run it; warmpool_test.go has the cluster's). The pool keeps
+// sandboxes (pods) ready; a create from it gets
 // one at once, faster than a cold create, and the pool refills; removing
 // the pool removes its unclaimed pods.
 func TestPoolOnKubernetes(t *testing.T) {
@@ -24,7 +26,7 @@ func TestPoolOnKubernetes(t *testing.T) {
 	importImage(ctx, t, d, "busybox")
 
 	tpl := filepath.Join(d.dir, "kpool.toml")
-	if err := os.WriteFile(tpl, []byte("name = \"kpool\"\nimage = \"busybox\"\n"), 0o644); err != nil {
+	if err := os.WriteFile(tpl, []byte("name = \"kpool\"\nimage = \"busybox\"\nstart = [\"sleep\", \"3600\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d.must("template", "build", "-f", tpl)

@@ -17,8 +17,14 @@ import (
 // tcpAgent serves an agent on loopback TCP with token and returns its
 // address.
 func tcpAgent(t *testing.T, token string) string {
+	return tcpAgentWith(t, token, "")
+}
+
+// tcpAgentWith is tcpAgent for a pool's agent too: poolToken set and
+// token empty starts it unclaimed.
+func tcpAgentWith(t *testing.T, token, poolToken string) string {
 	t.Helper()
-	ln, err := agent.ListenTCP("127.0.0.1:0", token)
+	ln, err := agent.ListenTCP("127.0.0.1:0", token+poolToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,6 +32,7 @@ func tcpAgent(t *testing.T, token string) string {
 		Env:           []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
 		DefaultUser:   "root",
 		Token:         token,
+		PoolToken:     poolToken,
 		ShutdownGrace: time.Second,
 	})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -45,11 +46,9 @@ func Connect(ctx context.Context, kubeconfig string) (*Cluster, error) {
 	// away: a create fails in tens of seconds, not minutes.
 	cfg.Timeout = apiTimeout
 	cfg.QPS, cfg.Burst = 100, 200
-	scheme := kruntime.NewScheme()
-	for _, add := range []func(*kruntime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, sandboxv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, err
-		}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -67,4 +66,17 @@ func Connect(ctx context.Context, kubeconfig string) (*Cluster, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return &Cluster{Client: cl, Server: cfg.Host, Version: ver.GitVersion}, nil
+}
+
+// Scheme holds the kinds the backend uses: pods, Secrets, PVCs,
+// NetworkPolicies, and agent-sandbox's Sandboxes and its extensions'
+// templates, warm pools and claims.
+func Scheme() (*kruntime.Scheme, error) {
+	scheme := kruntime.NewScheme()
+	for _, add := range []func(*kruntime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, sandboxv1.AddToScheme, extv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
 }

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -85,6 +87,8 @@ type Options struct {
 // Backend is a runtime.Backend on a Kubernetes cluster.
 type Backend struct {
 	o Options
+	// names caches sandboxName's answers (warmpool.go).
+	names sync.Map // id -> Sandbox and pod name
 }
 
 // New returns a backend; it checks nothing until used (see Probe).
@@ -108,7 +112,11 @@ func (b *Backend) Name() string { return b.o.Name }
 func objectName(id string) string { return "paddock-" + id }
 
 func (b *Backend) key(id string) types.NamespacedName {
-	return types.NamespacedName{Namespace: b.o.Namespace, Name: objectName(id)}
+	return b.nsName(objectName(id))
+}
+
+func (b *Backend) nsName(name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: b.o.Namespace, Name: name}
 }
 
 func (b *Backend) labels(id string) map[string]string {
@@ -128,11 +136,18 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 	if err != nil {
 		return runtime.Info{}, err
 	}
-	if err := b.ensureNetworkPolicy(ctx, spec.ID); err != nil { // netpol.go
+	name, err := b.sandboxName(ctx, spec.ID) // warmpool.go
+	if err != nil {
 		return runtime.Info{}, err
 	}
 	var sb sandboxv1.Sandbox
-	err = b.o.Client.Get(ctx, b.key(spec.ID), &sb)
+	err = b.o.Client.Get(ctx, b.nsName(name), &sb)
+	if apierrors.IsNotFound(err) && spec.WarmPool != "" && name == objectName(spec.ID) {
+		return b.claim(ctx, spec, token) // warmpool.go
+	}
+	if err := b.ensureNetworkPolicy(ctx, spec.ID); err != nil { // netpol.go
+		return runtime.Info{}, err
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		sb = b.sandboxObject(spec)
@@ -151,7 +166,7 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 			return runtime.Info{}, fmt.Errorf("sandbox %s: resume Sandbox: %w", spec.ID, apiErr(err))
 		}
 	}
-	ip, err := b.waitPodIP(ctx, spec.ID)
+	ip, err := b.waitPodIP(ctx, spec.ID, name)
 	if err != nil {
 		return runtime.Info{}, err
 	}
@@ -200,23 +215,59 @@ func (b *Backend) ensureSecret(ctx context.Context, id string) (string, error) {
 	return token, nil
 }
 
-// sandboxObject is the Sandbox for spec: one pod, one container running
-// the agent, no service account token, no service links, the sandbox's
-// limits as requests and limits alike.
+// sandboxObject is the Sandbox for spec: one pod (podSpec) that finds its
+// agent's token in the sandbox's Secret.
 func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
-	env := []corev1.EnvVar{{
-		Name: "PADDOCK_AGENT_TOKEN",
+	pod, claims := b.podSpec(spec, secretEnv(agentEnvToken, objectName(spec.ID)))
+	pod.Hostname = spec.ID
+	return sandboxv1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: objectName(spec.ID), Namespace: b.o.Namespace, Labels: b.labels(spec.ID)},
+		Spec: sandboxv1.SandboxSpec{
+			SandboxBlueprint: sandboxv1.SandboxBlueprint{
+				PodTemplate: sandboxv1.PodTemplate{
+					Spec:       pod,
+					ObjectMeta: sandboxv1.PodMetadata{Labels: b.labels(spec.ID)},
+				},
+				Service:              &no,
+				VolumeClaimTemplates: claims,
+			},
+			OperatingMode: sandboxv1.SandboxOperatingModeRunning,
+		},
+	}
+}
+
+// The agent's token variables (internal/agent: EnvToken, EnvPoolToken).
+const (
+	agentEnvToken     = "PADDOCK_AGENT_TOKEN"
+	agentEnvPoolToken = "PADDOCK_AGENT_POOL_TOKEN"
+)
+
+// secretEnv is the variable name taken from the Secret secret's token.
+func secretEnv(name, secret string) corev1.EnvVar {
+	return corev1.EnvVar{
+		Name: name,
 		ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: objectName(spec.ID)},
+			LocalObjectReference: corev1.LocalObjectReference{Name: secret},
 			Key:                  tokenKey,
 		}},
-	}}
+	}
+}
+
+var no = false
+
+// podSpec is the pod for spec: one container running the agent, which
+// gets token (a variable from a Secret) first in its environment; no
+// service account token, no service links, the sandbox's limits as
+// requests and limits alike. It returns the home volume's claim template
+// with it, if the backend keeps homes on volumes.
+func (b *Backend) podSpec(spec runtime.Spec, token corev1.EnvVar) (corev1.PodSpec, []sandboxv1.PersistentVolumeClaimTemplate) {
+	env := []corev1.EnvVar{token}
 	for _, kv := range spec.Env {
 		k, v, _ := cutEnv(kv)
 		env = append(env, corev1.EnvVar{Name: k, Value: v})
 	}
 	limits, requests := resourcesFor(spec.Resources)
-	no, grace := false, int64(5)
+	grace := int64(5)
 	var claims []sandboxv1.PersistentVolumeClaimTemplate
 	var mounts []corev1.VolumeMount
 	if b.o.HomeVolume {
@@ -224,7 +275,6 @@ func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
 		env = append(env, corev1.EnvVar{Name: "PADDOCK_AGENT_OWN_HOME", Value: "1"})
 	}
 	pod := corev1.PodSpec{
-		Hostname:                      spec.ID,
 		AutomountServiceAccountToken:  &no,
 		EnableServiceLinks:            &no,
 		TerminationGracePeriodSeconds: &grace,
@@ -247,20 +297,7 @@ func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
 		rc := b.o.RuntimeClass
 		pod.RuntimeClassName = &rc
 	}
-	return sandboxv1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{Name: objectName(spec.ID), Namespace: b.o.Namespace, Labels: b.labels(spec.ID)},
-		Spec: sandboxv1.SandboxSpec{
-			SandboxBlueprint: sandboxv1.SandboxBlueprint{
-				PodTemplate: sandboxv1.PodTemplate{
-					Spec:       pod,
-					ObjectMeta: sandboxv1.PodMetadata{Labels: b.labels(spec.ID)},
-				},
-				Service:              &no,
-				VolumeClaimTemplates: claims,
-			},
-			OperatingMode: sandboxv1.SandboxOperatingModeRunning,
-		},
-	}
+	return pod, claims
 }
 
 // resourcesFor makes the sandbox's limits the pod's limits, and requests
@@ -324,7 +361,7 @@ func cutEnv(kv string) (string, string, bool) {
 
 // waitPodIP polls the sandbox's pod until it runs with an address, fails,
 // or StartTimeout passes.
-func (b *Backend) waitPodIP(ctx context.Context, id string) (string, error) {
+func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -332,7 +369,7 @@ func (b *Backend) waitPodIP(ctx context.Context, id string) (string, error) {
 	var last string
 	for {
 		var pod corev1.Pod
-		err := b.o.Client.Get(ctx, b.key(id), &pod)
+		err := b.o.Client.Get(ctx, b.nsName(name), &pod)
 		switch {
 		case err == nil:
 			if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
@@ -379,8 +416,12 @@ func podReason(pod *corev1.Pod) string {
 
 // Status implements runtime.Backend.
 func (b *Backend) Status(ctx context.Context, id string) (runtime.Status, error) {
+	name, err := b.sandboxName(ctx, id)
+	if err != nil {
+		return "", err
+	}
 	var sb sandboxv1.Sandbox
-	if err := b.o.Client.Get(ctx, b.key(id), &sb); err != nil {
+	if err := b.o.Client.Get(ctx, b.nsName(name), &sb); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", fmt.Errorf("sandbox %s: %w", id, runtime.ErrNotFound)
 		}
@@ -390,7 +431,7 @@ func (b *Backend) Status(ctx context.Context, id string) (runtime.Status, error)
 		return runtime.StatusStopped, nil
 	}
 	var pod corev1.Pod
-	if err := b.o.Client.Get(ctx, b.key(id), &pod); err != nil {
+	if err := b.o.Client.Get(ctx, b.nsName(name), &pod); err != nil {
 		if apierrors.IsNotFound(err) {
 			return runtime.StatusStopped, nil
 		}
@@ -411,8 +452,12 @@ func (b *Backend) Info(ctx context.Context, id string) (runtime.Info, error) {
 		}
 		return runtime.Info{}, fmt.Errorf("sandbox %s: %w", id, apiErr(err))
 	}
+	name, err := b.sandboxName(ctx, id)
+	if err != nil {
+		return runtime.Info{}, err
+	}
 	var pod corev1.Pod
-	if err := b.o.Client.Get(ctx, b.key(id), &pod); err != nil {
+	if err := b.o.Client.Get(ctx, b.nsName(name), &pod); err != nil {
 		if apierrors.IsNotFound(err) {
 			return runtime.Info{}, fmt.Errorf("sandbox %s has no pod: %w", id, runtime.ErrNotFound)
 		}
@@ -433,8 +478,12 @@ func (b *Backend) Signal(ctx context.Context, id string, sig syscall.Signal) err
 // Stop suspends the Sandbox: the controller deletes the pod and keeps the
 // Sandbox and its volumes.
 func (b *Backend) Stop(ctx context.Context, id string) error {
+	name, err := b.sandboxName(ctx, id)
+	if err != nil {
+		return err
+	}
 	var sb sandboxv1.Sandbox
-	if err := b.o.Client.Get(ctx, b.key(id), &sb); err != nil {
+	if err := b.o.Client.Get(ctx, b.nsName(name), &sb); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -447,21 +496,29 @@ func (b *Backend) Stop(ctx context.Context, id string) error {
 			return fmt.Errorf("sandbox %s: suspend: %w", id, apiErr(err))
 		}
 	}
-	return b.waitPodGone(ctx, id)
+	return b.waitGone(ctx, id, name, &corev1.Pod{})
 }
 
-// Destroy deletes the Sandbox (its pod and volumes go with it) and the
-// Secret, and waits until the pod is gone.
+// Destroy deletes the Sandbox (its pod and volumes go with it), and its
+// SandboxClaim if it came from a warm pool, and the Secret, and waits
+// until the pod is gone.
 func (b *Backend) Destroy(ctx context.Context, id string) error {
+	name, err := b.sandboxName(ctx, id)
+	if err != nil {
+		return err
+	}
 	fg := client.PropagationPolicy(metav1.DeletePropagationForeground)
-	sb := sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace}}
+	if err := b.deleteClaim(ctx, id); err != nil { // warmpool.go
+		return err
+	}
+	sb := sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.o.Namespace}}
 	if err := b.o.Client.Delete(ctx, &sb, fg); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("sandbox %s: delete Sandbox: %w", id, apiErr(err))
 	}
-	if err := b.waitPodGone(ctx, id); err != nil {
+	if err := b.waitGone(ctx, id, name, &corev1.Pod{}); err != nil {
 		return err
 	}
-	if err := b.waitGone(ctx, id, homeVolume+"-"+objectName(id), &corev1.PersistentVolumeClaim{}); err != nil {
+	if err := b.waitGone(ctx, id, homeVolume+"-"+name, &corev1.PersistentVolumeClaim{}); err != nil {
 		return err
 	}
 	// The Secret and the NetworkPolicy go once the pod is gone: a pod
@@ -470,12 +527,11 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	if err := b.o.Client.Delete(ctx, &sec); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("sandbox %s: delete Secret: %w", id, apiErr(err))
 	}
-	return b.deleteNetworkPolicy(ctx, id)
-}
-
-// waitPodGone waits until the sandbox's pod no longer exists.
-func (b *Backend) waitPodGone(ctx context.Context, id string) error {
-	return b.waitGone(ctx, id, objectName(id), &corev1.Pod{})
+	if err := b.deleteNetworkPolicy(ctx, id); err != nil {
+		return err
+	}
+	b.names.Delete(id)
+	return nil
 }
 
 // waitGone waits up to a minute until the object name of obj's kind no
@@ -515,6 +571,13 @@ func (b *Backend) List(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("list Sandboxes: %w", apiErr(err))
 	}
 	for _, o := range sbs.Items {
+		add(o.Labels)
+	}
+	var claims extv1.SandboxClaimList
+	if err := b.o.Client.List(ctx, &claims, sel...); err != nil {
+		return nil, fmt.Errorf("list SandboxClaims: %w", apiErr(err))
+	}
+	for _, o := range claims.Items {
 		add(o.Labels)
 	}
 	var secs corev1.SecretList

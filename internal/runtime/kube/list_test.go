@@ -6,9 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -18,11 +16,9 @@ import (
 // only the sandboxes it made, including a Secret a crash left alone, and
 // neither lists another daemon's.
 func TestListKeepsToItsRuntime(t *testing.T) {
-	scheme := kruntime.NewScheme()
-	for _, add := range []func(*kruntime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, sandboxv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
 	}
 	cl := fake.NewClientBuilder().WithScheme(scheme).Build()
 	newBackend := func(name, instance string) *Backend {

@@ -18,12 +18,18 @@ import (
 // plugin) leaves the pod on the pod network, which docs/kubernetes.md
 // says.
 func (b *Backend) networkPolicy(id string) *networkingv1.NetworkPolicy {
+	m := metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace, Labels: b.labels(id)}
+	return b.policy(m, map[string]string{LabelSandbox: id, LabelInstance: b.o.Instance})
+}
+
+// policy is that policy for the pods selector matches, named by m.
+func (b *Backend) policy(m metav1.ObjectMeta, selector map[string]string) *networkingv1.NetworkPolicy {
 	tcp := corev1.ProtocolTCP
 	port := intstr.FromInt32(agentPort)
 	return &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace, Labels: b.labels(id)},
+		ObjectMeta: m,
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelSandbox: id, LabelInstance: b.o.Instance}},
+			PodSelector: metav1.LabelSelector{MatchLabels: selector},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}}},
 			Egress:      []networkingv1.NetworkPolicyEgressRule{},

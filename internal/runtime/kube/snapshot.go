@@ -75,8 +75,12 @@ func (b *Backend) SnapshotsLive() {}
 // home volume), no more entries than maxSnapshotEntries.
 func (b *Backend) snapshotLimits(ctx context.Context, id string) (snapshot.Limits, error) {
 	lim := snapshot.Limits{MaxEntries: maxSnapshotEntries}
+	name, err := b.sandboxName(ctx, id)
+	if err != nil {
+		return lim, err
+	}
 	var sb sandboxv1.Sandbox
-	if err := b.o.Client.Get(ctx, b.key(id), &sb); err != nil {
+	if err := b.o.Client.Get(ctx, b.nsName(name), &sb); err != nil {
 		if apierrors.IsNotFound(err) {
 			return lim, fmt.Errorf("sandbox %s: %w", id, runtime.ErrNotFound)
 		}

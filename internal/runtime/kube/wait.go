@@ -20,13 +20,17 @@ const waitPoll = time.Second
 // replaced, and says why in the cluster's words: evicted, OOMKilled, the
 // agent's exit code, or deleted by someone else.
 func (b *Backend) Wait(ctx context.Context, id string) (runtime.Exit, error) {
+	name, err := b.sandboxName(ctx, id)
+	if err != nil {
+		return runtime.Exit{}, err
+	}
 	var uid types.UID
 	t := time.NewTicker(waitPoll)
 	defer t.Stop()
 	misses := 0
 	for {
 		var pod corev1.Pod
-		err := b.o.Client.Get(ctx, b.key(id), &pod)
+		err := b.o.Client.Get(ctx, b.nsName(name), &pod)
 		switch {
 		case apierrors.IsNotFound(err):
 			if uid == "" {

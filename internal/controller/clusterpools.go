@@ -1,0 +1,162 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/runtime"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// A pool whose sandboxes run on a backend that keeps warm pools itself
+// (runtime.WarmPooler: agent-sandbox's SandboxWarmPool on Kubernetes) is
+// kept there: the pool loop sets its size on the backend instead of
+// starting pooled sandboxes, and a create from the pool is an ordinary
+// create whose first start takes a ready sandbox from the backend's pool.
+// The sandbox is recorded at the claim, under its caller, as a cold create
+// is. Templates the backend's pool cannot reproduce (a start command with
+// a readiness check, or files from build steps) keep Paddock's own pool.
+
+// labelClusterPool marks a sandbox taken from a backend's warm pool, with
+// the pool's name; its first start claims from that pool.
+const labelClusterPool = "paddock.dev/cluster-pool"
+
+// clusterPool returns the backend that keeps p's pool, if one does.
+func (c *Controller) clusterPool(p *store.Pool, tpl *store.Template) (runtime.WarmPooler, bool) {
+	if tpl == nil || len(tpl.Spec.Start) > 0 || len(tpl.Layers) > 0 {
+		return nil, false
+	}
+	b, err := c.backend(c.templateRuntime(tpl))
+	if err != nil {
+		return nil, false
+	}
+	wp, ok := b.(runtime.WarmPooler)
+	return wp, ok
+}
+
+func (c *Controller) templateRuntime(tpl *store.Template) string {
+	if tpl.Spec.Runtime != "" {
+		return tpl.Spec.Runtime
+	}
+	return c.cfg.DefaultRuntime
+}
+
+// tendClusterPool sets p's size on the backend that keeps it.
+func (c *Controller) tendClusterPool(ctx context.Context, wp runtime.WarmPooler, p *store.Pool, tpl *store.Template) {
+	spec, err := c.clusterPoolSpec(ctx, p, tpl)
+	if err == nil {
+		err = wp.SetWarmPool(ctx, p.Name, spec, p.MinReady)
+	}
+	if err != nil {
+		c.log.Warn("pool on the cluster", "pool", p.Name, "err", err)
+		c.setPoolErr(p.Name, err.Error())
+		return
+	}
+	c.setPoolErr(p.Name, "")
+}
+
+// clusterPoolSpec is what the backend's pool keeps ready: the template's
+// image, env and the pool's size, as a cold create from the template
+// would start.
+func (c *Controller) clusterPoolSpec(ctx context.Context, p *store.Pool, tpl *store.Template) (runtime.Spec, error) {
+	img, err := c.image(ctx, tpl.ImageDigest)
+	if err != nil {
+		return runtime.Spec{}, fmt.Errorf("pool %s: its template's image: %w", p.Name, err)
+	}
+	res, err := c.sizeResources("", p.Resources)
+	if err != nil {
+		return runtime.Spec{}, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	return runtime.Spec{
+		Image:     runtime.ImageRef{Name: img.Name, Digest: img.Digest},
+		Env:       imageEnv(img, tpl.Spec.Env), // images.go
+		Resources: runtimeResources(res),
+	}, nil
+}
+
+// claimCluster creates a sandbox for req from p's pool on the backend, or
+// returns nil, nil when the pool has none ready (the caller then creates
+// it cold).
+func (c *Controller) claimCluster(ctx context.Context, wp runtime.WarmPooler, p *store.Pool, tpl *store.Template, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	ready, err := wp.WarmPoolReady(ctx, p.Name)
+	if err != nil || ready == 0 {
+		return nil, nil
+	}
+	extra := map[string]string{labelPool: p.Name, labelClusterPool: p.Name}
+	if req.Identifier != "" {
+		extra[labelIdentifier] = req.Identifier
+	}
+	if p.Cooldown > 0 {
+		req.KeepAlive = true
+	}
+	req.Pool, req.Identifier = "", ""
+	sb, err := c.createFromTemplate(ctx, req, tpl, extra)
+	if err != nil {
+		return nil, err
+	}
+	c.pools.count(c.pools.served, p.Name)
+	c.log.Info("served from the cluster's pool", "pool", p.Name, "sandbox", sb.ID, "name", sb.Name)
+	return sb, nil
+}
+
+// clusterPoolReady is how many sandboxes p's pool on the backend holds
+// ready (0 when the backend cannot say).
+func (c *Controller) clusterPoolReady(ctx context.Context, wp runtime.WarmPooler, p *store.Pool) int {
+	n, err := wp.WarmPoolReady(ctx, p.Name)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// removeClusterPools deletes the backends' pools that no pool of the
+// store keeps there any more (deleted, or moved to another runtime or
+// to Paddock's own pool).
+func (c *Controller) removeClusterPools(ctx context.Context, keep map[string]runtime.WarmPooler) {
+	for _, b := range c.opts.Backends {
+		wp, ok := b.(runtime.WarmPooler)
+		if !ok {
+			continue
+		}
+		names, err := wp.WarmPools(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("list the cluster's pools", "err", err)
+			}
+			continue
+		}
+		for _, n := range names {
+			if keep[n] == wp {
+				continue
+			}
+			if err := wp.DeleteWarmPool(ctx, n); err != nil {
+				c.log.Warn("remove the cluster's pool", "pool", n, "err", err)
+				continue
+			}
+			c.log.Info("removed the cluster's pool", "pool", n, "runtime", b.Name())
+		}
+	}
+}
+
+// removeClusterPool deletes the pool name from every backend that keeps
+// pools; its sandboxes already served keep running.
+func (c *Controller) removeClusterPool(ctx context.Context, name string) {
+	for _, b := range c.opts.Backends {
+		if wp, ok := b.(runtime.WarmPooler); ok {
+			if err := wp.DeleteWarmPool(ctx, name); err != nil {
+				c.log.Warn("remove the cluster's pool", "pool", name, "err", err)
+			}
+		}
+	}
+}
+
+// runtimeResources is a sandbox's size as backends take it.
+func runtimeResources(r api.Resources) runtime.Resources {
+	return runtime.Resources{
+		CPUMillis:   int64(r.CPU * 1000),
+		MemoryBytes: r.MemoryMB << 20,
+		DiskBytes:   r.DiskMB << 20,
+		Pids:        r.Pids,
+	}
+}

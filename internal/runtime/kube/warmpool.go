@@ -1,0 +1,391 @@
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentclient "github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
+)
+
+// A Paddock warm pool on a cluster is agent-sandbox's: a SandboxTemplate
+// and a SandboxWarmPool that keeps Replicas pods of it ready, and a create
+// from the pool is a SandboxClaim, which the agent-sandbox controller
+// satisfies by handing over one of the ready Sandboxes (or by starting one
+// from the template when none is ready). Paddock adds what a pool's pods
+// cannot have at start, since one template makes them all: an identity.
+//
+//   - The pool's pods get the pool's token (a Secret of the pool) and
+//     their agent starts unclaimed: it answers nothing but one claim.
+//   - A create makes the sandbox's own Secret and SandboxClaim, waits for
+//     the claim's Sandbox, points its pod template at the sandbox's Secret
+//     (for its later starts), and claims the agent with the pool's token,
+//     giving it the sandbox's token. Only then is the sandbox handed out.
+//   - An agent that someone else claimed first is never used: the create
+//     fails and the sandbox is destroyed.
+//
+// What differs from a cold create: the pod's hostname is the pool
+// Sandbox's name, not the sandbox's id, and the pool's token stays in the
+// pod's initial environment (which root in the sandbox can read); it opens
+// nothing once the pod is claimed, and the sandbox's NetworkPolicy lets it
+// reach no other pod.
+
+// LabelWarmPool, on a pool's objects and pods, is the pool's object name.
+const LabelWarmPool = "paddock.dev/warm-pool"
+
+// annotationPool carries the pool's Paddock name on its objects and on the
+// claims made from it.
+const annotationPool = "paddock.dev/pool"
+
+// poolObject is the name of a pool's Secret, NetworkPolicy, SandboxTemplate
+// and SandboxWarmPool: a digest of the daemon's instance, the runtime and
+// the pool's name, so two daemons' pools of one name never meet, and
+// short, as the pool's Sandboxes are named after it.
+func (b *Backend) poolObject(name string) string {
+	sum := sha256.Sum256([]byte(b.o.Instance + "\x00" + b.o.Name + "\x00" + name))
+	return "paddock-pool-" + hex.EncodeToString(sum[:6])
+}
+
+func (b *Backend) poolLabels(obj string) map[string]string {
+	return map[string]string{LabelWarmPool: obj, LabelInstance: b.o.Instance, LabelRuntime: b.o.Name}
+}
+
+// SetWarmPool implements runtime.WarmPooler.
+func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spec, replicas int) error {
+	if spec.Image.Name == "" || spec.Image.Digest == "" {
+		return fmt.Errorf("pool %s: the kubernetes backend needs the image's name and digest: %w", name, errdefs.ErrInvalidArgument)
+	}
+	obj := b.poolObject(name)
+	labels := b.poolLabels(obj)
+	meta := metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace, Labels: labels, Annotations: map[string]string{annotationPool: name}}
+	if _, err := b.ensureToken(ctx, meta); err != nil {
+		return fmt.Errorf("pool %s: %w", name, err)
+	}
+	np := b.policy(meta, map[string]string{LabelWarmPool: obj, LabelInstance: b.o.Instance})
+	if err := b.o.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("pool %s: create NetworkPolicy: %w", name, apiErr(err))
+	}
+	pod, claims := b.podSpec(spec, secretEnv(agentEnvPoolToken, obj))
+	tpl := extv1.SandboxTemplate{
+		ObjectMeta: meta,
+		Spec: extv1.SandboxTemplateSpec{
+			SandboxBlueprint: sandboxv1.SandboxBlueprint{
+				PodTemplate:          sandboxv1.PodTemplate{Spec: pod, ObjectMeta: sandboxv1.PodMetadata{Labels: labels}},
+				Service:              &no,
+				VolumeClaimTemplates: claims,
+			},
+			// Paddock's own policy (above) covers the pool's pods.
+			NetworkPolicyManagement: extv1.NetworkPolicyManagementUnmanaged,
+		},
+	}
+	var cur extv1.SandboxTemplate
+	err := b.o.Client.Get(ctx, b.nsName(obj), &cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := b.o.Client.Create(ctx, &tpl); err != nil {
+			return fmt.Errorf("pool %s: create SandboxTemplate: %w", name, apiErr(err))
+		}
+	case err != nil:
+		return fmt.Errorf("pool %s: %w", name, apiErr(err))
+	case !equality.Semantic.DeepEqual(cur.Spec.SandboxBlueprint, tpl.Spec.SandboxBlueprint):
+		cur.Spec = tpl.Spec
+		if err := b.o.Client.Update(ctx, &cur); err != nil {
+			return fmt.Errorf("pool %s: update SandboxTemplate: %w", name, apiErr(err))
+		}
+	}
+	n := int32(max(replicas, 0))
+	var wp extv1.SandboxWarmPool
+	err = b.o.Client.Get(ctx, b.nsName(obj), &wp)
+	switch {
+	case apierrors.IsNotFound(err):
+		wp = extv1.SandboxWarmPool{ObjectMeta: meta, Spec: extv1.SandboxWarmPoolSpec{Replicas: &n, TemplateRef: extv1.SandboxTemplateRef{Name: obj}}}
+		if err := b.o.Client.Create(ctx, &wp); err != nil {
+			return fmt.Errorf("pool %s: create SandboxWarmPool: %w", name, apiErr(err))
+		}
+	case err != nil:
+		return fmt.Errorf("pool %s: %w", name, apiErr(err))
+	case wp.Spec.Replicas == nil || *wp.Spec.Replicas != n:
+		patch := client.MergeFrom(wp.DeepCopy())
+		wp.Spec.Replicas = &n
+		if err := b.o.Client.Patch(ctx, &wp, patch); err != nil {
+			return fmt.Errorf("pool %s: resize SandboxWarmPool: %w", name, apiErr(err))
+		}
+	}
+	return nil
+}
+
+// WarmPoolReady implements runtime.WarmPooler.
+func (b *Backend) WarmPoolReady(ctx context.Context, name string) (int, error) {
+	var wp extv1.SandboxWarmPool
+	err := b.o.Client.Get(ctx, b.nsName(b.poolObject(name)), &wp)
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("pool %s: %w", name, apiErr(err))
+	}
+	return int(wp.Status.ReadyReplicas), nil
+}
+
+// DeleteWarmPool implements runtime.WarmPooler: the SandboxWarmPool goes
+// first (its unclaimed Sandboxes with it), then, once none of its
+// unclaimed pods is left, its template, policy and token.
+func (b *Backend) DeleteWarmPool(ctx context.Context, name string) error {
+	obj := b.poolObject(name)
+	om := metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace}
+	fg := client.PropagationPolicy(metav1.DeletePropagationForeground)
+	if err := b.o.Client.Delete(ctx, &extv1.SandboxWarmPool{ObjectMeta: om}, fg); err != nil && !gone(err) {
+		return fmt.Errorf("pool %s: delete SandboxWarmPool: %w", name, apiErr(err))
+	}
+	if err := b.waitGone(ctx, "pool "+name, obj, &extv1.SandboxWarmPool{}); err != nil {
+		return err
+	}
+	ctx2, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		var pods corev1.PodList
+		if err := b.o.Client.List(ctx2, &pods, client.InNamespace(b.o.Namespace), client.MatchingLabels{LabelWarmPool: obj, LabelInstance: b.o.Instance}); err != nil {
+			return fmt.Errorf("pool %s: list pods: %w", name, apiErr(err))
+		}
+		left := 0
+		for _, p := range pods.Items {
+			if p.Labels[extv1.SandboxIDLabel] == "" { // not claimed
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		select {
+		case <-ctx2.Done():
+			return fmt.Errorf("pool %s: %d unclaimed pods still there after a minute: %w", name, left, errdefs.ErrUnavailable)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	for _, o := range []client.Object{&extv1.SandboxTemplate{ObjectMeta: om}, &corev1.Secret{ObjectMeta: om}} {
+		if err := b.o.Client.Delete(ctx, o); err != nil && !gone(err) {
+			return fmt.Errorf("pool %s: delete %T: %w", name, o, apiErr(err))
+		}
+	}
+	// Claimed pods keep the pool's label; their own policies cover them.
+	if err := b.o.Client.Delete(ctx, &networkingv1.NetworkPolicy{ObjectMeta: om}); err != nil && !gone(err) {
+		return fmt.Errorf("pool %s: delete NetworkPolicy: %w", name, apiErr(err))
+	}
+	return nil
+}
+
+// gone says an object (or its whole kind) is not there.
+func gone(err error) bool { return apierrors.IsNotFound(err) || meta.IsNoMatchError(err) }
+
+// WarmPools implements runtime.WarmPooler.
+func (b *Backend) WarmPools(ctx context.Context) ([]string, error) {
+	var wps extv1.SandboxWarmPoolList
+	err := b.o.Client.List(ctx, &wps, client.InNamespace(b.o.Namespace), client.MatchingLabels{LabelInstance: b.o.Instance, LabelRuntime: b.o.Name})
+	if meta.IsNoMatchError(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list SandboxWarmPools: %w", apiErr(err))
+	}
+	var names []string
+	for _, wp := range wps.Items {
+		if n := wp.Annotations[annotationPool]; n != "" {
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}
+
+// ensureToken returns the token in the Secret m names, creating the
+// Secret with a fresh token if there is none.
+func (b *Backend) ensureToken(ctx context.Context, m metav1.ObjectMeta) (string, error) {
+	var sec corev1.Secret
+	err := b.o.Client.Get(ctx, b.nsName(m.Name), &sec)
+	if err == nil {
+		if t := string(sec.Data[tokenKey]); len(t) >= 32 {
+			return t, nil
+		}
+		return "", fmt.Errorf("its Secret %s holds no usable token: %w", m.Name, errdefs.ErrFailedPrecondition)
+	}
+	if !apierrors.IsNotFound(err) {
+		return "", apiErr(err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	token := hex.EncodeToString(raw)
+	immutable := true
+	sec = corev1.Secret{ObjectMeta: m, Immutable: &immutable, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{tokenKey: []byte(token)}}
+	if err := b.o.Client.Create(ctx, &sec); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return b.ensureToken(ctx, m)
+		}
+		return "", fmt.Errorf("create Secret: %w", apiErr(err))
+	}
+	return token, nil
+}
+
+// sandboxName is the name of id's Sandbox and pod: objectName(id) for a
+// sandbox this backend created, the adopted Sandbox's for one taken from
+// a warm pool, which its SandboxClaim names. Answers are kept: a name
+// never changes once known.
+func (b *Backend) sandboxName(ctx context.Context, id string) (string, error) {
+	if v, ok := b.names.Load(id); ok {
+		return v.(string), nil
+	}
+	var cl extv1.SandboxClaim
+	err := b.o.Client.Get(ctx, b.key(id), &cl)
+	switch {
+	case gone(err):
+		b.names.Store(id, objectName(id))
+		return objectName(id), nil
+	case err != nil:
+		return "", fmt.Errorf("sandbox %s: %w", id, apiErr(err))
+	}
+	if n := claimedName(&cl); n != "" {
+		b.names.Store(id, n)
+		return n, nil
+	}
+	return objectName(id), nil // not satisfied yet: nothing runs
+}
+
+func claimedName(cl *extv1.SandboxClaim) string {
+	if n := cl.Status.SandboxStatus.Name; n != "" {
+		return n
+	}
+	return cl.Annotations[extv1.AssignedSandboxNameAnnotation]
+}
+
+// claim takes spec's sandbox from its warm pool (see the top of this
+// file); token is the sandbox's own.
+func (b *Backend) claim(ctx context.Context, spec runtime.Spec, token string) (runtime.Info, error) {
+	id, pool := spec.ID, spec.WarmPool
+	obj := b.poolObject(pool)
+	poolToken, err := b.ensureToken(ctx, metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace, Labels: b.poolLabels(obj), Annotations: map[string]string{annotationPool: pool}})
+	if err != nil {
+		return runtime.Info{}, fmt.Errorf("sandbox %s: pool %s: %w", id, pool, err)
+	}
+	cl := extv1.SandboxClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace, Labels: b.labels(id), Annotations: map[string]string{annotationPool: pool}},
+		Spec:       extv1.SandboxClaimSpec{WarmPoolRef: extv1.SandboxWarmPoolRef{Name: obj}},
+	}
+	if err := b.o.Client.Create(ctx, &cl); err != nil && !apierrors.IsAlreadyExists(err) {
+		return runtime.Info{}, fmt.Errorf("sandbox %s: create SandboxClaim: %w", id, apiErr(err))
+	}
+	name, uid, err := b.waitClaimed(ctx, id)
+	if err != nil {
+		return runtime.Info{}, err
+	}
+	// The sandbox's own policy follows the claim's identity, which the
+	// agent-sandbox controller keeps on the pod.
+	np := b.policy(metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace, Labels: b.labels(id)}, map[string]string{extv1.SandboxIDLabel: uid})
+	if err := b.o.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
+		return runtime.Info{}, fmt.Errorf("sandbox %s: create NetworkPolicy: %w", id, apiErr(err))
+	}
+	b.names.Store(id, name)
+	if err := b.adopt(ctx, id, name); err != nil {
+		return runtime.Info{}, err
+	}
+	ip, err := b.waitPodIP(ctx, id, name)
+	if err != nil {
+		return runtime.Info{}, err
+	}
+	info := runtime.Info{AgentAddr: net.JoinHostPort(ip, strconv.Itoa(agentPort)), AgentToken: token}
+	cctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
+	defer cancel()
+	if err := agentclient.Claim(cctx, info.AgentAddr, poolToken, token); err != nil {
+		return runtime.Info{}, fmt.Errorf("sandbox %s: pool %s: %w", id, pool, err)
+	}
+	b.o.Logger.Info("sandbox taken from warm pool", "sandbox", id, "pool", pool, "pod", name, "pod_ip", ip)
+	return info, nil
+}
+
+// waitClaimed waits until id's claim names its Sandbox, and returns that
+// name and the claim's uid.
+func (b *Backend) waitClaimed(ctx context.Context, id string) (string, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
+	defer cancel()
+	var last string
+	for {
+		var cl extv1.SandboxClaim
+		err := b.o.Client.Get(ctx, b.key(id), &cl)
+		switch {
+		case err == nil:
+			if n := claimedName(&cl); n != "" {
+				return n, string(cl.UID), nil
+			}
+			last = "no Sandbox yet"
+			if c := meta.FindStatusCondition(cl.Status.Conditions, string(sandboxv1.SandboxConditionReady)); c != nil && c.Reason != "" {
+				last = c.Reason + ": " + c.Message
+			}
+		case apierrors.IsNotFound(err):
+			return "", "", fmt.Errorf("sandbox %s: its SandboxClaim was deleted: %w", id, errdefs.ErrUnavailable)
+		default:
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return "", "", fmt.Errorf("sandbox %s: the warm pool's claim was not satisfied within %s (%s): %w", id, b.o.StartTimeout, last, errdefs.ErrUnavailable)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// adopt makes the claimed Sandbox name the sandbox id's: its labels (so
+// List finds it) and, for its pods after a stop, the sandbox's own token
+// instead of the pool's. The running pod keeps its spec.
+func (b *Backend) adopt(ctx context.Context, id, name string) error {
+	var sb sandboxv1.Sandbox
+	if err := b.o.Client.Get(ctx, b.nsName(name), &sb); err != nil {
+		return fmt.Errorf("sandbox %s: its claimed Sandbox %s: %w", id, name, apiErr(err))
+	}
+	patch := client.MergeFrom(sb.DeepCopy())
+	if sb.Labels == nil {
+		sb.Labels = map[string]string{}
+	}
+	for k, v := range b.labels(id) {
+		sb.Labels[k] = v
+	}
+	cs := sb.Spec.PodTemplate.Spec.Containers
+	for i := range cs {
+		for j := range cs[i].Env {
+			if cs[i].Env[j].Name == agentEnvPoolToken {
+				cs[i].Env[j] = secretEnv(agentEnvToken, objectName(id))
+			}
+		}
+	}
+	if err := b.o.Client.Patch(ctx, &sb, patch); err != nil {
+		return fmt.Errorf("sandbox %s: label its claimed Sandbox %s: %w", id, name, apiErr(err))
+	}
+	return nil
+}
+
+// deleteClaim deletes id's SandboxClaim, if it has one.
+func (b *Backend) deleteClaim(ctx context.Context, id string) error {
+	cl := extv1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace}}
+	err := b.o.Client.Delete(ctx, &cl, client.PropagationPolicy(metav1.DeletePropagationForeground))
+	if err != nil && !gone(err) {
+		return fmt.Errorf("sandbox %s: delete SandboxClaim: %w", id, apiErr(err))
+	}
+	return nil
+}
+
+var _ runtime.WarmPooler = (*Backend)(nil)

@@ -1,0 +1,171 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
+)
+
+func fakeBackend(t *testing.T, name, instance string) (*Backend, client.Client) {
+	t.Helper()
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&extv1.SandboxClaim{}).Build()
+	b, err := New(Options{Name: name, Client: cl, Namespace: "ns", Instance: instance, ImagePrefix: "paddock.local", StartTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, cl
+}
+
+var busybox = runtime.ImageRef{Name: "busybox", Digest: "sha256:" + strings.Repeat("b", 64)}
+
+// TestWarmPoolObjects: SetWarmPool makes the pool's token, policy,
+// template (whose pods start unclaimed, with the pool's token) and warm
+// pool, resizes on a second call, and keeps two daemons' pools of one
+// name apart; DeleteWarmPool removes them all.
+func TestWarmPoolObjects(t *testing.T) {
+	ctx := context.Background()
+	b, cl := fakeBackend(t, "runc", "pd-a")
+	other, _ := fakeBackend(t, "runc", "pd-b")
+	if b.poolObject("py") == other.poolObject("py") || b.poolObject("py") == b.poolObject("js") {
+		t.Fatal("pool object names collide")
+	}
+	spec := runtime.Spec{Image: busybox, Env: []string{"A=1"}, Resources: runtime.Resources{CPUMillis: 500, MemoryBytes: 256 << 20}}
+	if err := b.SetWarmPool(ctx, "py", spec, 2); err != nil {
+		t.Fatal(err)
+	}
+	obj := b.poolObject("py")
+	var tpl extv1.SandboxTemplate
+	if err := cl.Get(ctx, b.nsName(obj), &tpl); err != nil {
+		t.Fatal(err)
+	}
+	env := tpl.Spec.PodTemplate.Spec.Containers[0].Env
+	if env[0].Name != agentEnvPoolToken || env[0].ValueFrom.SecretKeyRef.Name != obj {
+		t.Errorf("the pool's pods get %+v first, want the pool's token", env[0])
+	}
+	if tpl.Spec.NetworkPolicyManagement != extv1.NetworkPolicyManagementUnmanaged {
+		t.Errorf("template policy management %q", tpl.Spec.NetworkPolicyManagement)
+	}
+	var wp extv1.SandboxWarmPool
+	if err := cl.Get(ctx, b.nsName(obj), &wp); err != nil || *wp.Spec.Replicas != 2 || wp.Spec.TemplateRef.Name != obj {
+		t.Fatalf("warm pool %+v: %v", wp.Spec, err)
+	}
+	var sec corev1.Secret
+	if err := cl.Get(ctx, b.nsName(obj), &sec); err != nil || len(sec.Data[tokenKey]) < 32 {
+		t.Fatalf("pool Secret: %v", err)
+	}
+	if err := b.SetWarmPool(ctx, "py", spec, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, b.nsName(obj), &wp); err != nil || *wp.Spec.Replicas != 5 {
+		t.Fatalf("resized warm pool %+v: %v", wp.Spec, err)
+	}
+	if names, err := b.WarmPools(ctx); err != nil || !slices.Equal(names, []string{"py"}) {
+		t.Fatalf("WarmPools = %v, %v", names, err)
+	}
+	if names, err := other.WarmPools(ctx); err != nil || len(names) != 0 {
+		t.Fatalf("another daemon's WarmPools = %v, %v", names, err)
+	}
+	if err := b.DeleteWarmPool(ctx, "py"); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{&extv1.SandboxWarmPool{}, &extv1.SandboxTemplate{}, &corev1.Secret{}} {
+		if err := cl.Get(ctx, b.nsName(obj), o); err == nil {
+			t.Errorf("%T left after DeleteWarmPool", o)
+		}
+	}
+	if err := b.DeleteWarmPool(ctx, "py"); err != nil {
+		t.Errorf("deleting a pool twice: %v", err)
+	}
+}
+
+// TestClaimNeverSatisfied: a claim the cluster does not satisfy within
+// the start timeout fails with the claim's own reason, is listed (so a
+// restart finds it), and Destroy removes it with the sandbox's Secret.
+func TestClaimNeverSatisfied(t *testing.T) {
+	ctx := context.Background()
+	b, cl := fakeBackend(t, "runc", "pd-a")
+	if err := b.SetWarmPool(ctx, "py", runtime.Spec{Image: busybox}, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing satisfies claims here; say why as the controller would.
+	_, err := b.Start(ctx, runtime.Spec{ID: "s1", Image: busybox, WarmPool: "py"})
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "not satisfied") {
+		t.Fatalf("Start from a pool nothing serves: %v", err)
+	}
+	var claim extv1.SandboxClaim
+	if err := cl.Get(ctx, b.key("s1"), &claim); err != nil {
+		t.Fatal(err)
+	}
+	if claim.Spec.WarmPoolRef.Name != b.poolObject("py") || claim.Labels[LabelSandbox] != "s1" {
+		t.Fatalf("claim %+v", claim)
+	}
+	if ids, err := b.List(ctx); err != nil || !slices.Contains(ids, "s1") {
+		t.Fatalf("List = %v, %v", ids, err)
+	}
+	// Now the cluster satisfies it, with a reason shown while it did not.
+	claim.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "WarmPoolNotFound", Message: "gone", LastTransitionTime: metav1.Now()}}
+	if err := cl.Status().Update(ctx, &claim); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Start(ctx, runtime.Spec{ID: "s1", Image: busybox, WarmPool: "py"})
+	if err == nil || !strings.Contains(err.Error(), "WarmPoolNotFound: gone") {
+		t.Fatalf("Start again: %v, want the claim's reason", err)
+	}
+	if err := b.Destroy(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{&extv1.SandboxClaim{}, &corev1.Secret{}} {
+		if err := cl.Get(ctx, b.key("s1"), o); err == nil {
+			t.Errorf("%T left after Destroy", o)
+		}
+	}
+	if ids, _ := b.List(ctx); slices.Contains(ids, "s1") {
+		t.Errorf("List after Destroy: %v", ids)
+	}
+}
+
+// TestClaimedSandboxName: a satisfied claim names the Sandbox every later
+// call uses; a sandbox without a claim keeps its own name.
+func TestClaimedSandboxName(t *testing.T) {
+	ctx := context.Background()
+	b, cl := fakeBackend(t, "runc", "pd-a")
+	claim := &extv1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: objectName("s2"), Namespace: "ns", Labels: b.labels("s2")}}
+	if err := cl.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	claim.Status.SandboxStatus.Name = "paddock-pool-abc-xyz12"
+	if err := cl.Status().Update(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	sb := &sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "paddock-pool-abc-xyz12", Namespace: "ns"},
+		Spec: sandboxv1.SandboxSpec{OperatingMode: sandboxv1.SandboxOperatingModeSuspended}}
+	if err := cl.Create(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.sandboxName(ctx, "s2"); err != nil || n != "paddock-pool-abc-xyz12" {
+		t.Fatalf("sandboxName = %q, %v", n, err)
+	}
+	if st, err := b.Status(ctx, "s2"); err != nil || st != runtime.StatusStopped {
+		t.Fatalf("Status of the claimed, suspended Sandbox = %q, %v", st, err)
+	}
+	if n, err := b.sandboxName(ctx, "s3"); err != nil || n != objectName("s3") {
+		t.Fatalf("sandboxName of a sandbox without a claim = %q, %v", n, err)
+	}
+}
