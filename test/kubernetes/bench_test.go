@@ -24,7 +24,10 @@ import (
 // TestKubernetesBench measures, in one run on the same cluster, a plain
 // pod's create to Ready plus one exec (the baseline) against Paddock's
 // cold create to the first exec's output on the kubernetes backend, and
-// the same Paddock create on the local runc backend of this host. It runs
+// the same Paddock create on the local runc backend of this host; then a
+// claim from a pool to first exec on both (the cluster's SandboxWarmPool
+// against Paddock's pool on this host), and a burst of concurrent claims
+// against the cluster's pool (claimBurst). It runs
 // PADDOCK_K8S_BENCH_N rounds (default 3) and, with PADDOCK_K8S_BENCH_OUT
 // set, writes the figures there as Markdown (`make bench-kubernetes`).
 func TestKubernetesBench(t *testing.T) {
@@ -50,17 +53,40 @@ func TestKubernetesBench(t *testing.T) {
 	for range n {
 		local = append(local, paddockCreateToExec(t, ld))
 	}
+	// Warm claims, one at a time: the cluster's SandboxWarmPool against
+	// Paddock's pool on this host.
+	var kubeWarm, localWarm []time.Duration
+	for _, pd := range []*paddockd{d, ld} {
+		setBenchPool(t, pd, 2)
+		for range n {
+			took := paddockClaimToExec(t, pd)
+			if pd == d {
+				kubeWarm = append(kubeWarm, took)
+			} else {
+				localWarm = append(localWarm, took)
+			}
+			poolReady(t, pd, "bpool", 2)
+		}
+	}
+	ld.must("pool", "rm", "bpool")
+	burst := claimBurst(t, d)
+	d.must("pool", "rm", "bpool")
+
 	pm, km, lm := median(plain), median(kube), median(local)
+	kwm, lwm := median(kubeWarm), median(localWarm)
 	rows := [][3]string{
 		{"plain pod: create to Ready, then one exec (baseline)", fmtSpread(plain), "1.00"},
 		{"Paddock, kubernetes backend: create to first exec output", fmtSpread(kube), fmt.Sprintf("%.2f", float64(km)/float64(pm))},
 		{"Paddock, local runc backend: create to first exec output", fmtSpread(local), fmt.Sprintf("%.2f", float64(lm)/float64(pm))},
+		{"Paddock, kubernetes backend: claim from a SandboxWarmPool to first exec output", fmtSpread(kubeWarm), fmt.Sprintf("%.2f (%.2fx the local pool claim; goal at most 2x)", float64(kwm)/float64(pm), float64(kwm)/float64(lwm))},
+		{"Paddock, local runc backend: pool claim to first exec output", fmtSpread(localWarm), fmt.Sprintf("%.3f", float64(lwm)/float64(pm))},
+		{burst.label, burst.spread, burst.rate},
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Kubernetes backend against a plain pod, same run\n\n")
 	fmt.Fprintf(&b, "- date: %s\n- machine: %s, %d CPUs, load average %s\n- cluster: the test cluster of test/kubernetes (one node, containerd 1.6, runc), Kubernetes %s\n- rounds: %d, run one after another; the image is already on the node\n\n",
 		time.Now().UTC().Format(time.RFC3339), hostDesc(), runtime.NumCPU(), loadAvg(), serverVersion(c), n)
-	b.WriteString("| figure | median (min to max) | ratio to the plain pod |\n|---|---|---|\n")
+	b.WriteString("| figure | median (min to max) | ratio to the plain pod, or rate |\n|---|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", r[0], r[1], r[2])
 	}
@@ -96,6 +122,130 @@ func plainPodToExec(ctx context.Context, t *testing.T, c *cluster.Cluster, name 
 		t.Fatalf("exec: %q %v", out, err)
 	}
 	return time.Since(start)
+}
+
+// setBenchPool builds the template bpool (busybox) on d and sets its pool
+// to min ready, waiting until they are.
+func setBenchPool(t *testing.T, d *paddockd, min int) {
+	t.Helper()
+	tpl := filepath.Join(d.dir, "bpool.toml")
+	if err := os.WriteFile(tpl, []byte("name = \"bpool\"\nimage = \"busybox\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.must("template", "build", "-f", tpl)
+	d.must("pool", "set", "bpool", "--min-ready", strconv.Itoa(min))
+	poolReady(t, d, "bpool", min)
+}
+
+// paddockClaimToExec creates a sandbox from the pool bpool with the CLI,
+// runs one exec, removes it, and returns create to the exec's output.
+func paddockClaimToExec(t *testing.T, d *paddockd) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var sb struct{ ID string }
+	if err := json.Unmarshal([]byte(d.must("--json", "create", "--pool", "bpool")), &sb); err != nil {
+		t.Fatal(err)
+	}
+	if out := d.must("exec", sb.ID, "--", "echo", "hi"); out != "hi\n" {
+		t.Fatalf("exec: %q", out)
+	}
+	took := time.Since(start)
+	d.must("rm", sb.ID)
+	return took
+}
+
+type burstFigure struct{ label, spread, rate string }
+
+// claimBurst sends PADDOCK_K8S_BENCH_CLAIMS (default 10) concurrent
+// claims to first exec against the cluster's pool bpool of
+// PADDOCK_K8S_BENCH_POOL (default 5) ready sandboxes, and reports claims
+// per second over the burst. Claims beyond the ready ones are served cold
+// (by agent-sandbox from the template, or by Paddock when the pool shows
+// none ready). The test cluster's node runs at most 60 pods, which bounds
+// claims plus twice the pool.
+func claimBurst(t *testing.T, d *paddockd) burstFigure {
+	t.Helper()
+	pool, claims := envInt(t, "PADDOCK_K8S_BENCH_POOL", 5), envInt(t, "PADDOCK_K8S_BENCH_CLAIMS", 10)
+	if claims+2*pool > 50 {
+		t.Fatalf("%d claims against a pool of %d do not fit the test node's 60 pods", claims, pool)
+	}
+	setBenchPool(t, d, pool)
+	type result struct {
+		took time.Duration
+		id   string
+		err  error
+	}
+	// Each claim runs in its own goroutine, which must not end the test:
+	// failures come back as errors.
+	claim := func() result {
+		start := time.Now()
+		out, errOut, code := d.run("--json", "create", "--pool", "bpool")
+		var sb struct{ ID string }
+		if code != 0 || json.Unmarshal([]byte(out), &sb) != nil {
+			return result{err: fmt.Errorf("create: exit %d: %s%s", code, out, errOut)}
+		}
+		if out, errOut, code := d.run("exec", sb.ID, "--", "echo", "hi"); code != 0 || out != "hi\n" {
+			return result{id: sb.ID, err: fmt.Errorf("exec: exit %d: %q %s", code, out, errOut)}
+		}
+		return result{took: time.Since(start), id: sb.ID}
+	}
+	results := make(chan result, claims)
+	start := time.Now()
+	for range claims {
+		go func() { results <- claim() }()
+	}
+	var took []time.Duration
+	var ids []string
+	var errs []error
+	for range claims {
+		r := <-results
+		if r.id != "" {
+			ids = append(ids, r.id)
+		}
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		took = append(took, r.took)
+	}
+	wall := time.Since(start)
+	if len(errs) > 0 {
+		for _, id := range ids {
+			d.run("rm", id)
+		}
+		t.Fatalf("%d of %d concurrent claims failed; the first: %v", len(errs), claims, errs[0])
+	}
+	warm := 0
+	for _, id := range ids {
+		var sb struct{ Labels map[string]string }
+		if err := json.Unmarshal([]byte(d.must("--json", "inspect", id)), &sb); err != nil {
+			t.Fatal(err)
+		}
+		if sb.Labels["paddock.dev/cluster-pool"] != "" {
+			warm++
+		}
+	}
+	for _, id := range ids {
+		d.must("rm", id)
+	}
+	return burstFigure{
+		label:  fmt.Sprintf("Paddock, kubernetes backend: %d concurrent claims to first exec output against a SandboxWarmPool of %d (%d taken from the pool, the rest cold)", claims, pool, warm),
+		spread: fmtSpread(took) + fmt.Sprintf(", all in %s", wall.Round(10*time.Millisecond)),
+		rate:   fmt.Sprintf("%.1f claims/s", float64(claims)/wall.Seconds()),
+	}
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
 }
 
 // paddockCreateToExec creates a busybox sandbox with the CLI, runs one

@@ -59,6 +59,9 @@ func TestWarmPoolOnKubernetes(t *testing.T) {
 	if n, _, _ := unstructured.NestedInt64(wp.Object, "spec", "replicas"); n != 2 {
 		t.Errorf("SandboxWarmPool replicas %d, want 2", n)
 	}
+	if s, _, _ := unstructured.NestedString(wp.Object, "spec", "updateStrategy", "type"); s != "Recreate" {
+		t.Errorf("SandboxWarmPool update strategy %q, want Recreate", s)
+	}
 	if ref, _, _ := unstructured.NestedString(wp.Object, "spec", "sandboxTemplateRef", "name"); ref != obj {
 		t.Errorf("SandboxWarmPool template %q, want %q", ref, obj)
 	}
@@ -122,6 +125,11 @@ func TestWarmPoolOnKubernetes(t *testing.T) {
 	}
 	if code := agentHealth(t, pod.Status.PodIP, poolToken); code != http.StatusUnauthorized {
 		t.Errorf("the claimed pod's agent answered the pool's token with %d, want 401", code)
+	}
+	// The sandbox's own NetworkPolicy selects the claim's identity, which
+	// the pod carries.
+	if uid := string(claim.GetUID()); pod.Labels["agents.x-k8s.io/claim-uid"] != uid {
+		t.Errorf("the claimed pod's labels %v lack the claim's uid %s", pod.Labels, uid)
 	}
 	if _, err := c.Client.NetworkingV1().NetworkPolicies("default").Get(ctx, "paddock-"+warmID, metav1.GetOptions{}); err != nil {
 		t.Errorf("the claimed sandbox's own NetworkPolicy: %v", err)

@@ -67,6 +67,9 @@ type Options struct {
 	Backend processbackend.Options
 	// Config changes the default config (its StateDir is a temp dir).
 	Config func(*config.Config)
+	// Wrap, if set, gives the controller a backend around the
+	// processbackend (one that adds an optional interface, say).
+	Wrap func(*processbackend.Backend) runtime.Backend
 }
 
 // Env is what New built.
@@ -98,10 +101,14 @@ func New(t *testing.T, opts Options) *Env {
 		opts.Config(&cfg)
 	}
 	imgs := Images{Image: {Name: Image, Digest: "sha256:" + strings.Repeat("b", 64)}}
+	var rb runtime.Backend = b
+	if opts.Wrap != nil {
+		rb = opts.Wrap(b)
+	}
 	c, err := controller.New(controller.Options{
 		Store:    st,
 		Images:   imgs,
-		Backends: map[string]runtime.Backend{api.RuntimeRunc: b},
+		Backends: map[string]runtime.Backend{api.RuntimeRunc: rb},
 		Config:   cfg,
 		Logger:   Logger(t),
 	})

@@ -111,19 +111,22 @@ func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spe
 		}
 	}
 	n := int32(max(replicas, 0))
+	// A rebuilt template's pool must not hand out the old build: stale
+	// unclaimed Sandboxes are replaced at once.
+	recreate := &extv1.SandboxWarmPoolUpdateStrategy{Type: extv1.RecreateSandboxWarmPoolUpdateStrategyType}
 	var wp extv1.SandboxWarmPool
 	err = b.o.Client.Get(ctx, b.nsName(obj), &wp)
 	switch {
 	case apierrors.IsNotFound(err):
-		wp = extv1.SandboxWarmPool{ObjectMeta: meta, Spec: extv1.SandboxWarmPoolSpec{Replicas: &n, TemplateRef: extv1.SandboxTemplateRef{Name: obj}}}
+		wp = extv1.SandboxWarmPool{ObjectMeta: meta, Spec: extv1.SandboxWarmPoolSpec{Replicas: &n, TemplateRef: extv1.SandboxTemplateRef{Name: obj}, UpdateStrategy: recreate}}
 		if err := b.o.Client.Create(ctx, &wp); err != nil {
 			return fmt.Errorf("pool %s: create SandboxWarmPool: %w", name, apiErr(err))
 		}
 	case err != nil:
 		return fmt.Errorf("pool %s: %w", name, apiErr(err))
-	case wp.Spec.Replicas == nil || *wp.Spec.Replicas != n:
+	case wp.Spec.Replicas == nil || *wp.Spec.Replicas != n || wp.Spec.UpdateStrategy == nil || *wp.Spec.UpdateStrategy != *recreate:
 		patch := client.MergeFrom(wp.DeepCopy())
-		wp.Spec.Replicas = &n
+		wp.Spec.Replicas, wp.Spec.UpdateStrategy = &n, recreate
 		if err := b.o.Client.Patch(ctx, &wp, patch); err != nil {
 			return fmt.Errorf("pool %s: resize SandboxWarmPool: %w", name, apiErr(err))
 		}

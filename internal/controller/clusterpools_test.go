@@ -1,0 +1,209 @@
+package controller_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/controllertest"
+	"github.com/paddock-dev/paddock/internal/runtime"
+	"github.com/paddock-dev/paddock/internal/runtime/processbackend"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// poolingBackend is a processbackend that says it keeps warm pools
+// itself (runtime.WarmPooler), as the kubernetes backend does, and
+// records what the controller asks of it. Its pools hold nothing real:
+// ready is what it reports, and a start "from a pool" is a plain start.
+type poolingBackend struct {
+	*processbackend.Backend
+	mu      sync.Mutex
+	sizes   map[string]int
+	specs   map[string]runtime.Spec
+	ready   int
+	starts  []runtime.Spec
+	deleted []string
+}
+
+func (p *poolingBackend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, error) {
+	p.mu.Lock()
+	p.starts = append(p.starts, spec)
+	p.mu.Unlock()
+	return p.Backend.Start(ctx, spec)
+}
+
+func (p *poolingBackend) SetWarmPool(_ context.Context, name string, spec runtime.Spec, replicas int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sizes[name], p.specs[name] = replicas, spec
+	return nil
+}
+
+func (p *poolingBackend) WarmPoolReady(_ context.Context, name string) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.sizes[name]; !ok {
+		return 0, nil
+	}
+	return p.ready, nil
+}
+
+func (p *poolingBackend) DeleteWarmPool(_ context.Context, name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.sizes[name]; ok {
+		p.deleted = append(p.deleted, name)
+	}
+	delete(p.sizes, name)
+	return nil
+}
+
+func (p *poolingBackend) WarmPools(context.Context) ([]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for n := range p.sizes {
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (p *poolingBackend) size(name string) (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n, ok := p.sizes[name]
+	return n, ok
+}
+
+func (p *poolingBackend) lastStart() runtime.Spec {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts[len(p.starts)-1]
+}
+
+// TestPoolOnAWarmPoolingBackend: on a backend that keeps warm pools, the
+// pool loop sizes the backend's pool instead of starting sandboxes; a
+// create from the pool takes from it when it has one ready (its first
+// start names the pool) and is cold otherwise; a template with a start
+// command keeps Paddock's own pool; pools the store no longer has are
+// removed from the backend, and a deleted pool goes from it at once.
+func TestPoolOnAWarmPoolingBackend(t *testing.T) {
+	var pb *poolingBackend
+	env := controllertest.New(t, controllertest.Options{Wrap: func(b *processbackend.Backend) runtime.Backend {
+		pb = &poolingBackend{Backend: b, sizes: map[string]int{}, specs: map[string]runtime.Spec{}}
+		return pb
+	}})
+	c := env.Controller
+	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 2*time.Minute)
+	defer cancel()
+	img := env.Images[controllertest.Image]
+	for _, tpl := range []*store.Template{
+		{Name: "plain", Image: img.Name, ImageDigest: img.Digest, BuildID: "b1", Spec: api.TemplateSpec{Env: map[string]string{"FROM": "template"}}},
+		{Name: "served", Image: img.Name, ImageDigest: img.Digest, BuildID: "b2", Spec: api.TemplateSpec{Start: []string{"sleep", "600"}}},
+	} {
+		if err := env.Store.PutTemplate(ctx, tpl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pb.mu.Lock()
+	pb.sizes["left-behind"] = 1 // a pool a previous daemon kept there
+	pb.mu.Unlock()
+	if _, err := c.SetPool(ctx, "wp", api.SetPoolRequest{Template: "plain", MinReady: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetPool(ctx, "own", api.SetPoolRequest{Template: "served", MinReady: 0}); err != nil {
+		t.Fatal(err)
+	}
+	go c.RunPools(ctx)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, ok := pb.size("wp")
+		_, stale := pb.size("left-behind")
+		if ok && n == 3 && !stale {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backend's pools: %v", pb.sizes)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok := pb.size("own"); ok {
+		t.Error("a template with a start command went to the backend's pool")
+	}
+	pb.mu.Lock()
+	spec := pb.specs["wp"]
+	pb.mu.Unlock()
+	if spec.Image.Digest != img.Digest || !slices.Contains(spec.Env, "FROM=template") {
+		t.Errorf("the backend's pool keeps %+v", spec)
+	}
+	if sbs, err := c.List(ctx, nil); err != nil || len(sbs) != 0 {
+		t.Fatalf("the controller started sandboxes of its own for the pool: %v, %v", sbs, err)
+	}
+
+	// None ready on the backend: a create from the pool is a cold one.
+	cold, err := c.Create(ctx, api.CreateSandboxRequest{Pool: "wp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := pb.lastStart(); s.WarmPool != "" || s.ID != cold.ID {
+		t.Errorf("a create with the backend's pool empty started %+v", s)
+	}
+	if cold.Labels["paddock.dev/cluster-pool"] != "" || cold.Labels["paddock.dev/pool"] != "wp" {
+		t.Errorf("cold create's labels: %v", cold.Labels)
+	}
+
+	// Two ready: the create takes from the backend's pool.
+	pb.mu.Lock()
+	pb.ready = 2
+	pb.mu.Unlock()
+	warm, err := c.Create(ctx, api.CreateSandboxRequest{Pool: "wp", Name: "from-pool", Labels: map[string]string{"team": "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := pb.lastStart(); s.WarmPool != "wp" || s.ID != warm.ID {
+		t.Errorf("a create from the backend's pool started %+v", s)
+	}
+	if warm.Labels["paddock.dev/cluster-pool"] != "wp" || warm.Labels["team"] != "a" || warm.Name != "from-pool" || warm.State != api.StateRunning {
+		t.Errorf("sandbox from the backend's pool: %+v", warm)
+	}
+	if out, code := execOut(ctx, t, c, warm.ID, "sh", "-c", "echo $FROM"); code != 0 || out != "template\n" {
+		t.Errorf("exec in the pooled sandbox: %q, exit %d", out, code)
+	}
+	p, err := c.GetPool(ctx, "wp")
+	if err != nil || p.Ready != 2 || p.Served != 1 {
+		t.Errorf("GetPool = %+v, %v; want 2 ready (the backend's) and 1 served", p, err)
+	}
+	// A later start names the pool again; the backend takes from it only
+	// for a sandbox it has not got (runtime.Spec.WarmPool).
+	if _, err := c.Stop(ctx, warm.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartSandbox(ctx, warm.ID); err != nil {
+		t.Fatal(err)
+	}
+	if s := pb.lastStart(); s.ID != warm.ID || s.WarmPool != "wp" {
+		t.Errorf("restart spec %+v", s)
+	}
+
+	// A caller may not claim the label for itself.
+	if _, err := c.Create(ctx, api.CreateSandboxRequest{Labels: map[string]string{"paddock.dev/cluster-pool": "wp"}}); err == nil {
+		t.Error("a create set the reserved label paddock.dev/cluster-pool")
+	}
+
+	if err := c.DeletePool(ctx, "wp"); err != nil {
+		t.Fatal(err)
+	}
+	pb.mu.Lock()
+	deleted := slices.Clone(pb.deleted)
+	pb.mu.Unlock()
+	if !slices.Contains(deleted, "wp") || !slices.Contains(deleted, "left-behind") {
+		t.Errorf("pools deleted from the backend: %v", deleted)
+	}
+	if got, err := c.Get(ctx, warm.ID); err != nil || got.State != api.StateRunning {
+		t.Errorf("the served sandbox after the pool's deletion: %+v, %v", got, err)
+	}
+}
