@@ -137,23 +137,6 @@ func setBenchPool(t *testing.T, d *paddockd, min int) {
 	poolReady(t, d, "bpool", min)
 }
 
-// paddockClaimToExec creates a sandbox from the pool bpool with the CLI,
-// runs one exec, removes it, and returns create to the exec's output.
-func paddockClaimToExec(t *testing.T, d *paddockd) time.Duration {
-	t.Helper()
-	start := time.Now()
-	var sb struct{ ID string }
-	if err := json.Unmarshal([]byte(d.must("--json", "create", "--pool", "bpool")), &sb); err != nil {
-		t.Fatal(err)
-	}
-	if out := d.must("exec", sb.ID, "--", "echo", "hi"); out != "hi\n" {
-		t.Fatalf("exec: %q", out)
-	}
-	took := time.Since(start)
-	d.must("rm", sb.ID)
-	return took
-}
-
 type burstFigure struct{ label, spread, rate string }
 
 // claimBurst sends PADDOCK_K8S_BENCH_CLAIMS (default 10) concurrent
@@ -252,9 +235,20 @@ func envInt(t *testing.T, name string, def int) int {
 // exec, removes it, and returns create to the exec's output.
 func paddockCreateToExec(t *testing.T, d *paddockd) time.Duration {
 	t.Helper()
+	return paddockToExec(t, d, "--image", "busybox")
+}
+
+// paddockClaimToExec is paddockCreateToExec from the pool bpool.
+func paddockClaimToExec(t *testing.T, d *paddockd) time.Duration {
+	t.Helper()
+	return paddockToExec(t, d, "--pool", "bpool")
+}
+
+func paddockToExec(t *testing.T, d *paddockd, from ...string) time.Duration {
+	t.Helper()
 	start := time.Now()
 	var sb struct{ ID string }
-	if err := json.Unmarshal([]byte(d.must("--json", "create", "--image", "busybox")), &sb); err != nil {
+	if err := json.Unmarshal([]byte(d.must(append([]string{"--json", "create"}, from...)...)), &sb); err != nil {
 		t.Fatal(err)
 	}
 	if out := d.must("exec", sb.ID, "--", "echo", "hi"); out != "hi\n" {

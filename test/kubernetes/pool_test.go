@@ -31,33 +31,7 @@ func TestPoolOnKubernetes(t *testing.T) {
 	}
 	d.must("template", "build", "-f", tpl)
 	d.must("pool", "set", "kpool", "--min-ready", "2")
-	waitPool := func(ready int) {
-		t.Helper()
-		deadline := time.Now().Add(3 * time.Minute)
-		for {
-			var list struct {
-				Pools []struct {
-					Name  string
-					Ready int
-					Error string
-				}
-			}
-			if err := json.Unmarshal([]byte(d.must("--json", "pool", "ls")), &list); err != nil {
-				t.Fatal(err)
-			}
-			pools := list.Pools
-			for _, p := range pools {
-				if p.Name == "kpool" && p.Ready >= ready {
-					return
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pool kpool never had %d ready: %+v", ready, pools)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	waitPool(2)
+	poolReady(t, d, "kpool", 2)
 
 	createToExec := func(args ...string) (string, time.Duration) {
 		t.Helper()
@@ -87,7 +61,7 @@ func TestPoolOnKubernetes(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods("default").Get(ctx, "paddock-"+warmID, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the claimed sandbox's pod: %v", err)
 	}
-	waitPool(2) // refilled
+	poolReady(t, d, "kpool", 2) // refilled
 
 	// Removing the pool removes its unclaimed sandboxes, pods and all; the
 	// claimed one stays.
