@@ -9,8 +9,6 @@ package kube
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -186,33 +184,11 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 // ensureSecret returns the sandbox's token, creating its Secret with a
 // fresh one if there is none.
 func (b *Backend) ensureSecret(ctx context.Context, id string) (string, error) {
-	var sec corev1.Secret
-	err := b.o.Client.Get(ctx, b.key(id), &sec)
-	if err == nil {
-		if t := string(sec.Data[tokenKey]); len(t) >= 32 {
-			return t, nil
-		}
-		return "", fmt.Errorf("sandbox %s: its Secret holds no usable token: %w", id, errdefs.ErrFailedPrecondition)
+	t, err := b.ensureToken(ctx, metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace, Labels: b.labels(id)}) // warmpool.go
+	if err != nil {
+		return "", fmt.Errorf("sandbox %s: %w", id, err)
 	}
-	if !apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("sandbox %s: %w", id, apiErr(err))
-	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return "", err
-	}
-	token := hex.EncodeToString(raw)
-	immutable := true
-	sec = corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace, Labels: b.labels(id)},
-		Immutable:  &immutable,
-		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{tokenKey: []byte(token)},
-	}
-	if err := b.o.Client.Create(ctx, &sec); err != nil {
-		return "", fmt.Errorf("sandbox %s: create Secret: %w", id, apiErr(err))
-	}
-	return token, nil
+	return t, nil
 }
 
 // sandboxObject is the Sandbox for spec: one pod (podSpec) that finds its
@@ -364,9 +340,8 @@ func cutEnv(kv string) (string, string, bool) {
 func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
 	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
 	var last string
+	var delay backoff // warmpool.go
 	for {
 		var pod corev1.Pod
 		err := b.o.Client.Get(ctx, b.nsName(name), &pod)
@@ -388,7 +363,7 @@ func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error
 				last = "no pod yet"
 			}
 			return "", fmt.Errorf("sandbox %s: pod not running within %s (%s): %w", id, b.o.StartTimeout, last, errdefs.ErrUnavailable)
-		case <-tick.C:
+		case <-time.After(delay.next()):
 		}
 	}
 }

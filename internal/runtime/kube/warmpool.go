@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -217,33 +218,30 @@ func (b *Backend) WarmPools(ctx context.Context) ([]string, error) {
 }
 
 // ensureToken returns the token in the Secret m names, creating the
-// Secret with a fresh token if there is none.
+// Secret with a fresh token if there is none. It tries the create first:
+// a new sandbox has none, and a start again pays one refused create.
 func (b *Backend) ensureToken(ctx context.Context, m metav1.ObjectMeta) (string, error) {
-	var sec corev1.Secret
-	err := b.o.Client.Get(ctx, b.nsName(m.Name), &sec)
-	if err == nil {
-		if t := string(sec.Data[tokenKey]); len(t) >= 32 {
-			return t, nil
-		}
-		return "", fmt.Errorf("its Secret %s holds no usable token: %w", m.Name, errdefs.ErrFailedPrecondition)
-	}
-	if !apierrors.IsNotFound(err) {
-		return "", apiErr(err)
-	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", err
 	}
 	token := hex.EncodeToString(raw)
 	immutable := true
-	sec = corev1.Secret{ObjectMeta: m, Immutable: &immutable, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{tokenKey: []byte(token)}}
-	if err := b.o.Client.Create(ctx, &sec); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return b.ensureToken(ctx, m)
-		}
+	sec := corev1.Secret{ObjectMeta: m, Immutable: &immutable, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{tokenKey: []byte(token)}}
+	err := b.o.Client.Create(ctx, &sec)
+	if err == nil {
+		return token, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("create Secret: %w", apiErr(err))
 	}
-	return token, nil
+	if err := b.o.Client.Get(ctx, b.nsName(m.Name), &sec); err != nil {
+		return "", apiErr(err)
+	}
+	if t := string(sec.Data[tokenKey]); len(t) >= 32 {
+		return t, nil
+	}
+	return "", fmt.Errorf("its Secret %s holds no usable token: %w", m.Name, errdefs.ErrFailedPrecondition)
 }
 
 // sandboxName is the name of id's Sandbox and pod: objectName(id) for a
@@ -281,6 +279,7 @@ func claimedName(cl *extv1.SandboxClaim) string {
 // file); token is the sandbox's own.
 func (b *Backend) claim(ctx context.Context, spec runtime.Spec, token string) (runtime.Info, error) {
 	id, pool := spec.ID, spec.WarmPool
+	start := time.Now()
 	obj := b.poolObject(pool)
 	poolToken, err := b.ensureToken(ctx, metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace, Labels: b.poolLabels(obj), Annotations: map[string]string{annotationPool: pool}})
 	if err != nil {
@@ -297,27 +296,40 @@ func (b *Backend) claim(ctx context.Context, spec runtime.Spec, token string) (r
 	if err != nil {
 		return runtime.Info{}, err
 	}
-	// The sandbox's own policy follows the claim's identity, which the
-	// agent-sandbox controller keeps on the pod.
-	np := b.policy(metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace, Labels: b.labels(id)}, map[string]string{extv1.SandboxIDLabel: uid})
-	if err := b.o.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
-		return runtime.Info{}, fmt.Errorf("sandbox %s: create NetworkPolicy: %w", id, apiErr(err))
-	}
+	satisfied := time.Now()
 	b.names.Store(id, name)
-	if err := b.adopt(ctx, id, name); err != nil {
+	// Three things before the sandbox is handed out, at once: its own
+	// policy, which follows the claim's identity (agent-sandbox keeps it
+	// on the pod; the pool's policy covers the pod meanwhile), its
+	// Sandbox made its own, and its agent claimed.
+	var info runtime.Info
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		np := b.policy(metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace, Labels: b.labels(id)}, map[string]string{extv1.SandboxIDLabel: uid})
+		if err := b.o.Client.Create(gctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("sandbox %s: create NetworkPolicy: %w", id, apiErr(err))
+		}
+		return nil
+	})
+	g.Go(func() error { return b.adopt(gctx, id, name) })
+	g.Go(func() error {
+		ip, err := b.waitPodIP(gctx, id, name)
+		if err != nil {
+			return err
+		}
+		info = runtime.Info{AgentAddr: net.JoinHostPort(ip, strconv.Itoa(agentPort)), AgentToken: token}
+		cctx, cancel := context.WithTimeout(gctx, b.o.StartTimeout)
+		defer cancel()
+		if err := agentclient.Claim(cctx, info.AgentAddr, poolToken, token); err != nil {
+			return fmt.Errorf("sandbox %s: pool %s: %w", id, pool, err)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
 		return runtime.Info{}, err
 	}
-	ip, err := b.waitPodIP(ctx, id, name)
-	if err != nil {
-		return runtime.Info{}, err
-	}
-	info := runtime.Info{AgentAddr: net.JoinHostPort(ip, strconv.Itoa(agentPort)), AgentToken: token}
-	cctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
-	defer cancel()
-	if err := agentclient.Claim(cctx, info.AgentAddr, poolToken, token); err != nil {
-		return runtime.Info{}, fmt.Errorf("sandbox %s: pool %s: %w", id, pool, err)
-	}
-	b.o.Logger.Info("sandbox taken from warm pool", "sandbox", id, "pool", pool, "pod", name, "pod_ip", ip)
+	b.o.Logger.Info("sandbox taken from warm pool", "sandbox", id, "pool", pool, "pod", name, "agent", info.AgentAddr,
+		"claim_satisfied_ms", satisfied.Sub(start).Milliseconds(), "total_ms", time.Since(start).Milliseconds())
 	return info, nil
 }
 
@@ -327,6 +339,7 @@ func (b *Backend) waitClaimed(ctx context.Context, id string) (string, string, e
 	ctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
 	defer cancel()
 	var last string
+	var delay backoff
 	for {
 		var cl extv1.SandboxClaim
 		err := b.o.Client.Get(ctx, b.key(id), &cl)
@@ -347,7 +360,7 @@ func (b *Backend) waitClaimed(ctx context.Context, id string) (string, string, e
 		select {
 		case <-ctx.Done():
 			return "", "", fmt.Errorf("sandbox %s: the warm pool's claim was not satisfied within %s (%s): %w", id, b.o.StartTimeout, last, errdefs.ErrUnavailable)
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(delay.next()):
 		}
 	}
 }
@@ -392,3 +405,12 @@ func (b *Backend) deleteClaim(ctx context.Context, id string) error {
 }
 
 var _ runtime.WarmPooler = (*Backend)(nil)
+
+// backoff is a polling delay that starts short, as an answer often comes
+// within milliseconds, and grows to 100 ms.
+type backoff time.Duration
+
+func (d *backoff) next() time.Duration {
+	*d = backoff(min(max(2*time.Duration(*d), 5*time.Millisecond), 100*time.Millisecond))
+	return time.Duration(*d)
+}
