@@ -47,12 +47,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, serve func(ctx co
 		return 2
 	}
 	opts := agent.RunOptions{Socket: *socket, Listen: *listen, Debug: *debug}
-	if *listen != "" {
-		opts.Token = os.Getenv(agent.EnvToken)
-		if opts.Token == "" {
-			opts.PoolToken = os.Getenv(agent.EnvPoolToken)
-		}
-	}
+	opts.TokensFromEnv()
 	if err := serve(ctx, opts); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(stderr, "paddock-agent:", err)
 		return 1

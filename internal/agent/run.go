@@ -38,6 +38,18 @@ type RunOptions struct {
 	Debug     bool
 }
 
+// TokensFromEnv sets o's Token, or for a warm pool's agent its PoolToken,
+// from the environment (EnvToken, EnvPoolToken) when o listens on TCP.
+func (o *RunOptions) TokensFromEnv() {
+	if o.Listen == "" {
+		return
+	}
+	o.Token = os.Getenv(EnvToken)
+	if o.Token == "" {
+		o.PoolToken = os.Getenv(EnvPoolToken)
+	}
+}
+
 // RunWith is Run with every option.
 func RunWith(ctx context.Context, o RunOptions) error {
 	socket, debug := o.Socket, o.Debug

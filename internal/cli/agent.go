@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"os"
-
 	"github.com/spf13/cobra"
 
 	"github.com/paddock-dev/paddock/internal/agent"
@@ -27,14 +25,12 @@ func newAgentCmd() *cobra.Command {
 			// The command's context ends on SIGTERM or SIGINT (see Main):
 			// Run then stops every process group and returns.
 			opts := agent.RunOptions{Socket: socket, Listen: listen, Debug: debug}
-			if listen != "" {
-				opts.Token = os.Getenv(agent.EnvToken)
-			}
+			opts.TokensFromEnv()
 			return agent.RunWith(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&socket, "socket", agent.SocketFromEnv(), "unix socket to listen on")
-	cmd.Flags().StringVar(&listen, "listen", "", "TCP address to listen on instead of the socket (needs "+agent.EnvToken+")")
+	cmd.Flags().StringVar(&listen, "listen", "", "TCP address to listen on instead of the socket (needs "+agent.EnvToken+", or "+agent.EnvPoolToken+" for a warm pool)")
 	cmd.Flags().BoolVar(&debug, "debug", agent.DebugFromEnv(), "log at debug level")
 	return cmd
 }
