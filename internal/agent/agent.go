@@ -24,6 +24,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errconnect"
 	"github.com/paddock-dev/paddock/proto/gen/filesystem/filesystemconnect"
@@ -37,11 +38,11 @@ import (
 // metadata as user.e2b.* xattrs (0.6.2), entry info in watch events (0.6.3)
 // and the allow_network_mounts watch option (0.6.4; a sandbox has no
 // network mounts). docs/e2b.md lists what is left out.
-const EnvdVersion = "0.6.4"
+const EnvdVersion = wire.EnvdVersion
 
 // EnvPrefix marks the agent's own settings in its environment; such
 // variables are not passed on to the processes it starts.
-const EnvPrefix = "PADDOCK_AGENT_"
+const EnvPrefix = wire.EnvPrefix
 
 // Defaults for zero Options fields.
 const (
@@ -190,7 +191,7 @@ func (a *Agent) Handler() http.Handler {
 
 // TokenHeader carries the agent's per-sandbox token on a TCP listener.
 // Authorization is taken: it selects envd's user.
-const TokenHeader = "X-Paddock-Agent-Token"
+const TokenHeader = wire.TokenHeader
 
 // maxTokenLen bounds the token; the daemon makes 64 hex digits.
 const maxTokenLen = 256

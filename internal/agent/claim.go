@@ -3,6 +3,7 @@ package agent
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"io"
 	"net/http"
 	"sync"
@@ -18,16 +19,14 @@ import (
 
 // EnvPoolToken names the variable that carries a warm pool's token to an
 // unclaimed agent listening on TCP (instead of EnvToken).
-const EnvPoolToken = EnvPrefix + "POOL_TOKEN"
+const EnvPoolToken = wire.EnvPoolToken
 
 // ClaimPath is where an unclaimed agent takes its claim: a POST carrying
 // the pool's token in TokenHeader and a ClaimRequest.
-const ClaimPath = "/paddock/v1/claim"
+const ClaimPath = wire.ClaimPath
 
 // ClaimRequest gives an agent the token it wants from then on.
-type ClaimRequest struct {
-	Token string `json:"token"`
-}
+type ClaimRequest = wire.ClaimRequest
 
 // tokenGate holds the token requests must carry. An unclaimed gate (a
 // pool's) has no token yet, only the pool's, which opens nothing but the

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
@@ -54,18 +55,6 @@ const (
 )
 
 var contextIDRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$`)
-
-// CodeLanguage maps the names callers use to a context language:
-// "python" or "javascript"; "" means python.
-func CodeLanguage(s string) (string, error) {
-	switch strings.ToLower(s) {
-	case "", "python", "python3", "py":
-		return "python", nil
-	case "javascript", "js", "node", "nodejs":
-		return "javascript", nil
-	}
-	return "", errdefs.Invalid("language %q: want python or javascript", s)
-}
 
 type ctlMsg struct {
 	Type      string            `json:"type"`
@@ -116,7 +105,7 @@ func (a *Agent) createContext(ctx context.Context, req *agentv1.CreateContextReq
 	if !contextIDRE.MatchString(req.GetId()) {
 		return nil, errdefs.Invalid("context id %q: use 1 to 64 letters, digits, '.', '_' or '-'", req.GetId())
 	}
-	lang, err := CodeLanguage(req.GetLanguage())
+	lang, err := wire.CodeLanguage(req.GetLanguage())
 	if err != nil {
 		return nil, err
 	}

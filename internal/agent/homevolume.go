@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,7 +14,7 @@ import (
 // PersistentVolumeClaim mounted over the image's home, whose storage does
 // not apply fsGroup). Like every PADDOCK_AGENT_ variable, it stays out of
 // the sandbox's processes.
-const EnvOwnHome = EnvPrefix + "OWN_HOME"
+const EnvOwnHome = wire.EnvOwnHome
 
 // ownHome chowns the default user's home directory (not what it holds)
 // to that user when root owns it and the user is not root. It never

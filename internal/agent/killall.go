@@ -14,14 +14,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
 // Routes of the sandbox-wide process table: every process the sandbox's
 // /proc shows, and the way to end them all but the agent.
 const (
-	ProcsPath   = "/paddock/v1/procs"
-	KillAllPath = "/paddock/v1/procs/kill-all"
+	ProcsPath   = wire.ProcsPath
+	KillAllPath = wire.KillAllPath
 )
 
 // Bounds of a kill-all. killAllBudget bounds the SIGKILL rounds: a fork

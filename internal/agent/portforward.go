@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"errors"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"io"
 	"net"
 	"net/http"
@@ -19,8 +20,8 @@ import (
 // answered with 101 and then raw bytes both ways. The daemon reaches
 // sandbox ports this way, so they work with no network at all.
 const (
-	PortForwardPath     = "/paddock/v1/portforward"
-	PortForwardProtocol = "paddock-tcp"
+	PortForwardPath     = wire.PortForwardPath
+	PortForwardProtocol = wire.PortForwardProtocol
 )
 
 // portDialTimeout bounds the dial to a loopback port; a refusal is

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -121,8 +122,8 @@ func writeExitRecord(dir, record string, log *slog.Logger) {
 
 // The daemon passes an image's User and WorkingDir in these variables.
 const (
-	EnvDefaultUser = EnvPrefix + "USER"
-	EnvDefaultCwd  = EnvPrefix + "WORKDIR"
+	EnvDefaultUser = wire.EnvDefaultUser
+	EnvDefaultCwd  = wire.EnvDefaultCwd
 )
 
 // DefaultSocket is where the agent listens inside a sandbox; its directory
@@ -140,10 +141,10 @@ func SocketFromEnv() string {
 // EnvToken names the variable that carries the agent's token when it
 // listens on TCP. Like every PADDOCK_AGENT_ variable, it is not passed on
 // to the sandbox's processes.
-const EnvToken = EnvPrefix + "TOKEN"
+const EnvToken = wire.EnvToken
 
 // DefaultPort is the agent's TCP port when it listens on one: envd's.
-const DefaultPort = 49983
+const DefaultPort = wire.DefaultPort
 
 // DebugFromEnv says whether the environment asks for debug logs.
 func DebugFromEnv() bool { return os.Getenv(EnvPrefix+"DEBUG") == "1" }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/proto/gen/process"
 )
 
@@ -16,9 +17,9 @@ import (
 // outlives the daemon: a restarted daemon finds its terminals here and
 // replays their output to whoever reattaches.
 const (
-	TerminalTagPrefix = "paddock-terminal:"
+	TerminalTagPrefix = wire.TerminalTagPrefix
 	// TerminalsPath lists the kept terminals as JSON.
-	TerminalsPath = "/paddock/v1/terminals"
+	TerminalsPath = wire.TerminalsPath
 	// termKeepBytes matches the daemon's replay buffer per terminal.
 	termKeepBytes = 256 << 10
 	// maxEndedTerms bounds the ended terminals remembered for a daemon

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/internal/agent"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 )
@@ -174,10 +174,10 @@ func imageEnv(img *image.Image, env map[string]string) []string {
 	// requests that name no user or directory. The agent keeps its own
 	// variables from the processes it starts.
 	if img.User != "" {
-		out = append(out, agent.EnvDefaultUser+"="+img.User)
+		out = append(out, wire.EnvDefaultUser+"="+img.User)
 	}
 	if img.WorkingDir != "" {
-		out = append(out, agent.EnvDefaultCwd+"="+img.WorkingDir)
+		out = append(out, wire.EnvDefaultCwd+"="+img.WorkingDir)
 	}
 	return out
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/internal/agent"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/lazyre"
 )
@@ -67,8 +67,8 @@ func validateEnv(env map[string]string) error {
 		if !envRE.MatchString(k) {
 			return errdefs.Invalid("environment variable name %q is not valid", k)
 		}
-		if strings.HasPrefix(k, agent.EnvPrefix) {
-			return errdefs.Invalid("environment variable %s: the prefix %s is reserved for Paddock's agent", k, agent.EnvPrefix)
+		if strings.HasPrefix(k, wire.EnvPrefix) {
+			return errdefs.Invalid("environment variable %s: the prefix %s is reserved for Paddock's agent", k, wire.EnvPrefix)
 		}
 		if len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
 			return errdefs.Invalid("environment variable %s: value too long or contains NUL", k)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/internal/agent"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -74,7 +74,7 @@ type ciContext struct {
 
 // ciLanguage maps a language name to the one Paddock's contexts run.
 func ciLanguage(s string) (string, error) {
-	lang, err := agent.CodeLanguage(s)
+	lang, err := wire.CodeLanguage(s)
 	if err != nil {
 		return "", errdefs.Invalid("language %q is not supported: Paddock's code contexts run python and javascript (javascript needs node in the image)", truncate(s))
 	}

@@ -16,7 +16,7 @@ import (
 	"sync"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/internal/agent"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
@@ -81,7 +81,7 @@ func New(opts Options) *Handler {
 }
 
 // EnvdVersion is the envd version reported for every sandbox: the agent's.
-func EnvdVersion() string { return agent.EnvdVersion }
+func EnvdVersion() string { return wire.EnvdVersion }
 
 func (h *Handler) routes() {
 	m := h.mux

@@ -9,11 +9,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
-
-// claimPath is internal/agent's ClaimPath.
-const claimPath = "/paddock/v1/claim"
 
 // Claim gives the unclaimed agent of a warm pool's pod at addr the token
 // it answers to from then on, proving the pool's token (internal/agent,
@@ -25,7 +23,7 @@ func Claim(ctx context.Context, addr, poolToken, token string) error {
 	pc := NewTCP(addr, poolToken)
 	defer pc.Close()
 	pc.init()
-	body, err := json.Marshal(map[string]string{"token": token})
+	body, err := json.Marshal(wire.ClaimRequest{Token: token})
 	if err != nil {
 		return err
 	}
@@ -62,7 +60,7 @@ func Claim(ctx context.Context, addr, poolToken, token string) error {
 func postClaim(ctx context.Context, c *Client, body []byte) (int, error) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, baseURL+claimPath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, baseURL+wire.ClaimPath, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}

@@ -23,6 +23,7 @@ import (
 	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
 
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errconnect"
 	"github.com/paddock-dev/paddock/proto/gen/filesystem"
@@ -135,12 +136,9 @@ type tokenTransport struct {
 
 func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set(agentTokenHeader, t.token)
+	r.Header.Set(wire.TokenHeader, t.token)
 	return t.next.RoundTrip(r)
 }
-
-// agentTokenHeader is internal/agent's TokenHeader.
-const agentTokenHeader = "X-Paddock-Agent-Token"
 
 func errnoOf(err error) error {
 	var errno syscall.Errno

@@ -9,13 +9,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
-// The agent's port-forward endpoint (internal/agent's PortForwardPath).
 const (
-	portForwardPath     = "/paddock/v1/portforward"
-	portForwardProtocol = "paddock-tcp"
 	// portHandshakeTimeout bounds the upgrade exchange; the agent's own
 	// dial timeout is shorter, so a slow port still gets its answer.
 	portHandshakeTimeout = 20 * time.Second
@@ -53,15 +51,15 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	req, err := http.NewRequest(http.MethodGet, baseURL+portForwardPath+"?port="+strconv.Itoa(port), nil)
+	req, err := http.NewRequest(http.MethodGet, baseURL+wire.PortForwardPath+"?port="+strconv.Itoa(port), nil)
 	if err != nil {
 		return nil, errdefs.Invalid("build request: %v", err)
 	}
 	if c.token != "" {
-		req.Header.Set(agentTokenHeader, c.token)
+		req.Header.Set(wire.TokenHeader, c.token)
 	}
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", portForwardProtocol)
+	req.Header.Set("Upgrade", wire.PortForwardProtocol)
 	if err := req.Write(conn); err != nil {
 		return nil, c.dialPortErr(ctx, port, err)
 	}

@@ -10,14 +10,11 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
-// Routes of the agent's sandbox-wide process table (the agent's ProcsPath
-// and KillAllPath; its tests check both sides agree).
 const (
-	procsPath   = "/paddock/v1/procs"
-	killAllPath = "/paddock/v1/procs/kill-all"
 	// maxProcsAnswer bounds the agent's answer: MaxProcs records with
 	// command lines of at most MaxProcCmdBytes, JSON-escaped.
 	maxProcsAnswer = 32 << 20
@@ -26,7 +23,7 @@ const (
 // Procs lists every process of the sandbox, as its /proc shows them.
 func (c *Client) Procs(ctx context.Context) (*api.ProcList, error) {
 	var out api.ProcList
-	if err := c.procsCall(ctx, http.MethodGet, procsPath, url.Values{}, "list the sandbox's processes", &out); err != nil {
+	if err := c.procsCall(ctx, http.MethodGet, wire.ProcsPath, url.Values{}, "list the sandbox's processes", &out); err != nil {
 		return nil, err
 	}
 	if len(out.Procs) > api.MaxProcs {
@@ -43,7 +40,7 @@ func (c *Client) KillAll(ctx context.Context, grace time.Duration) (*api.KillAll
 		q.Set("grace", grace.String())
 	}
 	var out api.KillAllResult
-	if err := c.procsCall(ctx, http.MethodPost, killAllPath, q, "kill the sandbox's processes", &out); err != nil {
+	if err := c.procsCall(ctx, http.MethodPost, wire.KillAllPath, q, "kill the sandbox's processes", &out); err != nil {
 		return nil, err
 	}
 	if len(out.Remaining) > api.MaxProcs {

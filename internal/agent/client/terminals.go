@@ -10,17 +10,17 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/proto/gen/process"
 )
 
 // Terminals the daemon opens are tagged TerminalTagPrefix+id; the agent
 // keeps their output and end for a daemon that comes back, and lists them
-// at terminalsPath. Both sides' values are checked equal by the agent's
-// tests (the agent cannot be imported here).
+// at wire.TerminalsPath.
+const TerminalTagPrefix = wire.TerminalTagPrefix
+
 const (
-	TerminalTagPrefix = "paddock-terminal:"
-	terminalsPath     = "/paddock/v1/terminals"
 	// maxTerminalList bounds the agent's answer: a few hundred small records.
 	maxTerminalList = 1 << 20
 )
@@ -61,7 +61,7 @@ func (c *Client) ConnectPTY(ctx context.Context, tag string) (*PTYStream, uint32
 // Terminals lists the terminals the agent keeps: running ones and those
 // that ended while nobody followed them.
 func (c *Client) Terminals(ctx context.Context) ([]TerminalState, error) {
-	resp, err := c.do(ctx, http.MethodGet, terminalsPath, "", url.Values{}, nil, "")
+	resp, err := c.do(ctx, http.MethodGet, wire.TerminalsPath, "", url.Values{}, nil, "")
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/runtime"
@@ -194,7 +195,7 @@ func (b *Backend) ensureSecret(ctx context.Context, id string) (string, error) {
 // sandboxObject is the Sandbox for spec: one pod (podSpec) that finds its
 // agent's token in the sandbox's Secret.
 func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
-	pod, claims := b.podSpec(spec, secretEnv(agentEnvToken, objectName(spec.ID)))
+	pod, claims := b.podSpec(spec, secretEnv(wire.EnvToken, objectName(spec.ID)))
 	pod.Hostname = spec.ID
 	return sandboxv1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{Name: objectName(spec.ID), Namespace: b.o.Namespace, Labels: b.labels(spec.ID)},
@@ -211,12 +212,6 @@ func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
 		},
 	}
 }
-
-// The agent's token variables (internal/agent: EnvToken, EnvPoolToken).
-const (
-	agentEnvToken     = "PADDOCK_AGENT_TOKEN"
-	agentEnvPoolToken = "PADDOCK_AGENT_POOL_TOKEN"
-)
 
 // secretEnv is the variable name taken from the Secret secret's token.
 func secretEnv(name, secret string) corev1.EnvVar {
@@ -248,7 +243,7 @@ func (b *Backend) podSpec(spec runtime.Spec, token corev1.EnvVar) (corev1.PodSpe
 	var mounts []corev1.VolumeMount
 	if b.o.HomeVolume {
 		claims, mounts = b.homeClaim(spec.Resources.DiskBytes)
-		env = append(env, corev1.EnvVar{Name: "PADDOCK_AGENT_OWN_HOME", Value: "1"})
+		env = append(env, corev1.EnvVar{Name: wire.EnvOwnHome, Value: "1"})
 	}
 	pod := corev1.PodSpec{
 		AutomountServiceAccountToken:  &no,

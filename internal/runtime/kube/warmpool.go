@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentclient "github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/runtime"
 )
@@ -83,7 +84,7 @@ func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spe
 	if err := b.o.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("pool %s: create NetworkPolicy: %w", name, apiErr(err))
 	}
-	pod, claims := b.podSpec(spec, secretEnv(agentEnvPoolToken, obj))
+	pod, claims := b.podSpec(spec, secretEnv(wire.EnvPoolToken, obj))
 	tpl := extv1.SandboxTemplate{
 		ObjectMeta: meta,
 		Spec: extv1.SandboxTemplateSpec{
@@ -383,8 +384,8 @@ func (b *Backend) adopt(ctx context.Context, id, name string) error {
 	cs := sb.Spec.PodTemplate.Spec.Containers
 	for i := range cs {
 		for j := range cs[i].Env {
-			if cs[i].Env[j].Name == agentEnvPoolToken {
-				cs[i].Env[j] = secretEnv(agentEnvToken, objectName(id))
+			if cs[i].Env[j].Name == wire.EnvPoolToken {
+				cs[i].Env[j] = secretEnv(wire.EnvToken, objectName(id))
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/runtime"
 )
@@ -56,7 +57,7 @@ func TestWarmPoolObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := tpl.Spec.PodTemplate.Spec.Containers[0].Env
-	if env[0].Name != agentEnvPoolToken || env[0].ValueFrom.SecretKeyRef.Name != obj {
+	if env[0].Name != wire.EnvPoolToken || env[0].ValueFrom.SecretKeyRef.Name != obj {
 		t.Errorf("the pool's pods get %+v first, want the pool's token", env[0])
 	}
 	if tpl.Spec.NetworkPolicyManagement != extv1.NetworkPolicyManagementUnmanaged {

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/agent"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/runtime"
 )
@@ -205,10 +206,10 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 	sock := b.socket(spec.ID)
 	// exec.Cmd keeps the last of duplicate keys: what the backend sets
 	// wins over the spec, which wins over the host's PATH.
-	env := append([]string{"PATH=" + os.Getenv("PATH"), agent.EnvDefaultCwd + "=" + home}, spec.Env...)
+	env := append([]string{"PATH=" + os.Getenv("PATH"), wire.EnvDefaultCwd + "=" + home}, spec.Env...)
 	env = append(env,
-		agent.EnvPrefix+"SOCKET="+sock,
-		agent.EnvDefaultUser+"="+strconv.Itoa(os.Getuid()),
+		wire.EnvPrefix+"SOCKET="+sock,
+		wire.EnvDefaultUser+"="+strconv.Itoa(os.Getuid()),
 		childEnv+"=1",
 	)
 	cmd := exec.Command(bin, "agent", "--socket", sock)

@@ -1,0 +1,80 @@
+// Package wire is the agent's contract with everything that starts it or
+// talks to it: the variables it reads, the header and routes it serves
+// beside envd's RPCs, and the small messages on them. It has no code to
+// speak of, so the daemon's packages (the agent client, the runtimes, the
+// controller, the E2B layer) depend on it and not on the agent itself.
+package wire
+
+import (
+	"strings"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// EnvdVersion is the envd version the agent reports: the envd protocol
+// level its process and filesystem services follow.
+const EnvdVersion = "0.6.4"
+
+// The agent's own settings in its environment. Every variable with
+// EnvPrefix is the agent's and is not passed on to the processes it
+// starts.
+const (
+	EnvPrefix = "PADDOCK_AGENT_"
+	// EnvToken carries the agent's token when it listens on TCP.
+	EnvToken = EnvPrefix + "TOKEN"
+	// EnvPoolToken carries a warm pool's token to an agent that starts
+	// unclaimed (see ClaimPath), instead of EnvToken.
+	EnvPoolToken = EnvPrefix + "POOL_TOKEN"
+	// EnvOwnHome asks the agent to give the default user its home
+	// directory (a fresh volume mounted there is root's).
+	EnvOwnHome = EnvPrefix + "OWN_HOME"
+	// EnvDefaultUser and EnvDefaultCwd are who requests naming no user
+	// run as, and where (an image's User and WorkingDir).
+	EnvDefaultUser = EnvPrefix + "USER"
+	EnvDefaultCwd  = EnvPrefix + "WORKDIR"
+)
+
+// DefaultPort is the agent's TCP port when it listens on one: envd's.
+const DefaultPort = 49983
+
+// TokenHeader carries the agent's token on a TCP listener (Authorization
+// is taken: it selects envd's user).
+const TokenHeader = "X-Paddock-Agent-Token"
+
+// Routes the agent serves beside envd's.
+const (
+	// TerminalsPath lists the terminals the agent keeps.
+	TerminalsPath = "/paddock/v1/terminals"
+	// ProcsPath lists every process of the sandbox; KillAllPath ends them.
+	ProcsPath   = "/paddock/v1/procs"
+	KillAllPath = "/paddock/v1/procs/kill-all"
+	// PortForwardPath upgrades an HTTP/1.1 request with "Upgrade:
+	// PortForwardProtocol" and ?port=N to a TCP stream to that port on
+	// the sandbox's loopback.
+	PortForwardPath     = "/paddock/v1/portforward"
+	PortForwardProtocol = "paddock-tcp"
+	// ClaimPath is where an unclaimed agent takes its claim: a POST with
+	// the pool's token in TokenHeader and a ClaimRequest.
+	ClaimPath = "/paddock/v1/claim"
+)
+
+// TerminalTagPrefix marks the tag of a process that is a terminal.
+const TerminalTagPrefix = "paddock-terminal:"
+
+// ClaimRequest gives an unclaimed agent the token it answers to from then
+// on.
+type ClaimRequest struct {
+	Token string `json:"token"`
+}
+
+// CodeLanguage maps the names callers use to a code context's language:
+// "python" or "javascript"; "" means python.
+func CodeLanguage(s string) (string, error) {
+	switch strings.ToLower(s) {
+	case "", "python", "python3", "py":
+		return "python", nil
+	case "javascript", "js", "node", "nodejs":
+		return "javascript", nil
+	}
+	return "", errdefs.Invalid("language %q: want python or javascript", s)
+}
