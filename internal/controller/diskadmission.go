@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -33,7 +34,14 @@ var freeBytes = func(dir string) (uint64, error) {
 // in all, would pass the host's space times the overcommit ratio. Call it
 // under adm.quotaMu with all listed under that lock, so two creates cannot
 // both take the last space.
+//
+// On the kubernetes backend a sandbox's disk is on a node (its home claim
+// and its pod's ephemeral storage), not on the daemon's host: the cluster
+// admits it there, and the host's space says nothing about it.
 func (c *Controller) checkDisk(all []*store.Sandbox, rec *store.Sandbox) error {
+	if c.cfg.Backend == config.BackendKubernetes {
+		return nil
+	}
 	free, err := freeBytes(c.cfg.StateDir)
 	if err != nil {
 		// The daemon makes the state dir before anything else; a file

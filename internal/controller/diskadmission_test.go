@@ -56,4 +56,9 @@ func TestCheckDisk(t *testing.T) {
 	if err := c.checkDisk(append(existing, sb("new", 60, api.StateCreating)), sb("new", 60, api.StateCreating)); err != nil {
 		t.Errorf("re-admitting a record counted it twice: %v", err)
 	}
+	// On the kubernetes backend the disks are the nodes', not the host's.
+	kc := &Controller{cfg: config.Config{StateDir: t.TempDir(), DiskOvercommit: 1, Backend: config.BackendKubernetes}}
+	if err := kc.checkDisk(existing, sb("new", 150, api.StateCreating)); err != nil {
+		t.Errorf("the kubernetes backend refused a disk by the host's space: %v", err)
+	}
 }
