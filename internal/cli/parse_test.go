@@ -193,9 +193,9 @@ func TestCreateFlagsRequest(t *testing.T) {
 		{name: "empty is valid", f: createFlags{}},
 		{name: "bad runtime", f: createFlags{runtime: "kata"}, wantErr: "want runc, gvisor or crun"},
 		{name: "bad name", f: createFlags{name: "-x"}, wantErr: "--name"},
-		{name: "negative cpu", f: createFlags{cpu: -1}, wantErr: "--cpu"},
-		{name: "bad disk", f: createFlags{disk: "lots"}, wantErr: "--disk"},
-		{name: "negative pids", f: createFlags{pids: -1}, wantErr: "--pids"},
+		{name: "negative cpu", f: createFlags{resourceFlags: resourceFlags{cpu: -1}}, wantErr: "--cpu"},
+		{name: "bad disk", f: createFlags{resourceFlags: resourceFlags{disk: "lots"}}, wantErr: "--disk"},
+		{name: "negative pids", f: createFlags{resourceFlags: resourceFlags{pids: -1}}, wantErr: "--pids"},
 		{name: "sleep and keep alive", f: createFlags{sleepAfter: 1, keepAlive: true}, wantErr: "contradict"},
 		{name: "negative timeout", f: createFlags{timeout: -1}, wantErr: "--timeout"},
 	}

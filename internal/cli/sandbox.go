@@ -12,17 +12,55 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
+
+// resourceFlags are a sandbox's size: create's and do's, and a pool's.
+type resourceFlags struct {
+	cpu    float64
+	memory string
+	disk   string
+	pids   int64
+}
+
+func (f *resourceFlags) register(fs *pflag.FlagSet) {
+	fs.Float64Var(&f.cpu, "cpu", 0, "vCPUs, e.g. 0.5 or 2 (default: the daemon's)")
+	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. 512M, 2G, 1GiB")
+	fs.StringVar(&f.disk, "disk", "", "writable-layer size cap, e.g. 1G")
+	fs.Int64Var(&f.pids, "pids", 0, "process and thread limit")
+}
+
+// resources validates the flags.
+func (f *resourceFlags) resources() (api.Resources, error) {
+	var r api.Resources
+	if f.cpu < 0 || f.cpu > 1024 {
+		return r, fmt.Errorf("--cpu %g: want a number of vCPUs between 0 and 1024, e.g. 0.5", f.cpu)
+	}
+	r.CPU = f.cpu
+	var err error
+	if f.memory != "" {
+		if r.MemoryMB, err = parseSizeMiB("memory", f.memory); err != nil {
+			return r, err
+		}
+	}
+	if f.disk != "" {
+		if r.DiskMB, err = parseSizeMiB("disk", f.disk); err != nil {
+			return r, err
+		}
+	}
+	if f.pids < 0 {
+		return r, fmt.Errorf("--pids %d: must not be negative", f.pids)
+	}
+	r.Pids = f.pids
+	return r, nil
+}
 
 // createFlags are the sandbox options shared by create and do.
 type createFlags struct {
-	name       string
-	image      string
-	runtime    string
-	cpu        float64
-	memory     string
-	disk       string
-	pids       int64
+	name    string
+	image   string
+	runtime string
+	resourceFlags
 	env        []string
 	labels     []string
 	sleepAfter time.Duration
@@ -46,10 +84,7 @@ func (f *createFlags) register(cmd *cobra.Command, timeoutHelp string) {
 	fs.StringVar(&f.name, "name", "", "name the sandbox (1-63 letters, digits, '-', '_', '.')")
 	fs.StringVar(&f.image, "image", "", `image: "base" (default), "busybox", or sha256:<digest>`)
 	fs.StringVar(&f.runtime, "runtime", "", "runtime: runc (default), gvisor or crun (`paddock info` says which work here)")
-	fs.Float64Var(&f.cpu, "cpu", 0, "vCPUs, e.g. 0.5 or 2 (default: the daemon's)")
-	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. 512M, 2G, 1GiB")
-	fs.StringVar(&f.disk, "disk", "", "writable-layer size cap, e.g. 1G")
-	fs.Int64Var(&f.pids, "pids", 0, "process and thread limit")
+	f.resourceFlags.register(fs)
 	fs.StringArrayVar(&f.env, "env", nil, "environment variable K=V for every command (repeatable)")
 	fs.StringArrayVar(&f.labels, "label", nil, "label k=v (repeatable)")
 	fs.DurationVar(&f.sleepAfter, "sleep-after", 0, "stop after being idle this long, e.g. 10m")
@@ -75,25 +110,10 @@ func (f *createFlags) request() (api.CreateSandboxRequest, error) {
 	default:
 		return req, fmt.Errorf("--runtime %q: want runc, gvisor or crun", f.runtime)
 	}
-	if f.cpu < 0 || f.cpu > 1024 {
-		return req, fmt.Errorf("--cpu %g: want a number of vCPUs between 0 and 1024, e.g. 0.5", f.cpu)
-	}
-	req.Resources.CPU = f.cpu
 	var err error
-	if f.memory != "" {
-		if req.Resources.MemoryMB, err = parseSizeMiB("memory", f.memory); err != nil {
-			return req, err
-		}
+	if req.Resources, err = f.resourceFlags.resources(); err != nil {
+		return req, err
 	}
-	if f.disk != "" {
-		if req.Resources.DiskMB, err = parseSizeMiB("disk", f.disk); err != nil {
-			return req, err
-		}
-	}
-	if f.pids < 0 {
-		return req, fmt.Errorf("--pids %d: must not be negative", f.pids)
-	}
-	req.Resources.Pids = f.pids
 	if req.Env, err = parseEnv("env", f.env); err != nil {
 		return req, err
 	}

@@ -209,6 +209,7 @@ func newPoolCmd(g *globals) *cobra.Command {
 	}
 	var req api.SetPoolRequest
 	var cooldown time.Duration
+	var size resourceFlags
 	set := &cobra.Command{
 		Use:   "set NAME",
 		Short: "Create or change a pool (--template defaults to NAME)",
@@ -222,6 +223,10 @@ func newPoolCmd(g *globals) *cobra.Command {
 			}
 			if cooldown > 0 {
 				req.Cooldown = cooldown.String()
+			}
+			var err error
+			if req.Resources, err = size.resources(); err != nil {
+				return err
 			}
 			p, err := g.client().SetPool(cmd.Context(), args[0], req)
 			if err != nil {
@@ -237,6 +242,7 @@ func newPoolCmd(g *globals) *cobra.Command {
 	set.Flags().StringVar(&req.Template, "template", "", "template the pool keeps sandboxes of")
 	set.Flags().IntVar(&req.MinReady, "min-ready", 1, "sandboxes kept ready")
 	set.Flags().DurationVar(&cooldown, "cooldown", 0, "destroy a sandbox served from the pool once idle this long (0: the daemon's idle policy)")
+	size.register(set.Flags())
 	ls := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},

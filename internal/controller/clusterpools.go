@@ -90,6 +90,9 @@ func (c *Controller) claimCluster(ctx context.Context, wp runtime.WarmPooler, p 
 	if p.Cooldown > 0 {
 		req.KeepAlive = true
 	}
+	if req.Resources == (api.Resources{}) {
+		req.Resources = p.Resources // the size its pod was made with
+	}
 	req.Pool, req.Identifier = "", ""
 	sb, err := c.createFromTemplate(ctx, req, tpl, extra)
 	if err != nil {

@@ -112,7 +112,7 @@ func TestPoolOnAWarmPoolingBackend(t *testing.T) {
 	pb.mu.Lock()
 	pb.sizes["left-behind"] = 1 // a pool a previous daemon kept there
 	pb.mu.Unlock()
-	if _, err := c.SetPool(ctx, "wp", api.SetPoolRequest{Template: "plain", MinReady: 3}); err != nil {
+	if _, err := c.SetPool(ctx, "wp", api.SetPoolRequest{Template: "plain", MinReady: 3, Resources: api.Resources{CPU: 0.5, MemoryMB: 256}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.SetPool(ctx, "own", api.SetPoolRequest{Template: "served", MinReady: 0}); err != nil {
@@ -137,7 +137,7 @@ func TestPoolOnAWarmPoolingBackend(t *testing.T) {
 	pb.mu.Lock()
 	spec := pb.specs["wp"]
 	pb.mu.Unlock()
-	if spec.Image.Digest != img.Digest || !slices.Contains(spec.Env, "FROM=template") {
+	if spec.Image.Digest != img.Digest || !slices.Contains(spec.Env, "FROM=template") || spec.Resources.CPUMillis != 500 || spec.Resources.MemoryBytes != 256<<20 {
 		t.Errorf("the backend's pool keeps %+v", spec)
 	}
 	if sbs, err := c.List(ctx, nil); err != nil || len(sbs) != 0 {
@@ -167,7 +167,8 @@ func TestPoolOnAWarmPoolingBackend(t *testing.T) {
 	if s := pb.lastStart(); s.WarmPool != "wp" || s.ID != warm.ID {
 		t.Errorf("a create from the backend's pool started %+v", s)
 	}
-	if warm.Labels["paddock.dev/cluster-pool"] != "wp" || warm.Labels["team"] != "a" || warm.Name != "from-pool" || warm.State != api.StateRunning {
+	if warm.Labels["paddock.dev/cluster-pool"] != "wp" || warm.Labels["team"] != "a" || warm.Name != "from-pool" || warm.State != api.StateRunning ||
+		warm.Resources.CPU != 0.5 || warm.Resources.MemoryMB != 256 {
 		t.Errorf("sandbox from the backend's pool: %+v", warm)
 	}
 	if out, code := execOut(ctx, t, c, warm.ID, "sh", "-c", "echo $FROM"); code != 0 || out != "template\n" {

@@ -135,7 +135,8 @@ func setBenchPool(t *testing.T, d *paddockd, min int) {
 		t.Fatal(err)
 	}
 	d.must("template", "build", "-f", tpl)
-	d.must("pool", "set", "bpool", "--min-ready", strconv.Itoa(min))
+	// Small pods: the one test node has two CPUs to request.
+	d.must("pool", "set", "bpool", "--min-ready", strconv.Itoa(min), "--cpu", "0.2", "--memory", "128M")
 	poolReady(t, d, "bpool", min)
 }
 
@@ -147,7 +148,8 @@ type burstFigure struct{ label, spread, rate string }
 // per second over the burst. Claims beyond the ready ones are served cold
 // (by agent-sandbox from the template, or by Paddock when the pool shows
 // none ready). The test cluster's node runs at most 60 pods, which bounds
-// claims plus twice the pool.
+// claims plus twice the pool, and has two CPUs for their requests (the
+// pool's sandboxes are small: 0.2 CPU, requesting 20m).
 func claimBurst(t *testing.T, c *cluster.Cluster, d *paddockd) burstFigure {
 	t.Helper()
 	pool, claims := envInt(t, "PADDOCK_K8S_BENCH_POOL", 5), envInt(t, "PADDOCK_K8S_BENCH_CLAIMS", 10)
