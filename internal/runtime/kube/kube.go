@@ -159,6 +159,16 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 	case err != nil:
 		return runtime.Info{}, fmt.Errorf("sandbox %s: %w", spec.ID, apiErr(err))
 	case sb.Spec.OperatingMode == sandboxv1.SandboxOperatingModeSuspended:
+		if name != objectName(spec.ID) {
+			// Taken from a warm pool: its next pod must start with the
+			// sandbox's token even if the claim was cut before it said so.
+			if err := b.adopt(ctx, spec.ID, name); err != nil { // warmpool.go
+				return runtime.Info{}, err
+			}
+			if err := b.o.Client.Get(ctx, b.nsName(name), &sb); err != nil {
+				return runtime.Info{}, fmt.Errorf("sandbox %s: %w", spec.ID, apiErr(err))
+			}
+		}
 		patch := client.MergeFrom(sb.DeepCopy())
 		sb.Spec.OperatingMode = sandboxv1.SandboxOperatingModeRunning
 		if err := b.o.Client.Patch(ctx, &sb, patch); err != nil {

@@ -170,3 +170,42 @@ func TestClaimedSandboxName(t *testing.T) {
 		t.Fatalf("sandboxName of a sandbox without a claim = %q, %v", n, err)
 	}
 }
+
+// TestClaimedSandboxStartsWithItsToken: a claimed sandbox whose Sandbox
+// still names the pool's token (the claim was cut before the backend
+// said otherwise) gets the sandbox's own token before its next pod.
+func TestClaimedSandboxStartsWithItsToken(t *testing.T) {
+	ctx := context.Background()
+	b, cl := fakeBackend(t, "runc", "pd-a")
+	claim := &extv1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: objectName("s4"), Namespace: "ns", Labels: b.labels("s4")}}
+	if err := cl.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	claim.Status.SandboxStatus.Name = "paddock-pool-abc-q1"
+	if err := cl.Status().Update(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	pod, _ := b.podSpec(runtime.Spec{Image: busybox}, secretEnv(wire.EnvPoolToken, b.poolObject("py")))
+	sb := &sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "paddock-pool-abc-q1", Namespace: "ns"},
+		Spec: sandboxv1.SandboxSpec{OperatingMode: sandboxv1.SandboxOperatingModeSuspended}}
+	sb.Spec.PodTemplate.Spec = pod
+	if err := cl.Create(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	// No pod comes up here; the start fails waiting for it, after the
+	// Sandbox was made the sandbox's own and set running.
+	_, err := b.Start(ctx, runtime.Spec{ID: "s4", Image: busybox, WarmPool: "py"})
+	if err == nil {
+		t.Fatal("a start with no pod coming up succeeded")
+	}
+	if err := cl.Get(ctx, b.nsName("paddock-pool-abc-q1"), sb); err != nil {
+		t.Fatal(err)
+	}
+	env := sb.Spec.PodTemplate.Spec.Containers[0].Env[0]
+	if env.Name != wire.EnvToken || env.ValueFrom.SecretKeyRef.Name != objectName("s4") {
+		t.Errorf("the pod template's token: %+v", env)
+	}
+	if sb.Spec.OperatingMode != sandboxv1.SandboxOperatingModeRunning || sb.Labels[LabelSandbox] != "s4" {
+		t.Errorf("Sandbox after start: mode %s, labels %v", sb.Spec.OperatingMode, sb.Labels)
+	}
+}
