@@ -51,6 +51,7 @@ func TestWarmPoolOnKubernetes(t *testing.T) {
 	}
 	d.must("template", "build", "-f", tpl)
 	d.must("pool", "set", "wpool", "--min-ready", "2")
+	start := time.Now()
 	poolReady(t, d, "wpool", 2)
 
 	// The cluster keeps the pool.
@@ -143,6 +144,11 @@ func TestWarmPoolOnKubernetes(t *testing.T) {
 		t.Fatalf("the claimed sandbox's file after a stop and start: %q", out)
 	}
 	poolReady(t, d, "wpool", 2) // refilled
+	// The pool loop (every 5 s) finds the template unchanged and leaves it
+	// alone: an update would make agent-sandbox recreate the pool's pods.
+	if tpl, err := dc.Resource(templateResource).Namespace("default").Get(ctx, obj, metav1.GetOptions{}); err != nil || tpl.GetGeneration() != 1 {
+		t.Errorf("the pool's SandboxTemplate after %s: generation %d, %v; want 1", time.Since(start).Round(time.Second), tpl.GetGeneration(), err)
+	}
 
 	// Removing the pool removes the cluster's; the claimed sandbox stays.
 	d.must("pool", "rm", "wpool")
