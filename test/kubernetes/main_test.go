@@ -24,7 +24,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	code := run(m)
+	if paddockDir != "" {
+		os.RemoveAll(paddockDir) // the binary buildPaddock made
+	}
+	os.Exit(code)
 }
 
 func run(m *testing.M) int {

@@ -27,6 +27,7 @@ import (
 var (
 	paddockOnce sync.Once
 	paddockBin  string
+	paddockDir  string // removed by TestMain
 	paddockErr  error
 )
 
@@ -38,6 +39,7 @@ func buildPaddock(t *testing.T) string {
 			paddockErr = err
 			return
 		}
+		paddockDir = dir
 		out := filepath.Join(dir, "paddock")
 		cmd := exec.Command("../../scripts/build.sh", out)
 		if b, err := cmd.CombinedOutput(); err != nil {
