@@ -501,6 +501,15 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	if err := b.waitGone(ctx, id, homeVolume+"-"+name, &corev1.PersistentVolumeClaim{}); err != nil {
 		return err
 	}
+	// Foreground deletion keeps the Sandbox (and a claim) until the
+	// garbage collector has removed what they own: a delete that returns
+	// leaves nothing behind.
+	if err := b.waitGone(ctx, id, name, &sandboxv1.Sandbox{}); err != nil {
+		return err
+	}
+	if err := b.waitGone(ctx, id, objectName(id), &extv1.SandboxClaim{}); err != nil {
+		return err
+	}
 	// The Secret and the NetworkPolicy go once the pod is gone: a pod
 	// never runs without its policy.
 	sec := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace}}
@@ -522,7 +531,7 @@ func (b *Backend) waitGone(ctx context.Context, id, name string, obj client.Obje
 	key := types.NamespacedName{Namespace: b.o.Namespace, Name: name}
 	for {
 		err := b.o.Client.Get(ctx, key, obj)
-		if apierrors.IsNotFound(err) {
+		if gone(err) { // warmpool.go
 			return nil
 		}
 		select {
