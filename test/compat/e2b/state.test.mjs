@@ -63,7 +63,14 @@ test('createSnapshot, then create from it: files kept, processes not', async () 
     // Whether a process whose program is sleep runs (this check's own
     // command line names it only inside its arguments).
     const sleeping = `python3 -c "import os; print(any(open('/proc/%s/cmdline' % p, 'rb').read().split(b'\\0')[0].endswith(b'sleep') for p in os.listdir('/proc') if p.isdigit()))"`
-    assert.equal(await sh(src, sleeping), 'True\nexit=0', 'the check sees the source\'s sleep')
+    // A background command starts as a shell that then runs sleep: wait
+    // for the sleep (a loaded machine may take a moment).
+    let running = ''
+    for (let i = 0; i < 50 && running !== 'True\nexit=0'; i++) {
+      if (i > 0) await new Promise((resolve) => setTimeout(resolve, 100))
+      running = await sh(src, sleeping)
+    }
+    assert.equal(running, 'True\nexit=0', 'the check sees the source\'s sleep')
     const name = `snap-${runID}`
     const snap = await src.createSnapshot({ name })
     assert.match(snap.snapshotId, /^[a-z0-9]+$/)
