@@ -6,17 +6,15 @@ import (
 	"os"
 	"os/signal"
 	"sync"
-	"syscall"
+
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 )
 
 // The signals that detach the agent from its unix socket and attach it
-// again. The daemon sends them through the runtime (`runsc kill`); the
-// socket file disappears once the agent is detached, and reappears when
-// it listens again. Only the daemon's side of the socket is cut: the
-// sandbox's processes, sessions and terminals run on.
+// again (wire.SignalDetach, wire.SignalAttach).
 const (
-	SignalDetach = syscall.SIGUSR1
-	SignalAttach = syscall.SIGUSR2
+	SignalDetach = wire.SignalDetach
+	SignalAttach = wire.SignalAttach
 )
 
 // UnixDetach is the Detach of an agent on a local runtime's unix socket:

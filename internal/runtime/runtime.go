@@ -176,6 +176,25 @@ type Pauser interface {
 	Resume(ctx context.Context, id string) error
 }
 
+// Checkpointer keeps a sandbox's memory and processes on disk (gVisor's
+// checkpoint and restore). A checkpoint is a directory of files the
+// backend writes and reads; the caller stores it, and must restore it
+// only with a backend of the same CheckpointFormat.
+type Checkpointer interface {
+	// CanCheckpoint says why this backend cannot, or nil if it can.
+	CanCheckpoint() error
+	// CheckpointFormat names what restoring needs ("runsc <version>").
+	CheckpointFormat() string
+	// Checkpoint saves the running sandbox into dir, an empty host
+	// directory, and ends its compute as Stop does (its files stay). If
+	// it fails, the sandbox runs on.
+	Checkpoint(ctx context.Context, id, dir string) error
+	// Restore starts spec's sandbox from the checkpoint in dir instead of
+	// booting it. Its files (writable layer and spec.Layers) must be those
+	// the checkpoint saw.
+	Restore(ctx context.Context, spec Spec, dir string) (Info, error)
+}
+
 // LayerExporter writes a sandbox's writable layer (its changes against the
 // image) as a tar stream; deletions appear as OCI whiteouts (".wh.<name>").
 // Reading happens on the host, so it must never follow a symlink or open

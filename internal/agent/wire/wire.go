@@ -7,6 +7,7 @@ package wire
 
 import (
 	"strings"
+	"syscall"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
@@ -56,6 +57,17 @@ const (
 	// ClaimPath is where an unclaimed agent takes its claim: a POST with
 	// the pool's token in TokenHeader and a ClaimRequest.
 	ClaimPath = "/paddock/v1/claim"
+)
+
+// The signals that take the agent off its unix socket and put it back.
+// The daemon sends them through the runtime (`runsc kill`) around a gVisor
+// checkpoint, which cannot save a socket bound on the host; the socket
+// file disappears once the agent is detached, and reappears when it
+// listens again. Only the daemon's side is cut: the sandbox's processes,
+// sessions and terminals run on.
+const (
+	SignalDetach = syscall.SIGUSR1
+	SignalAttach = syscall.SIGUSR2
 )
 
 // TerminalTagPrefix marks the tag of a process that is a terminal.

@@ -52,6 +52,13 @@ func (r *Runtime) layout(id string) layout {
 // Start prepares the sandbox's root filesystem and starts its container
 // detached. Everything it did is undone if it fails.
 func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.Info, err error) {
+	return r.start(ctx, spec, "")
+}
+
+// start is Start, and with restoreDir Restore (checkpoint.go): the same
+// root filesystem and bundle, the container made from the checkpoint in
+// restoreDir instead of booted.
+func (r *Runtime) start(ctx context.Context, spec runtime.Spec, restoreDir string) (info runtime.Info, err error) {
 	if err := validateSpec(spec); err != nil {
 		return runtime.Info{}, err
 	}
@@ -183,7 +190,12 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (info runtime.In
 	defer logf.Close()
 	// The container's stdio are files, never pipes held by this process,
 	// so the container outlives the daemon.
-	st, err := r.launch(ctx, l, id, logf)
+	var st containerState
+	if restoreDir != "" {
+		st, err = r.launchRestore(ctx, l, id, restoreDir, logf) // checkpoint.go
+	} else {
+		st, err = r.launch(ctx, l, id, logf)
+	}
 	steps.mark("launch")
 	if err != nil {
 		return runtime.Info{}, err

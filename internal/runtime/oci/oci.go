@@ -64,6 +64,7 @@ type Options struct {
 type Runtime struct {
 	kind         string
 	bin          string
+	version      string // the binary's own version ("v0.0.0-2026...", "release-20221219.0")
 	root         string
 	cgroupParent string
 	log          *slog.Logger
@@ -127,6 +128,7 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oci: %s --version failed: %s: %w", opts.Runtime, firstLine(out), errdefs.ErrUnavailable)
 	}
+	r.version = runtimeVersion(out)
 	if opts.Runtime == KindRunsc {
 		f := probeRunsc(ctx, bin)
 		if r.platform, err = choosePlatform(opts.Platform, f.platforms); err != nil {
@@ -279,6 +281,18 @@ func isNotExist(err error) bool {
 	s := strings.ToLower(ce.stderr)
 	return strings.Contains(s, "does not exist") || strings.Contains(s, "not exist") ||
 		strings.Contains(s, "no such file") || strings.Contains(s, "not found")
+}
+
+// runtimeVersion is the version in `<bin> --version` output ("runc
+// version 1.1.5", "runsc version v0.0.0-...").
+func runtimeVersion(out []byte) string {
+	f := strings.Fields(firstLine(out))
+	for i, w := range f {
+		if w == "version" && i+1 < len(f) {
+			return f[i+1]
+		}
+	}
+	return firstLine(out)
 }
 
 func firstLine(b []byte) string {

@@ -83,7 +83,7 @@ func bundleNetNSPath(configPath string) (path string, ok bool) {
 
 // valueFlags are the runtime command flags Paddock passes that take a
 // separate value argument.
-var valueFlags = map[string]bool{"--bundle": true, "-b": true, "--format": true, "-f": true, "--pid-file": true, "--console-socket": true}
+var valueFlags = map[string]bool{"--bundle": true, "-b": true, "--format": true, "-f": true, "--pid-file": true, "--console-socket": true, "--image-path": true}
 
 // containerArg finds the container id in a runtime command line
 // (`<op> [flags] <id> [more]`), or "" for commands without one (list).
@@ -122,7 +122,7 @@ func containerArg(args []string) string {
 // pinned build: no rmem_default check left in runsc) run unwrapped.
 func (r *Runtime) commandLine(ctx context.Context, args []string) (string, []string, error) {
 	full := append(r.globalArgs(args), args...)
-	if r.kind != KindRunsc || len(args) == 0 || (args[0] != "start" && args[0] != "create") {
+	if r.kind != KindRunsc || len(args) == 0 || (args[0] != "start" && args[0] != "create" && args[0] != "restore") {
 		return r.bin, full, nil
 	}
 	id := containerArg(args)
@@ -136,7 +136,7 @@ func (r *Runtime) commandLine(ctx context.Context, args []string) (string, []str
 	if err := checkNotHostNetNS(path); err != nil {
 		return "", nil, err
 	}
-	if args[0] == "create" {
+	if args[0] == "create" || args[0] == "restore" {
 		if err := handOverNetNS(ctx, path, filepath.Join(r.sandboxDir(id), netnsRecordName)); err != nil {
 			return "", nil, err
 		}

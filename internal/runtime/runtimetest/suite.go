@@ -83,6 +83,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) runtime.Backend, opts Optio
 	t.Run("Absent", s.testAbsent)
 	t.Run("Lifecycle", s.testLifecycle)
 	t.Run("TwoAtOnce", s.testTwoAtOnce)
+	t.Run("Checkpoint", s.testCheckpoint)
 	if !opts.Unisolated {
 		t.Run("Isolation", s.testIsolation)
 	}

@@ -1,0 +1,176 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/paddock-dev/paddock/internal/agent/wire"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
+)
+
+var _ runtime.Checkpointer = (*Runtime)(nil)
+
+// detachTimeout bounds the wait for the agent to leave its socket before
+// a checkpoint, and to be back on it after a restore.
+const detachTimeout = 10 * time.Second
+
+// CheckpointFormat names what a checkpoint of this runtime needs to be
+// restored: gVisor's runsc at this exact build. Empty for a runtime that
+// cannot checkpoint.
+func (r *Runtime) CheckpointFormat() string {
+	if r.CanCheckpoint() != nil {
+		return ""
+	}
+	return "runsc " + r.version
+}
+
+// CanCheckpoint says why this runtime cannot keep a sandbox's memory, or
+// nil if it can.
+func (r *Runtime) CanCheckpoint() error {
+	switch {
+	case r.kind != KindRunsc:
+		return fmt.Errorf("%s sandboxes cannot keep their memory on disk (that needs CRIU, which does not work on this host's kernel): create the sandbox with --runtime gvisor: %w", r.Name(), errdefs.ErrFailedPrecondition)
+	case r.runscPre2023:
+		return fmt.Errorf("this runsc (%s) cannot restore a checkpoint: use the gVisor build Paddock pins (PADDOCK_RUNSC unset, or scripts/install-deps.sh): %w", r.version, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// Checkpoint saves a running gVisor sandbox's memory and processes into
+// dir and ends its container; its files stay as Stop leaves them. The
+// agent is taken off its host socket first (gVisor cannot save a socket
+// bound on the host) and, if the checkpoint fails, put back on it: the
+// sandbox then runs on as before.
+func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if err := r.CanCheckpoint(); err != nil {
+		return err
+	}
+	log := r.log.With("sandbox", id, "op", "checkpoint")
+	steps := newStepTimer()
+	defer steps.log(log, "checkpoint steps")
+	if err := r.detachAgent(ctx, id); err != nil {
+		return err
+	}
+	steps.mark("detach")
+	if _, err := r.run(ctx, runOpts{}, "checkpoint", "--image-path", dir, "--exclude-committed-zero-pages", id); err != nil {
+		log.Warn("checkpoint failed; the sandbox runs on", "err", err)
+		if aerr := r.attachAgent(context.WithoutCancel(ctx), id); aerr != nil {
+			return fmt.Errorf("%w (and its agent did not come back: %v)", err, aerr)
+		}
+		return err
+	}
+	steps.mark("checkpoint")
+	// The sandbox winds down once its state is saved, and runsc says
+	// "running" for a second or more meanwhile; nothing in it runs any
+	// more, so it is deleted at once. Stop then finds no container and
+	// removes the mounts, leaving the writable layer.
+	if _, err := r.run(ctx, runOpts{}, "delete", "--force", id); err != nil && !isNotExist(err) {
+		return fmt.Errorf("sandbox %s: remove the checkpointed container: %w", id, err)
+	}
+	if err := r.Stop(ctx, id); err != nil {
+		return err
+	}
+	steps.mark("stop")
+	return nil
+}
+
+// Restore starts spec's sandbox from the checkpoint in dir: the root
+// filesystem is prepared as Start does (it must hold the files the
+// checkpoint saw) and the container is restored instead of booted, then
+// its agent listens again.
+func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, dir string) (runtime.Info, error) {
+	if err := r.CanCheckpoint(); err != nil {
+		return runtime.Info{}, err
+	}
+	info, err := r.start(ctx, spec, dir)
+	if err != nil {
+		return runtime.Info{}, err
+	}
+	if err := r.attachAgent(ctx, spec.ID); err != nil {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+		defer cancel()
+		if serr := r.Stop(tctx, spec.ID); serr != nil {
+			r.log.Warn("stop a restored sandbox whose agent did not come back", "sandbox", spec.ID, "err", serr)
+		}
+		return runtime.Info{}, err
+	}
+	return info, nil
+}
+
+// launchRestore makes the container from a checkpoint, detached.
+func (r *Runtime) launchRestore(ctx context.Context, l layout, id, dir string, logf *os.File) (containerState, error) {
+	if _, err := r.run(ctx, runOpts{stdout: logf, stderr: logf}, "restore", "--detach", "--image-path", dir, "--bundle", l.bundle, id); err != nil {
+		return containerState{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
+	}
+	return r.containerState(ctx, id)
+}
+
+// detachAgent has the agent close its socket and every connection on it
+// (wire.SignalDetach) and waits until the socket file is gone.
+func (r *Runtime) detachAgent(ctx context.Context, id string) error {
+	sock := r.layout(id).socket
+	if err := r.signalAgent(ctx, id, wire.SignalDetach); err != nil {
+		return err
+	}
+	if err := waitPath(ctx, sock, false); err != nil {
+		_ = r.signalAgent(context.WithoutCancel(ctx), id, wire.SignalAttach)
+		return fmt.Errorf("sandbox %s: its agent did not leave its socket for the checkpoint: %w", id, err)
+	}
+	return nil
+}
+
+// attachAgent has the agent listen on its socket again and waits for it.
+func (r *Runtime) attachAgent(ctx context.Context, id string) error {
+	if err := r.signalAgent(ctx, id, wire.SignalAttach); err != nil {
+		return err
+	}
+	if err := waitPath(ctx, r.layout(id).socket, true); err != nil {
+		return fmt.Errorf("sandbox %s: its agent did not listen again after the restore: %w", id, err)
+	}
+	return nil
+}
+
+func (r *Runtime) signalAgent(ctx context.Context, id string, sig syscall.Signal) error {
+	if _, err := r.run(ctx, runOpts{}, "kill", id, strconv.Itoa(int(sig))); err != nil {
+		if isNotExist(err) {
+			return notFound(id)
+		}
+		return err
+	}
+	return nil
+}
+
+// waitPath waits until path exists (present) or is gone (!present),
+// polling fast first, up to detachTimeout.
+func waitPath(ctx context.Context, path string, present bool) error {
+	deadline := time.Now().Add(detachTimeout)
+	delay := time.Millisecond
+	for {
+		_, err := os.Lstat(path)
+		switch {
+		case err == nil && present, errors.Is(err, fs.ErrNotExist) && !present:
+			return nil
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waited %s: %w", detachTimeout, errdefs.ErrDeadlineExceeded)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 20*time.Millisecond)
+	}
+}
