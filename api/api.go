@@ -20,7 +20,7 @@
 //	DELETE /v1/sandboxes/{id}                  -> 204
 //	POST   /v1/sandboxes/{id}/stop             -> Sandbox
 //	POST   /v1/sandboxes/{id}/start            -> Sandbox
-//	POST   /v1/sandboxes/{id}/pause            -> Sandbox (memory and processes kept)
+//	POST   /v1/sandboxes/{id}/pause            PauseRequest? -> Sandbox (memory and processes kept; to_disk hibernates)
 //	POST   /v1/sandboxes/{id}/resume           -> Sandbox
 //	GET    /v1/sandboxes/{id}/history          -> History (state changes with reasons)
 //	POST   /v1/sandboxes/{id}/exec             ExecRequest -> NDJSON stream of ExecEvent
@@ -106,9 +106,15 @@ import "time"
 
 // Sandbox states. The transition table lives in internal/controller.
 const (
-	StateCreating   = "creating"
-	StateRunning    = "running"
-	StatePaused     = "paused"
+	StateCreating = "creating"
+	StateRunning  = "running"
+	StatePaused   = "paused"
+	// StateHibernating: the sandbox's memory and processes are being
+	// written to disk (gVisor's checkpoint).
+	StateHibernating = "hibernating"
+	// StateHibernated: memory and processes are on disk and no compute
+	// runs; the next request restores it where it was.
+	StateHibernated = "hibernated"
 	StateStopping   = "stopping"
 	StateStopped    = "stopped"
 	StateDestroying = "destroying"

@@ -6,11 +6,14 @@ import "time"
 // kinds (lowercase letters, digits, '_', '.', '-') for side effects
 // outside the sandbox; those entries carry source "caller".
 const (
-	LedgerCreate        = "create"
-	LedgerStart         = "start"
-	LedgerStop          = "stop"
-	LedgerPause         = "pause"
-	LedgerResume        = "resume"
+	LedgerCreate = "create"
+	LedgerStart  = "start"
+	LedgerStop   = "stop"
+	LedgerPause  = "pause"
+	LedgerResume = "resume"
+	// LedgerHibernate: memory and processes written to disk, compute
+	// freed; the restore is a "resume".
+	LedgerHibernate     = "hibernate"
 	LedgerDestroy       = "destroy"
 	LedgerError         = "error"
 	LedgerExec          = "exec"
@@ -36,7 +39,7 @@ const (
 // is added here.
 func PaddockLedgerKinds() []string {
 	return []string{
-		LedgerCreate, LedgerStart, LedgerStop, LedgerPause, LedgerResume, LedgerDestroy, LedgerError,
+		LedgerCreate, LedgerStart, LedgerStop, LedgerPause, LedgerResume, LedgerHibernate, LedgerDestroy, LedgerError,
 		LedgerExec, LedgerFileWrite, LedgerFileRemove, LedgerFileMove, LedgerMkdir, LedgerTarUpload,
 		LedgerSnapshot, LedgerRestore, LedgerBackup, LedgerBackupRestore,
 		LedgerEgressRefused, LedgerNetworkInject, LedgerNetworkRules, LedgerNetworkGrant,

@@ -14,7 +14,18 @@ const (
 	// writable layer; the next request restores the files into the same
 	// sandbox id. Memory and processes are lost.
 	OnIdleSnapshot = "snapshot"
+	// OnIdleHibernate writes memory and processes to disk and frees the
+	// host's memory and CPU; the next request restores the sandbox where
+	// it was. gVisor sandboxes only.
+	OnIdleHibernate = "hibernate"
 )
+
+// PauseRequest is the optional body of POST /v1/sandboxes/{id}/pause.
+type PauseRequest struct {
+	// ToDisk hibernates instead of freezing in place: memory and
+	// processes go to disk and the host frees them (gVisor only).
+	ToDisk bool `json:"to_disk,omitempty"`
+}
 
 // SnapshotTTLNever in a TTL field means the snapshot never expires.
 const SnapshotTTLNever = "never"

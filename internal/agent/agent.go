@@ -274,6 +274,10 @@ func (a *Agent) ServeDetachable(ctx context.Context, ln net.Listener, d Detach) 
 		_ = srv.Close()
 		<-errc
 		conns.closeAll()
+		// An attach asked for while attached is moot. It is dropped
+		// before the socket goes, which is what the daemon waits for
+		// before it may ask for the next.
+		drain(d.On)
 		if d.Detached != nil {
 			d.Detached()
 		}
@@ -284,11 +288,20 @@ func (a *Agent) ServeDetachable(ctx context.Context, ln net.Listener, d Detach) 
 			return nil
 		case <-d.On:
 		}
+		drain(d.Off) // so is a detach asked for while detached
 		var err error
 		if ln, err = d.Listen(); err != nil {
 			return fmt.Errorf("listen again after a detach: %w", err)
 		}
 		a.log.Info("attached to the socket again", "address", ln.Addr().String())
+	}
+}
+
+// drain takes a pending request off ch, if there is one.
+func drain(ch <-chan os.Signal) {
+	select {
+	case <-ch:
+	default:
 	}
 }
 

@@ -65,6 +65,12 @@ func TestDetachAndAttach(t *testing.T) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 
+	// An attach asked for while attached (a restarted daemon makes sure
+	// of the agent that way) must not undo the next detach.
+	if err := cmd.Process.Signal(SignalAttach); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
 	if err := cmd.Process.Signal(SignalDetach); err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +90,10 @@ func TestDetachAndAttach(t *testing.T) {
 	}
 	if err := health(); err == nil {
 		t.Fatal("the agent answered while detached")
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := os.Lstat(sock); err == nil {
+		t.Fatal("the agent listens again without being asked")
 	}
 
 	if err := cmd.Process.Signal(SignalAttach); err != nil {

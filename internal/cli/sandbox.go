@@ -293,25 +293,37 @@ func newStartCmd(g *globals) *cobra.Command {
 }
 
 func newPauseCmd(g *globals) *cobra.Command {
-	cmd := lifecycleCmd(g, "pause", "Freeze a sandbox: memory and processes are kept, no CPU is used", (*paddock.Client).Pause)
+	var toDisk bool
+	cmd := lifecycleCmd(g, "pause", "Freeze a sandbox: memory and processes are kept, no CPU is used", func(c *paddock.Client, ctx context.Context, id string) (*api.Sandbox, error) {
+		if toDisk {
+			return c.Hibernate(ctx, id)
+		}
+		return c.Pause(ctx, id)
+	})
 	cmd.Long = pauseKeeps
+	cmd.Flags().BoolVar(&toDisk, "to-disk", false, "hibernate: write memory and processes to disk and free the host's memory and CPU (gVisor sandboxes)")
 	return cmd
 }
 
 func newResumeCmd(g *globals) *cobra.Command {
-	return lifecycleCmd(g, "resume", "Thaw a paused sandbox", (*paddock.Client).Resume)
+	return lifecycleCmd(g, "resume", "Thaw a paused sandbox, or restore a hibernated one", (*paddock.Client).Resume)
 }
 
 // pauseKeeps says what pause keeps, and where.
 const pauseKeeps = `Freeze every process of a sandbox through the runtime's freezer (the cgroup
 freezer for runc, gVisor's own pause for runsc). Memory and processes are kept
 and no CPU is used; resume, or any request that needs the sandbox, thaws it and
-the processes carry on.
+the processes carry on. The memory stays allocated in the host's RAM.
 
-The memory stays in the host's RAM: checkpointing it to disk (runsc
-checkpoint) is not supported, so a paused sandbox keeps its memory allocated on
-the host. To free the host, stop it (files kept) or snapshot it (files kept,
-compute freed); both lose memory and processes.`
+With --to-disk the sandbox hibernates instead (gVisor sandboxes only; runc
+cannot checkpoint on this kind of host): its memory and processes are written
+to disk under the daemon's state dir and the host frees all of its memory and
+CPU. It is "hibernated" until resume, start or any request that needs it
+restores it where it was (a daemon restart or a host reboot in between keeps
+it). The image is checked before a restore: one that is damaged puts the
+sandbox in error (start boots it from its files), one made by another runsc
+build is refused naming both. Open connections to the agent (terminals, port
+forwards) are closed by the hibernation; terminals can be attached again.`
 
 type lifecycleFunc = func(c *paddock.Client, ctx context.Context, id string) (*api.Sandbox, error)
 

@@ -24,15 +24,15 @@ starts fresh on those files. To keep memory and processes, use pause.`
 
 func (f *createFlags) registerSnapshotFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.fromSnapshot, "from-snapshot", "", "restore a snapshot (id or name) into the new sandbox: its files on its image (not memory, processes or mounts)")
-	fs.StringVar(&f.onIdle, "on-idle", "", "what --sleep-after does: stop (default; files kept), pause (memory kept), or snapshot (files snapshotted, compute freed; the next request restores)")
+	fs.StringVar(&f.onIdle, "on-idle", "", "what --sleep-after does: stop (default; files kept), pause (memory kept), snapshot (files snapshotted, compute freed; the next request restores), or hibernate (memory and processes to disk, compute freed; gVisor)")
 }
 
 func (f *createFlags) snapshotRequest(req *api.CreateSandboxRequest) error {
 	switch f.onIdle {
-	case "", api.OnIdleStop, api.OnIdlePause, api.OnIdleSnapshot:
+	case "", api.OnIdleStop, api.OnIdlePause, api.OnIdleSnapshot, api.OnIdleHibernate:
 		req.OnIdle = f.onIdle
 	default:
-		return fmt.Errorf("--on-idle %q: want stop, pause or snapshot", f.onIdle)
+		return fmt.Errorf("--on-idle %q: want stop, pause, snapshot or hibernate", f.onIdle)
 	}
 	if f.onIdle != "" && f.keepAlive {
 		return fmt.Errorf("--on-idle and --keep-alive contradict each other; give one")

@@ -18,7 +18,8 @@ func TestSnapshotCreateFlags(t *testing.T) {
 		{"restore", createFlags{fromSnapshot: "after-deps"}, api.CreateSandboxRequest{FromSnapshot: "after-deps"}, false},
 		{"on idle snapshot", createFlags{onIdle: "snapshot"}, api.CreateSandboxRequest{OnIdle: "snapshot"}, false},
 		{"on idle pause", createFlags{onIdle: "pause"}, api.CreateSandboxRequest{OnIdle: "pause"}, false},
-		{"unknown policy", createFlags{onIdle: "hibernate"}, api.CreateSandboxRequest{}, true},
+		{"on idle hibernate", createFlags{onIdle: "hibernate"}, api.CreateSandboxRequest{OnIdle: "hibernate"}, false},
+		{"unknown policy", createFlags{onIdle: "freeze"}, api.CreateSandboxRequest{}, true},
 		{"policy with keep-alive", createFlags{onIdle: "stop", keepAlive: true}, api.CreateSandboxRequest{}, true},
 		{"bad snapshot ref", createFlags{fromSnapshot: "../x"}, api.CreateSandboxRequest{}, true},
 	}
@@ -44,8 +45,8 @@ func TestCheckTTLFlag(t *testing.T) {
 }
 
 // TestHelpSaysWhatIsKept: every command that makes or keeps state says what
-// survives: a restore keeps files only, a pause keeps memory in RAM and
-// cannot checkpoint it to disk.
+// survives: a restore keeps files only, a pause keeps memory in RAM, or on
+// disk with --to-disk (gVisor only).
 func TestHelpSaysWhatIsKept(t *testing.T) {
 	s := newFake(t)
 	tests := []struct {
@@ -55,7 +56,7 @@ func TestHelpSaysWhatIsKept(t *testing.T) {
 		{[]string{"create", "--help"}, []string{"--from-snapshot", "does\nnot keep memory, running processes or mounts", "not memory, processes or mounts"}},
 		{[]string{"snapshot", "create", "--help"}, []string{"does\nnot keep memory, running processes or mounts", "now + TTL"}},
 		{[]string{"fork", "--help"}, []string{"does\nnot keep memory"}},
-		{[]string{"pause", "--help"}, []string{"Memory and processes are kept", "runsc\ncheckpoint) is not supported"}},
+		{[]string{"pause", "--help"}, []string{"Memory and processes are kept", "With --to-disk the sandbox hibernates", "gVisor sandboxes only"}},
 	}
 	for _, tc := range tests {
 		r := runCLI(t, s, "", tc.args...)

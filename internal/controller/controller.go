@@ -100,6 +100,25 @@ type entry struct {
 
 	langMu sync.Mutex
 	langs  map[string]string // code context id -> language, for the ledger (contexts.go)
+
+	// hibernated is the agent client closed by the last hibernation, and
+	// successors maps each such client to the one that reached the same
+	// processes after the restore, so followers of a process move on
+	// (processledger.go, hibernate.go). Under mu.
+	hibernated *client.Client
+	successors map[*client.Client]*client.Client
+}
+
+// current follows ag through the restores since it was closed: the client
+// that reaches ag's processes now, or nil if they ended. Call under mu.
+func (e *entry) current(ag *client.Client) *client.Client {
+	for i := 0; ag != nil && ag != e.agent && i <= len(e.successors); i++ {
+		ag = e.successors[ag]
+	}
+	if ag != e.agent {
+		return nil
+	}
+	return ag
 }
 
 // New builds a controller; call Start before use.

@@ -124,6 +124,8 @@ func (c *Controller) onIdle(ctx context.Context, r *store.Sandbox, reason string
 	switch r.OnIdle {
 	case api.OnIdlePause:
 		return c.pauseIdle(ctx, r.ID, reason)
+	case api.OnIdleHibernate:
+		return c.hibernateIdle(ctx, r.ID, reason) // hibernate.go
 	case api.OnIdleSnapshot:
 		if len(r.SnapshotLayers)+1 > maxIdleChain {
 			_, err := c.stop(ctx, r.ID, reason+"; snapshot chain full, stopped instead (files kept on disk)")

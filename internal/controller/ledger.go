@@ -105,8 +105,10 @@ func (c *Controller) recordTransition(ctx context.Context, rec *store.Sandbox, f
 	switch {
 	case to == api.StateRunning && from == api.StateCreating && reason == "created":
 		kind = api.LedgerCreate
-	case to == api.StateRunning && from == api.StatePaused:
+	case to == api.StateRunning && (from == api.StatePaused || from == api.StateHibernated):
 		kind = api.LedgerResume
+	case to == api.StateHibernated:
+		kind = api.LedgerHibernate
 	case to == api.StateRunning:
 		kind = api.LedgerStart
 	case to == api.StatePaused:

@@ -8,13 +8,17 @@ import (
 )
 
 // transitions is the sandbox lifecycle (docs/architecture.md): creating ->
-// running <-> paused, running -> stopping -> stopped -> running, any ->
-// destroying -> destroyed, and error from anywhere a step can fail. A
-// stopped sandbox starts again through creating (its filesystem is kept).
+// running <-> paused, running or paused -> hibernating -> hibernated ->
+// running (memory on disk, hibernate.go), running -> stopping -> stopped
+// -> running, any -> destroying -> destroyed, and error from anywhere a
+// step can fail. A stopped sandbox starts again through creating (its
+// filesystem is kept); a hibernated one that is stopped drops its memory.
 var transitions = map[string][]string{
-	api.StateCreating:   {api.StateRunning, api.StateError, api.StateDestroying},
-	api.StateRunning:    {api.StatePaused, api.StateStopping, api.StateError, api.StateDestroying},
-	api.StatePaused:     {api.StateRunning, api.StateStopping, api.StateError, api.StateDestroying},
+	api.StateCreating:    {api.StateRunning, api.StateError, api.StateDestroying},
+	api.StateRunning:     {api.StatePaused, api.StateHibernating, api.StateStopping, api.StateError, api.StateDestroying},
+	api.StatePaused:      {api.StateRunning, api.StateHibernating, api.StateStopping, api.StateError, api.StateDestroying},
+	api.StateHibernating: {api.StateHibernated, api.StateRunning, api.StateStopped, api.StateError, api.StateDestroying},
+	api.StateHibernated:  {api.StateRunning, api.StateStopping, api.StateError, api.StateDestroying},
 	api.StateStopping:   {api.StateStopped, api.StateError, api.StateDestroying},
 	api.StateStopped:    {api.StateCreating, api.StateError, api.StateDestroying},
 	api.StateError:      {api.StateCreating, api.StateStopped, api.StateDestroying},

@@ -42,7 +42,8 @@ func (c *Controller) Pause(ctx context.Context, ref string) (*api.Sandbox, error
 	return c.toAPI(rec), nil
 }
 
-// Resume thaws a paused sandbox. Resuming a running sandbox is a no-op.
+// Resume thaws a paused sandbox, or restores a hibernated one from its
+// memory image. Resuming a running sandbox is a no-op.
 func (c *Controller) Resume(ctx context.Context, ref string) (*api.Sandbox, error) {
 	rec, e, unlock, err := c.lockRecord(ctx, ref)
 	if err != nil {
@@ -55,8 +56,12 @@ func (c *Controller) Resume(ctx context.Context, ref string) (*api.Sandbox, erro
 	return c.toAPI(rec), nil
 }
 
-// resumeLocked thaws rec if it is paused; the caller holds e.mu.
+// resumeLocked thaws rec if it is paused, restores it if it is
+// hibernated; the caller holds e.mu.
 func (c *Controller) resumeLocked(ctx context.Context, e *entry, rec *store.Sandbox, reason string) error {
+	if rec.State == api.StateHibernated {
+		return c.wakeLocked(ctx, e, rec, reason) // hibernate.go
+	}
 	if rec.State != api.StatePaused {
 		if rec.State == api.StateRunning {
 			return nil

@@ -83,6 +83,7 @@ func (c *Controller) followProcess(sandboxID string, ag *client.Client, l *cmdLe
 				return
 			}
 			if host == hostSame {
+				ag = c.agentNow(sandboxID, ag)
 				break
 			}
 		}
@@ -105,21 +106,33 @@ func (c *Controller) processHost(ctx context.Context, sandboxID string, ag *clie
 		return hostPaused // the store did not answer: look again
 	}
 	switch rec.State {
-	case api.StatePaused, api.StateCreating:
+	case api.StatePaused, api.StateCreating, api.StateHibernating, api.StateHibernated:
 		return hostPaused
 	case api.StateRunning:
 		e := c.entry(sandboxID)
 		e.mu.Lock()
-		cur := e.agent
+		cur, now := e.agent, e.current(ag)
 		e.mu.Unlock()
-		switch cur {
-		case ag:
-			return hostSame
-		case nil:
+		switch {
+		case cur == nil:
 			return hostPaused // being adopted or started: look again
+		case now == cur:
+			return hostSame // the same processes (through a restore, maybe)
 		}
 	}
 	return hostGone
+}
+
+// agentNow is the client that reaches the processes ag reached, through
+// the restores since (hibernate.go).
+func (c *Controller) agentNow(sandboxID string, ag *client.Client) *client.Client {
+	e := c.entry(sandboxID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if now := e.current(ag); now != nil {
+		return now
+	}
+	return ag
 }
 
 // processEnd reads a process's final record. The times are the sandbox's

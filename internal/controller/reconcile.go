@@ -149,6 +149,8 @@ func (c *Controller) reconcileOne(ctx context.Context, rec *store.Sandbox) {
 		default:
 			_ = c.setState(ctx, rec, api.StateError, "container and files were gone at daemon start", true)
 		}
+	case api.StateHibernating, api.StateHibernated:
+		c.reconcileHibernation(ctx, dctx, e, rec, b, status) // hibernate.go
 	case api.StateStopping, api.StateStopped:
 		if status == runtime.StatusRunning || status == runtime.StatusPaused {
 			_ = b.Stop(dctx, rec.ID)

@@ -75,6 +75,11 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	if _, err := c.backend(rtName); err != nil {
 		return nil, err
 	}
+	if req.OnIdle == api.OnIdleHibernate {
+		if _, err := c.checkpointer(&store.Sandbox{ID: "(new)", Runtime: rtName}); err != nil {
+			return nil, fmt.Errorf("on_idle hibernate: %w", err)
+		}
+	}
 	netPolicy, err := c.admitNetwork(ctx, &req, rtName) // network.go
 	if err != nil {
 		return nil, err
@@ -176,6 +181,12 @@ func (c *Controller) image(ctx context.Context, ref string) (*image.Image, error
 // startCompute starts the container and waits until its agent answers.
 // The caller holds e.mu.
 func (c *Controller) startCompute(ctx context.Context, e *entry, rec *store.Sandbox, img *image.Image) error {
+	return c.launchCompute(ctx, e, rec, img, nil)
+}
+
+// launchCompute is startCompute, with restore (hibernate.go) making the
+// container from a memory image instead of booting it.
+func (c *Controller) launchCompute(ctx context.Context, e *entry, rec *store.Sandbox, img *image.Image, restore func(context.Context, runtime.Spec) (runtime.Info, error)) error {
 	b, err := c.backend(rec.Runtime)
 	if err != nil {
 		return err
@@ -197,7 +208,11 @@ func (c *Controller) startCompute(ctx context.Context, e *entry, rec *store.Sand
 	if err != nil {
 		return fmt.Errorf("sandbox %s trust bundle: %w", rec.ID, err)
 	}
-	info, err := b.Start(ctx, runtime.Spec{
+	launch := b.Start
+	if restore != nil {
+		launch = restore
+	}
+	info, err := launch(ctx, runtime.Spec{
 		ID:             rec.ID,
 		Layers:         layers,
 		Image:          runtime.ImageRef{Name: img.Name, Digest: img.Digest},
@@ -317,6 +332,7 @@ func (c *Controller) stop(ctx context.Context, ref, reason string) (*api.Sandbox
 	if err := c.setState(ctx, rec, api.StateStopped, reason, false); err != nil {
 		return nil, err
 	}
+	c.dropMemory(rec.ID) // a hibernated sandbox's memory goes; its files stay
 	return c.toAPI(rec), nil
 }
 
@@ -350,10 +366,17 @@ func (c *Controller) startLocked(ctx context.Context, e *entry, id, reason strin
 			}
 		}
 		return rec, nil
+	case api.StateHibernated:
+		if err := c.wakeLocked(ctx, e, rec, reason); err != nil { // hibernate.go
+			return nil, err
+		}
+		return rec, nil
 	case api.StateStopped, api.StateError:
 	default:
 		return nil, &InvalidTransitionError{ID: rec.ID, From: rec.State, To: api.StateRunning}
 	}
+	// A memory image left by a failed restore is of no use to a boot.
+	c.dropMemory(rec.ID)
 	img, err := c.opts.Images.Resolve(ctx, rec.ImageDigest)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: its image %s is gone: %w", rec.ID, rec.ImageDigest, err)
@@ -459,6 +482,7 @@ func (c *Controller) destroy(ctx context.Context, ref, reason string) error {
 		}
 	}
 	c.releaseNetwork(ctx, rec.ID) // network.go
+	c.dropMemory(rec.ID)          // hibernate.go
 	if err := c.setState(ctx, rec, api.StateDestroyed, reason, false); err != nil {
 		if later != nil {
 			c.reclaimLater(later, rec.ID)
@@ -488,10 +512,10 @@ func (c *Controller) Agent(ctx context.Context, ref string) (ag *client.Client, 
 			// A sandbox that died says why, rather than being started
 			// again behind the caller's back; a start brings it back.
 			err = deathError(rec.ID, rec.State, rec.ErrorReason)
-		case rec.State == api.StatePaused:
-			// The next request to a paused sandbox resumes it, as the next
-			// request to a stopped one starts it.
-			err = c.resumeLocked(ctx, e, rec, "request to a paused sandbox")
+		case rec.State == api.StatePaused, rec.State == api.StateHibernated:
+			// The next request to a paused or hibernated sandbox resumes
+			// it, as the next request to a stopped one starts it.
+			err = c.resumeLocked(ctx, e, rec, "request to a "+rec.State+" sandbox")
 			if err == nil && e.agent == nil {
 				err = c.adopt(ctx, e, rec)
 			}

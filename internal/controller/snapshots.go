@@ -409,13 +409,13 @@ type restorePlan struct {
 func (c *Controller) planCreate(ctx context.Context, req *api.CreateSandboxRequest) (*restorePlan, error) {
 	p := &restorePlan{onIdle: req.OnIdle}
 	switch req.OnIdle {
-	case "", api.OnIdleStop, api.OnIdlePause:
+	case "", api.OnIdleStop, api.OnIdlePause, api.OnIdleHibernate:
 	case api.OnIdleSnapshot:
 		if _, err := c.snapStore(); err != nil {
 			return nil, err
 		}
 	default:
-		return nil, errdefs.Invalid("on_idle %q: want %s, %s or %s", truncate(req.OnIdle, 40), api.OnIdleStop, api.OnIdlePause, api.OnIdleSnapshot)
+		return nil, errdefs.Invalid("on_idle %q: want %s, %s, %s or %s", truncate(req.OnIdle, 40), api.OnIdleStop, api.OnIdlePause, api.OnIdleSnapshot, api.OnIdleHibernate)
 	}
 	if req.FromSnapshot == "" {
 		return p, nil

@@ -106,7 +106,7 @@ func TestPlanCreateFromSnapshot(t *testing.T) {
 		{"another image", api.CreateSandboxRequest{FromSnapshot: "deps", Image: "base"}, errdefs.ErrFailedPrecondition, "cannot be restored onto base"},
 		{"layer missing from disk", api.CreateSandboxRequest{FromSnapshot: "gone"}, errdefs.ErrFailedPrecondition, "missing from disk"},
 		{"unknown snapshot", api.CreateSandboxRequest{FromSnapshot: "nope"}, errdefs.ErrNotFound, ""},
-		{"bad on_idle", api.CreateSandboxRequest{OnIdle: "hibernate"}, errdefs.ErrInvalidArgument, "on_idle"},
+		{"bad on_idle", api.CreateSandboxRequest{OnIdle: "freeze"}, errdefs.ErrInvalidArgument, "on_idle"},
 		{"bad ref", api.CreateSandboxRequest{FromSnapshot: "../x"}, errdefs.ErrInvalidArgument, ""},
 	}
 	for _, tc := range tests {

@@ -253,7 +253,7 @@ func routable(sb *api.Sandbox) bool {
 	switch sb.State {
 	case api.StateRunning, api.StateCreating:
 		return true
-	case api.StatePaused, api.StateStopped:
+	case api.StatePaused, api.StateHibernated, api.StateStopped:
 		return sb.Labels[labelAutoResume] == "true"
 	}
 	return false

@@ -3,6 +3,7 @@ package e2b
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -324,10 +325,21 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("sandbox %s is already paused: %w", sb.ID, errdefs.ErrConflict))
 		return
 	}
-	// memory:false asks for a filesystem-only pause: that is Paddock's stop.
-	if body.Memory != nil && !*body.Memory {
+	// memory:false asks for a filesystem-only pause: that is Paddock's
+	// stop. A pause with memory hibernates a gVisor sandbox (memory on
+	// disk, kept across daemon restarts and host reboots, as E2B keeps
+	// it); one that cannot hibernate (runc, an old runsc, no disk) is
+	// frozen in place instead.
+	switch {
+	case body.Memory != nil && !*body.Memory:
 		_, err = h.opts.Controller.Stop(r.Context(), sb.ID)
-	} else {
+	case sb.Runtime == api.RuntimeGVisor:
+		_, err = h.opts.Controller.Hibernate(r.Context(), sb.ID)
+		if errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrResourceExhausted) {
+			h.log.Info("e2b pause: frozen in place instead of hibernated", "sandbox", sb.ID, "why", err)
+			_, err = h.opts.Controller.Pause(r.Context(), sb.ID)
+		}
+	default:
 		_, err = h.opts.Controller.Pause(r.Context(), sb.ID)
 	}
 	if err != nil {
@@ -344,7 +356,7 @@ func (h *Handler) wake(r *http.Request, sb *api.Sandbox) (*api.Sandbox, bool, er
 	switch sb.State {
 	case api.StateRunning:
 		return sb, false, nil
-	case api.StatePaused:
+	case api.StatePaused, api.StateHibernated:
 		out, err := ctrl.Resume(r.Context(), sb.ID)
 		return out, true, err
 	default:

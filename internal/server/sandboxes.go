@@ -79,7 +79,16 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.opts.Controller.Pause(r.Context(), r.PathValue("id"))
+	var req api.PauseRequest
+	if err := s.decodeOptional(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	pause := s.opts.Controller.Pause
+	if req.ToDisk {
+		pause = s.opts.Controller.Hibernate
+	}
+	sb, err := pause(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return

@@ -137,7 +137,7 @@ func TestSnapshotRestoreForkExportImport(t *testing.T) {
 		{"snapshot", "create", "dev", "--name", "../x"},
 		{"snapshot", "create", "dev", "--name", "chained"},
 		{"fork", "dev", "--count", "0"},
-		{"create", "--on-idle", "hibernate"},
+		{"create", "--on-idle", "freeze"},
 		{"snapshot", "inspect", "no-such-snapshot"},
 	} {
 		if _, errOut, code := d.run(args...); code == 0 || errOut == "" {

@@ -28,14 +28,16 @@ const (
 )
 
 var knownStates = map[string]bool{
-	api.StateCreating:   true,
-	api.StateRunning:    true,
-	api.StatePaused:     true,
-	api.StateStopping:   true,
-	api.StateStopped:    true,
-	api.StateDestroying: true,
-	api.StateDestroyed:  true,
-	api.StateError:      true,
+	api.StateCreating:    true,
+	api.StateRunning:     true,
+	api.StatePaused:      true,
+	api.StateHibernating: true,
+	api.StateHibernated:  true,
+	api.StateStopping:    true,
+	api.StateStopped:     true,
+	api.StateDestroying:  true,
+	api.StateDestroyed:   true,
+	api.StateError:       true,
 }
 
 // checkText rejects strings SQLite or JSON would not give back unchanged:

@@ -50,7 +50,23 @@ func (c *Client) Pause(ctx context.Context, id string) (*api.Sandbox, error) {
 	return c.sandboxCall(ctx, http.MethodPost, id, "/pause")
 }
 
-// Resume thaws a paused sandbox.
+// Hibernate writes a running or paused gVisor sandbox's memory and
+// processes to disk and frees the host's memory and CPU; the sandbox is
+// "hibernated" until Resume (or the next request that needs it) restores
+// it where it was. A runc sandbox gets a FailedPrecondition error.
+func (c *Client) Hibernate(ctx context.Context, id string) (*api.Sandbox, error) {
+	p, err := sandboxPath(id, "/pause")
+	if err != nil {
+		return nil, err
+	}
+	var sb api.Sandbox
+	if err := c.call(ctx, request{method: http.MethodPost, path: p, jsonBody: api.PauseRequest{ToDisk: true}}, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+// Resume thaws a paused sandbox, or restores a hibernated one.
 func (c *Client) Resume(ctx context.Context, id string) (*api.Sandbox, error) {
 	return c.sandboxCall(ctx, http.MethodPost, id, "/resume")
 }
