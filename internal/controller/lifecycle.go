@@ -19,11 +19,11 @@ var transitions = map[string][]string{
 	api.StatePaused:      {api.StateRunning, api.StateHibernating, api.StateStopping, api.StateError, api.StateDestroying},
 	api.StateHibernating: {api.StateHibernated, api.StateRunning, api.StateStopped, api.StateError, api.StateDestroying},
 	api.StateHibernated:  {api.StateRunning, api.StateStopping, api.StateError, api.StateDestroying},
-	api.StateStopping:   {api.StateStopped, api.StateError, api.StateDestroying},
-	api.StateStopped:    {api.StateCreating, api.StateError, api.StateDestroying},
-	api.StateError:      {api.StateCreating, api.StateStopped, api.StateDestroying},
-	api.StateDestroying: {api.StateDestroyed, api.StateError},
-	api.StateDestroyed:  {},
+	api.StateStopping:    {api.StateStopped, api.StateError, api.StateDestroying},
+	api.StateStopped:     {api.StateCreating, api.StateError, api.StateDestroying},
+	api.StateError:       {api.StateCreating, api.StateStopped, api.StateDestroying},
+	api.StateDestroying:  {api.StateDestroyed, api.StateError},
+	api.StateDestroyed:   {},
 }
 
 // InvalidTransitionError says a sandbox cannot go from its state to another.
