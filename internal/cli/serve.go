@@ -29,7 +29,8 @@ keys are required), the sandboxes' controller, and the image store.
 
 Stopping the daemon leaves sandboxes running; the next start re-adopts them.
 Environment: PADDOCK_STATE_DIR, PADDOCK_SOCKET, PADDOCK_LISTEN, PADDOCK_LOG_LEVEL,
-PADDOCK_POLICY_FILE, PADDOCK_BACKEND, PADDOCK_KUBECONFIG, PADDOCK_KUBE_NAMESPACE,
+PADDOCK_POLICY_FILE, PADDOCK_DEFAULT_RUNTIME (runc, gvisor or crun: for creates that name
+none, E2B's included), PADDOCK_BACKEND, PADDOCK_KUBECONFIG, PADDOCK_KUBE_NAMESPACE,
 PADDOCK_KUBE_IMAGE_PREFIX; sandbox networking: PADDOCK_NETWORK_RANGE,
 PADDOCK_FIREWALL and PADDOCK_EGRESS_* (docs/networking.md). --print-config
 shows every setting.

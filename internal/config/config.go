@@ -181,6 +181,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	if v := getenv("PADDOCK_LOG_LEVEL"); v != "" {
 		c.LogLevel = v
 	}
+	if v := getenv("PADDOCK_DEFAULT_RUNTIME"); v != "" {
+		c.DefaultRuntime = v // checked by Validate
+	}
 	if v := getenv("PADDOCK_POLICY_FILE"); v != "" {
 		c.PolicyFile = v
 	}

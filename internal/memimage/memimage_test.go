@@ -111,3 +111,33 @@ func rm(t *testing.T, dir, name string) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzRead: any manifest on disk is either refused as damaged or read
+// with every file name a plain name inside the image.
+func FuzzRead(f *testing.F) {
+	f.Add([]byte(`{"format":"runsc v1","files":[{"name":"pages.img","size":3,"sha256":"00"}]}`))
+	f.Add([]byte(`{"format":"runsc v1","files":[{"name":"../../etc/passwd","size":1,"sha256":"00"}]}`))
+	f.Add([]byte(`{"format":"","files":[]}`))
+	f.Add([]byte(`{`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, ManifestName), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m, err := Read(dir)
+		if err != nil {
+			if !errors.Is(err, ErrDamaged) {
+				t.Fatalf("Read = %v, not ErrDamaged", err)
+			}
+			return
+		}
+		for _, f := range m.Files {
+			if !validName(f.Name) || strings.ContainsRune(f.Name, '/') {
+				t.Fatalf("Read accepted file name %q", f.Name)
+			}
+		}
+		if m.Format == "" || len(m.Files) == 0 || len(m.Files) > maxFiles {
+			t.Fatalf("Read accepted %+v", m)
+		}
+	})
+}

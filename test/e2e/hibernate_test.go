@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -332,5 +333,39 @@ func TestHibernateDaemonKilled(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(d.stateDir, "memory", sb.ID)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("kill %d: memory image left after destroy: %v", i, err)
 		}
+	}
+}
+
+// TestE2BPauseHibernates: through the E2B API, pause of a gVisor sandbox
+// (the daemon's default runtime here) hibernates it, E2B shows it paused,
+// and connect restores it with its processes.
+func TestE2BPauseHibernates(t *testing.T) {
+	requireGVisor(t)
+	d := startDaemon(t, daemonOpts{listen: true, env: []string{"PADDOCK_DEFAULT_RUNTIME=gvisor"}})
+	key := strings.TrimSpace(d.must("keys", "create", "--e2b", "e2b-hibernate"))
+	c := &e2bClient{t: t, base: "http://" + d.listen, key: key}
+	sb := c.create(map[string]any{"templateID": "busybox", "timeout": 300})
+	execOut(t, d, sb.SandboxID, "sh", "-c", counterLoop)
+	before := readCount(t, d, sb.SandboxID)
+	if r := c.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", map[string]any{}, nil); r.status != http.StatusNoContent {
+		t.Fatalf("pause: %d %s", r.status, r.body)
+	}
+	got, err := d.client.Get(ctxT(t, time.Minute), sb.SandboxID)
+	if err != nil || got.State != api.StateHibernated || got.Runtime != api.RuntimeGVisor {
+		t.Fatalf("after E2B pause: %+v, %v; want a hibernated gvisor sandbox", got, err)
+	}
+	if n := hostProcsOf(t, sb.SandboxID); n != 0 {
+		t.Errorf("%d host processes of the paused sandbox", n)
+	}
+	var info e2bSandbox
+	c.do("GET", "/sandboxes/"+sb.SandboxID, nil, nil).json(t, &info)
+	if info.State != "paused" {
+		t.Errorf("E2B state %q, want paused", info.State)
+	}
+	if r := c.do("POST", "/sandboxes/"+sb.SandboxID+"/connect", map[string]any{"timeout": 300}, nil); r.status != http.StatusCreated {
+		t.Fatalf("connect: %d %s", r.status, r.body)
+	}
+	if after := readCount(t, d, sb.SandboxID); after < before {
+		t.Errorf("count %d after connect, %d before pause: memory not kept", after, before)
 	}
 }
