@@ -16,7 +16,7 @@ import (
 type SandboxInfo struct {
 	ID    string `json:"id" jsonschema:"the sandbox id; pass it as sandbox to other tools"`
 	Name  string `json:"name,omitempty" jsonschema:"the sandbox name, usable instead of the id"`
-	State string `json:"state" jsonschema:"creating, running, paused, stopped (starts again on next use), error or destroyed"`
+	State string `json:"state" jsonschema:"creating, running, paused, hibernated (memory on disk; restored on next use), stopped (starts again on next use), error or destroyed"`
 	// ErrorReason says why a sandbox is in state error (e.g. "out of memory").
 	ErrorReason string            `json:"error_reason,omitempty" jsonschema:"why the sandbox is in state error, e.g. out of memory or agent exited: signal 15; its files are kept and paddock start (CLI or API) brings it back"`
 	Image       string            `json:"image"`
