@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -16,6 +20,24 @@ import (
 )
 
 var _ runtime.Checkpointer = (*Runtime)(nil)
+
+// originFile, in a checkpoint, names the sandbox it was taken of.
+const originFile = "paddock-origin"
+
+// checkpointOrigin is the id of the sandbox a checkpoint was taken of,
+// or fallback when it does not say.
+func checkpointOrigin(dir, fallback string) string {
+	f, err := os.OpenFile(filepath.Join(dir, originFile), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fallback
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64))
+	if id := string(b); err == nil && validID(id) {
+		return id
+	}
+	return fallback
+}
 
 // detachTimeout bounds the wait for the agent to leave its socket before
 // a checkpoint, and to be back on it after a restore.
@@ -70,6 +92,11 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
 		return err
 	}
 	steps.mark("checkpoint")
+	// A copy restored under another id keeps this one inside gVisor (its
+	// per-container cgroup is /<id>): the restore needs to know it.
+	if err := writeFileAtomic(filepath.Join(dir, originFile), []byte(id), 0o600); err != nil {
+		return err
+	}
 	// The sandbox winds down once its state is saved, and runsc says
 	// "running" for a second or more meanwhile; nothing in it runs any
 	// more, so it is deleted at once. Stop then finds no container and

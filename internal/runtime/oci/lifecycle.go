@@ -203,7 +203,13 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, restoreDir strin
 	if st.Status != "running" {
 		return runtime.Info{}, fmt.Errorf("sandbox %s exited at start (%s): %s: %w", id, st.Status, logTail(l.agentLog, 1024), errdefs.ErrFailedPrecondition)
 	}
-	if err := r.limitGVisorTasks(ctx, id, spec.Resources.Pids); err != nil { // runsc_pids.go
+	// gVisor's own cgroup of a restored container is named after the
+	// sandbox the checkpoint was taken of.
+	cgroupID := id
+	if restoreDir != "" {
+		cgroupID = checkpointOrigin(restoreDir, id) // checkpoint.go
+	}
+	if err := r.limitGVisorTasks(ctx, id, cgroupID, spec.Resources.Pids); err != nil { // runsc_pids.go
 		return runtime.Info{}, err
 	}
 	steps.mark("pids")

@@ -24,11 +24,13 @@ import (
 //
 // Debian's runsc (20221219) has no --in-sandbox-cgroup; there the host
 // limit is all there is and a fork bomb ends the sandbox (docs/admission.md).
-func (r *Runtime) limitGVisorTasks(ctx context.Context, id string, pids int64) error {
+// cgroupID names the container's cgroup inside gVisor: its id, or for a
+// container restored from a checkpoint, the id it was taken under.
+func (r *Runtime) limitGVisorTasks(ctx context.Context, id, cgroupID string, pids int64) error {
 	if r.kind != KindRunsc || !r.pidsInside || pids <= 0 {
 		return nil
 	}
-	out, err := r.run(ctx, runOpts{}, "write-control", id, "pids", "/"+id, "pids.max", strconv.FormatInt(pids, 10))
+	out, err := r.run(ctx, runOpts{}, "write-control", id, "pids", "/"+cgroupID, "pids.max", strconv.FormatInt(pids, 10))
 	if err != nil {
 		return fmt.Errorf("oci: set the sandbox's pids limit in gVisor: %w: %s", err, firstLine(out))
 	}

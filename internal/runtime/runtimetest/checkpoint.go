@@ -1,8 +1,11 @@
 package runtimetest
 
 import (
+	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -104,6 +107,13 @@ func (s *suite) testCheckpoint(t *testing.T) {
 		t.Errorf("file reads %q after the restore", out)
 	}
 
+	// A second sandbox restored from the same checkpoint, on a copy of
+	// the first one's files as a read-only layer (what a memory snapshot
+	// is): the same processes, with their memory, under a new id.
+	if ls, ok := b.(runtime.LayerSnapshotter); ok {
+		s.testRestoreElsewhere(ctx, t, b, cp, ls, id, dir, before)
+	}
+
 	// A checkpoint that is not there restores nothing and leaves the
 	// sandbox stopped, never half running.
 	if err := b.Stop(ctx, id); err != nil {
@@ -113,4 +123,52 @@ func (s *suite) testCheckpoint(t *testing.T) {
 		t.Error("Restore from an empty directory succeeded")
 	}
 	wantStatus(ctx, t, b, id, runtime.StatusStopped)
+}
+
+// testRestoreElsewhere checkpoints id again, copies its writable layer,
+// and restores a new sandbox from both.
+func (s *suite) testRestoreElsewhere(ctx context.Context, t *testing.T, b runtime.Backend, cp runtime.Checkpointer, ls runtime.LayerSnapshotter, id, _ string, before int) {
+	dir := t.TempDir()
+	if err := cp.Checkpoint(ctx, id, dir); err != nil {
+		t.Fatalf("second Checkpoint: %v", err)
+	}
+	layer := filepath.Join(t.TempDir(), "layer")
+	if err := os.Mkdir(layer, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.SnapshotLayer(ctx, id, layer); err != nil {
+		t.Fatalf("SnapshotLayer: %v", err)
+	}
+	copyID := NewID(t)
+	spec := s.spec(copyID)
+	spec.Layers = append(slices.Clone(spec.Layers), layer)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = b.Destroy(ctx, copyID)
+	})
+	began := time.Now()
+	info, err := cp.Restore(ctx, spec, dir)
+	if err != nil {
+		t.Fatalf("Restore into a new sandbox: %v", err)
+	}
+	t.Logf("restore into a new sandbox took %v", time.Since(began))
+	s.waitHealthy(ctx, t, info.AgentSocket)
+	ex := newExecer(t, info.AgentSocket)
+	out := ex.ok(ctx, t, "root", "cat", "/tmp/count")
+	f := strings.Fields(out)
+	if len(f) != 2 || f[1] != "kept-in-memory" {
+		t.Fatalf("count in the copy reads %q", out)
+	}
+	if n, _ := strconv.Atoi(f[0]); n < before {
+		t.Errorf("count in the copy %d, before the first checkpoint %d", n, before)
+	}
+	if out := strings.TrimSpace(ex.ok(ctx, t, "root", "cat", "/home/user/file")); out != "on-disk" {
+		t.Errorf("file in the copy reads %q", out)
+	}
+	t.Logf("hostname in the copy %s of %s: %s", copyID, id, strings.TrimSpace(ex.ok(ctx, t, "root", "hostname")))
+	// The original comes back from its own checkpoint too.
+	if _, err := cp.Restore(ctx, s.spec(id), dir); err != nil {
+		t.Fatalf("Restore of the original beside its copy: %v", err)
+	}
 }
