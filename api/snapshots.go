@@ -40,6 +40,11 @@ type CreateSnapshotRequest struct {
 	// TTL is a Go duration ("72h", at least 1s) or "never"; "" = the
 	// default of 30 days. Each restore renews the expiry to now + TTL.
 	TTL string `json:"ttl,omitempty"`
+	// Memory keeps the sandbox's memory and processes too (gVisor
+	// sandboxes without egress networking): a sandbox created from the
+	// snapshot resumes every process where it was. The sandbox is
+	// checkpointed and restored for it, a pause of a fraction of a second.
+	Memory bool `json:"memory,omitempty"`
 }
 
 // UpdateSnapshotRequest is the body of PATCH /v1/snapshots/{snapshot}.
@@ -82,6 +87,10 @@ type Snapshot struct {
 	// snapshots), CallerLocal for the unix socket, absent for snapshots
 	// older than owners.
 	CreatedBy string `json:"created_by,omitempty"`
+	// Memory says the snapshot keeps memory and processes too;
+	// MemorySize is the bytes of its memory image on disk.
+	Memory     bool  `json:"memory,omitempty"`
+	MemorySize int64 `json:"memory_size,omitempty"`
 }
 
 // SnapshotList is the body of GET /v1/snapshots.
@@ -101,6 +110,10 @@ type ForkRequest struct {
 	NamePrefix string `json:"name_prefix,omitempty"`
 	// Labels are given to every copy.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Memory makes live copies: memory and processes are copied too
+	// (gVisor sandboxes without egress networking), each copy under its
+	// own id and hostname.
+	Memory bool `json:"memory,omitempty"`
 }
 
 // ForkResult is what a fork made: the snapshot taken of the source, and the

@@ -20,7 +20,15 @@ import (
 const snapshotKeeps = `A snapshot keeps the sandbox's files: everything it changed against its
 image, with owners, modes, times, extended attributes and deletions. It does
 not keep memory, running processes or mounts; a sandbox restored from it
-starts fresh on those files. To keep memory and processes, use pause.`
+starts fresh on those files. To keep memory and processes in place, use pause
+(--to-disk to free the host).
+
+With --memory (gVisor sandboxes with network none) a snapshot keeps memory and
+processes too: the sandbox is checkpointed and restored for it (a pause of a
+fraction of a second), and a sandbox created from the snapshot, or a fork copy,
+resumes every process where it was, at the same size, under its own id and
+hostname. Open connections to the outside are not kept. Such snapshots cannot
+be exported yet.`
 
 func (f *createFlags) registerSnapshotFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.fromSnapshot, "from-snapshot", "", "restore a snapshot (id or name) into the new sandbox: its files on its image (not memory, processes or mounts)")
@@ -98,8 +106,9 @@ func checkTTLFlag(ttl string) error {
 
 func newSnapshotCreateCmd(g *globals) *cobra.Command {
 	var name, ttl string
+	var memory bool
 	cmd := &cobra.Command{
-		Use:   "create SANDBOX [--name NAME] [--ttl 720h|never]",
+		Use:   "create SANDBOX [--name NAME] [--ttl 720h|never] [--memory]",
 		Short: "Snapshot a sandbox's files now (a running sandbox is frozen for the copy)",
 		Long:  snapshotKeeps + "\n\nOn the Kubernetes backend a snapshot is the home directory, /home/user,\ncopied while the sandbox runs (not frozen: a file written meanwhile may be torn);\na stopped sandbox must be started first.\n\nA snapshot expires after 30 days unless --ttl says otherwise; each restore\nrenews its expiry to now + TTL (snapshot ttl changes the TTL).",
 		Args:  cobra.ExactArgs(1),
@@ -110,7 +119,7 @@ func newSnapshotCreateCmd(g *globals) *cobra.Command {
 			if err := checkTTLFlag(ttl); err != nil {
 				return err
 			}
-			s, err := g.client().CreateSnapshot(cmd.Context(), args[0], api.CreateSnapshotRequest{Name: name, TTL: ttl})
+			s, err := g.client().CreateSnapshot(cmd.Context(), args[0], api.CreateSnapshotRequest{Name: name, TTL: ttl, Memory: memory})
 			if err != nil {
 				return err
 			}
@@ -123,6 +132,7 @@ func newSnapshotCreateCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&name, "name", "", "name the snapshot (unique)")
 	cmd.Flags().StringVar(&ttl, "ttl", "", `time to live, e.g. 72h, or "never" (default 30 days)`)
+	cmd.Flags().BoolVar(&memory, "memory", false, "keep memory and processes too (gVisor, network none)")
 	return cmd
 }
 
@@ -141,9 +151,13 @@ func newSnapshotLsCmd(g *globals) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), api.SnapshotList{Snapshots: nonNil(list)})
 			}
 			now := time.Now()
-			t := newTable(cmd.OutOrStdout(), "ID", "NAME", "SIZE", "LAYERS", "SANDBOX", "CREATED", "EXPIRES")
+			t := newTable(cmd.OutOrStdout(), "ID", "NAME", "SIZE", "MEMORY", "LAYERS", "SANDBOX", "CREATED", "EXPIRES")
 			for _, s := range list {
-				t.row(s.ID, s.Name, humanBytes(s.Size), fmt.Sprint(len(s.Layers)), s.Sandbox, ago(s.CreatedAt, now), expires(s.ExpiresAt))
+				mem := "-"
+				if s.Memory {
+					mem = humanBytes(s.MemorySize)
+				}
+				t.row(s.ID, s.Name, humanBytes(s.Size), mem, fmt.Sprint(len(s.Layers)), s.Sandbox, ago(s.CreatedAt, now), expires(s.ExpiresAt))
 			}
 			return t.flush()
 		},
@@ -309,9 +323,10 @@ func newForkCmd(g *globals) *cobra.Command {
 		count  int
 		prefix string
 		labels []string
+		memory bool
 	)
 	cmd := &cobra.Command{
-		Use:   "fork SANDBOX [--count N] [--name-prefix P]",
+		Use:   "fork SANDBOX [--count N] [--name-prefix P] [--memory]",
 		Short: "Make N independent copies of a sandbox's files, now",
 		Long:  "fork snapshots the sandbox (frozen for the copy; on the Kubernetes backend, its home directory, copied live) and restores the snapshot into N new sandboxes\nwith the same runtime, size, environment and idle policy. It prints their ids.\n\n" + snapshotKeeps,
 		Args:  cobra.ExactArgs(1),
@@ -323,7 +338,7 @@ func newForkCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := g.client().Fork(cmd.Context(), args[0], api.ForkRequest{Count: count, NamePrefix: prefix, Labels: want})
+			res, err := g.client().Fork(cmd.Context(), args[0], api.ForkRequest{Count: count, NamePrefix: prefix, Labels: want, Memory: memory})
 			if err != nil {
 				return err
 			}
@@ -341,5 +356,6 @@ func newForkCmd(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&count, "count", 1, "how many copies")
 	cmd.Flags().StringVar(&prefix, "name-prefix", "", "name the copies PREFIX-1, PREFIX-2, ...")
 	cmd.Flags().StringArrayVar(&labels, "label", nil, "label k=v for every copy (repeatable)")
+	cmd.Flags().BoolVar(&memory, "memory", false, "live copies: memory and processes too (gVisor, network none)")
 	return cmd
 }

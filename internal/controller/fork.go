@@ -47,15 +47,21 @@ func (c *Controller) fork(ctx context.Context, ref string, req api.ForkRequest, 
 	if err := validateLabels(req.Labels); err != nil {
 		return nil, err
 	}
-	rec, _, unlock, err := c.lockRecord(ctx, ref)
+	rec, e, unlock, err := c.lockRecord(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	c.touch(rec.ID)
 	src := c.toAPI(rec)
 	// The fork's snapshot is the source sandbox's owner's, like the
-	// sandbox it copies.
-	snap, err := c.snapshotLocked(ctx, rec, "", forkSnapshotTTL, rec.KeyID)
+	// sandbox it copies. With memory, it is a memory snapshot and every
+	// copy is restored from it (memsnapshot.go).
+	var snap *store.Snapshot
+	if req.Memory {
+		snap, err = c.memorySnapshotLocked(ctx, e, rec, "", forkSnapshotTTL, rec.KeyID)
+	} else {
+		snap, err = c.snapshotLocked(ctx, rec, "", forkSnapshotTTL, rec.KeyID)
+	}
 	unlock()
 	if err != nil {
 		return nil, err

@@ -152,7 +152,11 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 			return nil, err
 		}
 	}
-	if err := c.startCompute(sctx, e, rec, img); err != nil {
+	restore, err := c.memoryRestore(sctx, rec, plan.snap) // memsnapshot.go
+	if err == nil {
+		err = c.launchCompute(sctx, e, rec, img, restore)
+	}
+	if err != nil {
 		c.failStart(sctx, rec, err)
 		return nil, err
 	}

@@ -50,13 +50,18 @@ func (c *Controller) CreateSnapshot(ctx context.Context, ref string, req api.Cre
 	if err != nil {
 		return nil, err
 	}
-	rec, _, unlock, err := c.lockRecord(ctx, ref)
+	rec, e, unlock, err := c.lockRecord(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	c.touch(rec.ID)
-	snap, err := c.snapshotLocked(ctx, rec, req.Name, ttl, Caller(ctx))
+	var snap *store.Snapshot
+	if req.Memory {
+		snap, err = c.memorySnapshotLocked(ctx, e, rec, req.Name, ttl, Caller(ctx)) // memsnapshot.go
+	} else {
+		snap, err = c.snapshotLocked(ctx, rec, req.Name, ttl, Caller(ctx))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +150,7 @@ func (c *Controller) captureLayer(ctx context.Context, rec *store.Sandbox) ([]st
 		return nil, snapshot.Layer{}, err
 	}
 	switch rec.State {
-	case api.StateRunning, api.StatePaused, api.StateStopped:
+	case api.StateRunning, api.StatePaused, api.StateStopped, api.StateHibernated:
 	default:
 		return nil, snapshot.Layer{}, fmt.Errorf("sandbox %s is %s; snapshots are taken of running, paused or stopped sandboxes: %w", rec.ID, rec.State, errdefs.ErrConflict)
 	}
@@ -251,6 +256,9 @@ func (c *Controller) snapshotAPI(s *store.Snapshot) *api.Snapshot {
 		ID: s.ID, Name: s.Name, Size: s.Size, Image: s.Image, ImageDigest: s.ImageDigest,
 		Parent: s.Parent, Sandbox: s.SandboxID, CreatedAt: s.CreatedAt, Layers: []string{},
 		TTL: ttlString(s.TTL), CreatedBy: s.Owner,
+	}
+	if s.Memory != nil {
+		out.Memory, out.MemorySize = true, s.Memory.Bytes
 	}
 	for _, l := range s.Layers {
 		out.Layers = append(out.Layers, l.Digest)
@@ -367,11 +375,16 @@ func (c *Controller) collectLayers(ctx context.Context) {
 		c.log.Error("layer collection: list snapshots", "err", err)
 		return
 	}
+	withMemory := map[string]bool{}
 	for _, s := range snaps {
 		for _, l := range s.Layers {
 			used[l.Digest] = true
 		}
+		if s.Memory != nil {
+			withMemory[s.ID] = true
+		}
 	}
+	c.collectMemoryImages(withMemory) // memsnapshot.go
 	sbs, err := c.opts.Store.ListSandboxes(ctx, nil)
 	if err != nil {
 		c.log.Error("layer collection: list sandboxes", "err", err)
@@ -446,6 +459,11 @@ func (c *Controller) planCreate(ctx context.Context, req *api.CreateSandboxReque
 	if _, err := c.opts.Images.Resolve(ctx, snap.ImageDigest); err != nil {
 		return nil, fmt.Errorf("snapshot %s needs image %s, which is not on this host: %w", snap.ID, snap.ImageDigest, errdefs.ErrFailedPrecondition)
 	}
+	if snap.Memory != nil {
+		if err := c.planMemoryRestore(req, snap); err != nil { // memsnapshot.go
+			return nil, err
+		}
+	}
 	req.Image = snap.ImageDigest
 	p.snap = snap
 	return p, nil
@@ -510,6 +528,9 @@ func (c *Controller) ExportSnapshot(ctx context.Context, ref string, w io.Writer
 	s, err := c.resolveSnapshot(ctx, ref)
 	if err != nil {
 		return err
+	}
+	if s.Memory != nil {
+		return fmt.Errorf("snapshot %s keeps memory, and exporting memory images is not built: take a snapshot without --memory to export the files: %w", s.ID, errdefs.ErrFailedPrecondition)
 	}
 	m := snapshot.Manifest{Name: s.Name, Image: s.Image, ImageDigest: s.ImageDigest, CreatedAt: s.CreatedAt}
 	for _, l := range s.Layers {

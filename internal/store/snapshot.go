@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"github.com/paddock-dev/paddock/api"
 	"time"
 )
 
@@ -34,6 +35,19 @@ type Snapshot struct {
 	// Owner is the caller the snapshot belongs to: an API key id, "local"
 	// for the unix socket, "" for snapshots older than owners.
 	Owner string
+	// Memory is set when the snapshot keeps its sandbox's memory and
+	// processes too.
+	Memory *SnapshotMemory
+}
+
+// SnapshotMemory says what a snapshot's memory image needs to be
+// restored: the runtime and its build, and the size the sandbox had
+// (the image holds a kernel sized to it).
+type SnapshotMemory struct {
+	Runtime   string        `json:"runtime"`
+	Format    string        `json:"format"`
+	Bytes     int64         `json:"bytes"`
+	Resources api.Resources `json:"resources"`
 }
 
 // SnapshotStore keeps snapshot records. Errors wrap errdefs sentinels:

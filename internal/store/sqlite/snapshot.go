@@ -12,7 +12,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
-const snapshotColumns = `id, name, sandbox_id, image, image_digest, parent, layers, size, created_at, expires_at, ttl_ns, owner`
+const snapshotColumns = `id, name, sandbox_id, image, image_digest, parent, layers, size, created_at, expires_at, ttl_ns, owner, memory`
 
 // maxSnapshotLayers bounds a stored chain; the controller's bound is lower.
 const maxSnapshotLayers = 128
@@ -49,6 +49,16 @@ func validateSnapshot(s *store.Snapshot) error {
 	if s.Size < 0 {
 		return errdefs.Invalid("snapshot size is negative")
 	}
+	if m := s.Memory; m != nil {
+		if m.Runtime == "" || m.Format == "" || m.Bytes < 0 {
+			return errdefs.Invalid("snapshot memory needs a runtime, a format and a size")
+		}
+		for _, f := range []struct{ field, v string }{{"memory runtime", m.Runtime}, {"memory format", m.Format}} {
+			if err := checkText(f.field, f.v, 200); err != nil {
+				return err
+			}
+		}
+	}
 	return checkSnapshotTTL(s.TTL, s.ExpiresAt)
 }
 
@@ -69,13 +79,20 @@ func scanSnapshot(sc scanner) (*store.Snapshot, error) {
 		layers           string
 		created, expires sql.NullInt64
 		ttl              int64
+		memory           string
 	)
 	if err := sc.Scan(&s.ID, &s.Name, &s.SandboxID, &s.Image, &s.ImageDigest, &s.Parent,
-		&layers, &s.Size, &created, &expires, &ttl, &s.Owner); err != nil {
+		&layers, &s.Size, &created, &expires, &ttl, &s.Owner, &memory); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(layers), &s.Layers); err != nil {
 		return nil, fmt.Errorf("store: snapshot %q: decode layers: %w", s.ID, err)
+	}
+	if memory != "" {
+		s.Memory = new(store.SnapshotMemory)
+		if err := json.Unmarshal([]byte(memory), s.Memory); err != nil {
+			return nil, fmt.Errorf("store: snapshot %q: decode memory: %w", s.ID, err)
+		}
 	}
 	s.CreatedAt, s.ExpiresAt = fromNanos(created), fromNanos(expires)
 	s.TTL = time.Duration(ttl)
@@ -94,10 +111,16 @@ func (st *Store) CreateSnapshot(ctx context.Context, s *store.Snapshot) error {
 	if err != nil {
 		return errdefs.Invalid("snapshot layers cannot be encoded")
 	}
+	var memory []byte
+	if s.Memory != nil {
+		if memory, err = json.Marshal(s.Memory); err != nil {
+			return errdefs.Invalid("snapshot memory cannot be encoded")
+		}
+	}
 	return st.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			s.ID, s.Name, s.SandboxID, s.Image, s.ImageDigest, s.Parent, string(layers), s.Size,
-			nanos(s.CreatedAt), nanos(s.ExpiresAt), int64(s.TTL), s.Owner)
+			nanos(s.CreatedAt), nanos(s.ExpiresAt), int64(s.TTL), s.Owner, string(memory))
 		if isUniqueViolation(err) {
 			if s.Name != "" {
 				return fmt.Errorf("a snapshot named %q already exists: %w", s.Name, errdefs.ErrConflict)

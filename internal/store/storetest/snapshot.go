@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -34,9 +35,13 @@ func testSnapshots(t *testing.T, s store.Store) {
 	if err := s.CreateSnapshot(ctx, &dup); !errors.Is(err, errdefs.ErrConflict) {
 		t.Errorf("duplicate name: %v", err)
 	}
-	unnamed := &store.Snapshot{ID: "sn3", ImageDigest: "sha256:aa", Layers: []store.SnapshotLayer{{Digest: "sha256:03"}}}
+	unnamed := &store.Snapshot{ID: "sn3", ImageDigest: "sha256:aa", Layers: []store.SnapshotLayer{{Digest: "sha256:03"}},
+		Memory: &store.SnapshotMemory{Runtime: "gvisor", Format: "runsc v1", Bytes: 12345, Resources: api.Resources{CPU: 1, MemoryMB: 512, DiskMB: 1024}}}
 	if err := s.CreateSnapshot(ctx, unnamed); err != nil {
 		t.Fatal(err)
+	}
+	if got, err := s.GetSnapshot(ctx, "sn3"); err != nil || !reflect.DeepEqual(got.Memory, unnamed.Memory) {
+		t.Fatalf("memory round trip: %+v %v", got, err)
 	}
 	if err := s.SetSnapshotTTL(ctx, "sn1", 0, time.Time{}); err != nil {
 		t.Fatal(err)
@@ -53,9 +58,10 @@ func testSnapshots(t *testing.T, s store.Store) {
 		{ID: "x1", Layers: []store.SnapshotLayer{{Digest: "d"}}},
 		{ID: "x2", ImageDigest: "x"},
 		{ID: "x3", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d", Added: -1}}},
-		{ID: "x4", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d"}}, TTL: time.Hour},                 // ttl without expiry
-		{ID: "x5", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d"}}, ExpiresAt: at},                  // expiry without ttl
-		{ID: "x6", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d"}}, TTL: -time.Hour, ExpiresAt: at}, // negative ttl
+		{ID: "x4", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d"}}, TTL: time.Hour},                                   // ttl without expiry
+		{ID: "x5", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d"}}, ExpiresAt: at},                                    // expiry without ttl
+		{ID: "x6", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d"}}, TTL: -time.Hour, ExpiresAt: at},                   // negative ttl
+		{ID: "x7", ImageDigest: "x", Layers: []store.SnapshotLayer{{Digest: "d"}}, Memory: &store.SnapshotMemory{Runtime: "gvisor"}}, // memory without a format
 	}
 	for _, b := range bad {
 		if err := s.CreateSnapshot(ctx, b); !errors.Is(err, errdefs.ErrInvalidArgument) {
