@@ -119,3 +119,50 @@ func TestMemorySnapshot(t *testing.T) {
 		t.Error("the copy stopped counting when its snapshot went")
 	}
 }
+
+// TestMemorySnapshotPython: what the issue promises a memory snapshot
+// keeps, on the base image: a Python code context's variables and a dev
+// server still listening, in a sandbox created from the snapshot.
+func TestMemorySnapshotPython(t *testing.T) {
+	requireGVisor(t)
+	d := startDaemon(t, daemonOpts{})
+	ctx := ctxT(t, 5*time.Minute)
+	src := create(t, d, api.CreateSandboxRequest{Image: "base", Runtime: api.RuntimeGVisor, KeepAlive: true})
+	res, err := d.client.RunCode(ctx, src.ID, "py", "import math\nanswer = 6 * 7\nbig = list(range(1000000))", paddock.RunCodeOptions{Create: true, Language: "python"})
+	if err != nil || res.Status != api.RunOK {
+		t.Fatalf("run code: %+v %v", res, err)
+	}
+	execOut(t, d, src.ID, "sh", "-c", "cd /home/user && echo served > index.html && nohup python3 -m http.server 8000 </dev/null >/dev/null 2>&1 &")
+	waitServed(t, d, src.ID)
+
+	var snap api.Snapshot
+	mustJSON(t, d.must("--json", "snapshot", "create", src.ID, "--memory"), &snap)
+	t.Logf("memory snapshot of a base sandbox with Python: %d bytes of memory", snap.MemorySize)
+	began := time.Now()
+	cp := create(t, d, api.CreateSandboxRequest{FromSnapshot: snap.ID, KeepAlive: true})
+	res, err = d.client.RunCode(ctx, cp.ID, "py", "answer + len(big) - 1000000", paddock.RunCodeOptions{})
+	t.Logf("create from the snapshot to a code result: %v", time.Since(began))
+	if err != nil || res.Status != api.RunOK {
+		t.Fatalf("run code in the copy: %+v %v", res, err)
+	}
+	if m, ok := res.Main(); !ok || m.Text() != "42" {
+		t.Errorf("the copy's context says %+v, want 42 from the variables set before the snapshot", res.Results)
+	}
+	waitServed(t, d, cp.ID)
+}
+
+// waitServed checks the server on port 8000 answers inside the sandbox.
+func waitServed(t *testing.T, d *daemon, id string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, code := execOut(t, d, id, "python3", "-c", "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:8000/index.html', timeout=5).read().decode())")
+		if code == 0 && strings.TrimSpace(out) == "served" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no server on port 8000 in %s: %q (exit %d)", id, out, code)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
