@@ -108,7 +108,7 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res, err := h.opts.Controller.ForkEach(r.Context(), sb.ID, api.ForkRequest{Count: n}, func(src *api.Sandbox, _ int, req *api.CreateSandboxRequest) {
+	res, err := h.opts.Controller.ForkEach(r.Context(), sb.ID, api.ForkRequest{Count: n, Memory: keepsMemory(sb)}, func(src *api.Sandbox, _ int, req *api.CreateSandboxRequest) {
 		forkCopy(src, req)
 		setLifetime(req, timeout, src.Labels[labelAutoPause] == "true")
 	})

@@ -40,8 +40,16 @@ func toSnapshotInfo(s *api.Snapshot) snapshotInfo {
 	return snapshotInfo{SnapshotID: s.ID, Names: names}
 }
 
-// createSnapshot: POST /sandboxes/{id}/snapshots. The sandbox is frozen
-// for the copy and thawed after (as E2B pauses it). The snapshot lives the
+// keepsMemory says whether a snapshot or fork of sb keeps memory and
+// processes, as E2B's do: a gVisor sandbox with network none does (its
+// memory snapshot, docs/snapshots.md); others keep their files.
+func keepsMemory(sb *api.Sandbox) bool {
+	return sb.Runtime == api.RuntimeGVisor && (sb.Network == nil || sb.Network.Mode == "" || sb.Network.Mode == api.NetworkNone)
+}
+
+// createSnapshot: POST /sandboxes/{id}/snapshots. A gVisor sandbox with
+// network none gets a memory snapshot (keepsMemory); otherwise the sandbox
+// is frozen for the copy of its files and thawed after (as E2B pauses it). The snapshot lives the
 // daemon's default TTL (30 days), renewed by each create from it. A name
 // already taken is a 409: Paddock does not version snapshots under one
 // name, as E2B does.
@@ -56,7 +64,7 @@ func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	snap, err := h.opts.Controller.CreateSnapshot(r.Context(), sb.ID, api.CreateSnapshotRequest{Name: body.Name})
+	snap, err := h.opts.Controller.CreateSnapshot(r.Context(), sb.ID, api.CreateSnapshotRequest{Name: body.Name, Memory: keepsMemory(sb)})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -368,4 +368,33 @@ func TestE2BPauseHibernates(t *testing.T) {
 	if after := readCount(t, d, sb.SandboxID); after < before {
 		t.Errorf("count %d after connect, %d before pause: memory not kept", after, before)
 	}
+	pid, _ := execOut(t, d, sb.SandboxID, "cat", "/home/user/loop.pid")
+	pid = strings.TrimSpace(pid)
+
+	// E2B's snapshots and forks of it keep memory too.
+	r := c.do("POST", "/sandboxes/"+sb.SandboxID+"/snapshots", map[string]any{}, nil)
+	if r.status != http.StatusCreated {
+		t.Fatalf("snapshot: %d %s", r.status, r.body)
+	}
+	var snap struct {
+		SnapshotID string `json:"snapshotID"`
+	}
+	r.json(t, &snap)
+	fromSnap := c.create(map[string]any{"templateID": snap.SnapshotID, "timeout": 300})
+	r = c.do("POST", "/sandboxes/"+sb.SandboxID+"/fork", map[string]any{"count": 1}, nil)
+	if r.status != http.StatusCreated {
+		t.Fatalf("fork: %d %s", r.status, r.body)
+	}
+	var forked []struct {
+		Sandbox *e2bSandbox `json:"sandbox"`
+	}
+	r.json(t, &forked)
+	if len(forked) != 1 || forked[0].Sandbox == nil {
+		t.Fatalf("fork answered %s", r.body)
+	}
+	for _, id := range []string{fromSnap.SandboxID, forked[0].Sandbox.SandboxID} {
+		if _, code := execOut(t, d, id, "kill", "-0", pid); code != 0 {
+			t.Errorf("%s (from an E2B snapshot or fork) has no counting process", id)
+		}
+	}
 }
