@@ -81,13 +81,8 @@ func (c *Controller) recordMemorySnapshot(ctx context.Context, rec *store.Sandbo
 		return nil, err
 	}
 	defer c.snaps.mu.Unlock()
-	now := c.now()
-	snap := &store.Snapshot{
-		ID: newID(), Name: name, SandboxID: rec.ID, Image: rec.Image, ImageDigest: rec.ImageDigest,
-		Parent: rec.SnapshotID, Layers: chain, Size: top.Size, CreatedAt: now, TTL: ttl, ExpiresAt: expiry(now, ttl),
-		Owner:  owner,
-		Memory: &store.SnapshotMemory{Runtime: rec.Runtime, Format: m.Format, Bytes: m.Bytes(), Resources: rec.Resources},
-	}
+	snap := c.newSnapshotRecord(rec, name, ttl, owner, chain, top)
+	snap.Memory = &store.SnapshotMemory{Runtime: rec.Runtime, Format: m.Format, Bytes: m.Bytes(), Resources: rec.Resources}
 	dst := c.snapshotMemoryDir(snap.ID)
 	if err := linkImage(c.memoryDir(rec.ID), dst); err != nil {
 		_ = os.RemoveAll(dst)

@@ -115,21 +115,7 @@ func (c *Controller) snapshotLocked(ctx context.Context, rec *store.Sandbox, nam
 		return nil, err
 	}
 	defer c.snaps.mu.Unlock()
-	now := c.now()
-	snap := &store.Snapshot{
-		ID:          newID(),
-		Name:        name,
-		SandboxID:   rec.ID,
-		Image:       rec.Image,
-		ImageDigest: rec.ImageDigest,
-		Parent:      rec.SnapshotID,
-		Layers:      chain,
-		Size:        top.Size,
-		CreatedAt:   now,
-		TTL:         ttl,
-		ExpiresAt:   expiry(now, ttl),
-		Owner:       owner,
-	}
+	snap := c.newSnapshotRecord(rec, name, ttl, owner, chain, top)
 	if err := c.opts.Store.CreateSnapshot(context.WithoutCancel(ctx), snap); err != nil {
 		if errors.Is(err, errdefs.ErrConflict) && name != "" {
 			return nil, errSnapshotNameTaken(name)
@@ -138,6 +124,17 @@ func (c *Controller) snapshotLocked(ctx context.Context, rec *store.Sandbox, nam
 	}
 	c.log.Info("snapshot taken", "sandbox", rec.ID, "snapshot", snap.ID, "layer", top.Digest, "size", top.Size)
 	return snap, nil
+}
+
+// newSnapshotRecord is the record of a snapshot of rec whose layers are
+// chain, top the one just taken.
+func (c *Controller) newSnapshotRecord(rec *store.Sandbox, name string, ttl time.Duration, owner string, chain []store.SnapshotLayer, top snapshot.Layer) *store.Snapshot {
+	now := c.now()
+	return &store.Snapshot{
+		ID: newID(), Name: name, SandboxID: rec.ID, Image: rec.Image, ImageDigest: rec.ImageDigest,
+		Parent: rec.SnapshotID, Layers: chain, Size: top.Size,
+		CreatedAt: now, TTL: ttl, ExpiresAt: expiry(now, ttl), Owner: owner,
+	}
 }
 
 // captureLayer copies rec's writable layer into the store and returns the
