@@ -157,7 +157,8 @@ type CreateSandboxRequest struct {
 	Timeout string `json:"timeout,omitempty"`
 	// FromSnapshot restores a snapshot (id or name) into the new sandbox:
 	// its files, on the snapshot's image (Image may be left empty; another
-	// image is refused). Files only: not memory, processes or mounts.
+	// image is refused). A memory snapshot resumes its processes too;
+	// any other keeps files only (not memory, processes or mounts).
 	FromSnapshot string `json:"from_snapshot,omitempty"`
 	// Network is the sandbox's network (default: mode none, loopback only).
 	Network *NetworkPolicy `json:"network,omitempty"`

@@ -285,10 +285,18 @@ func newSnapshotExportCmd(g *globals) *cobra.Command {
 
 func newSnapshotImportCmd(g *globals) *cobra.Command {
 	var name, ttl string
+	var filesOnly bool
 	cmd := &cobra.Command{
-		Use:   "import FILE [--name NAME] [--ttl D|never]",
+		Use:   "import FILE [--name NAME] [--ttl D|never] [--files-only]",
 		Short: "Import a snapshot file; every layer's checksum is verified",
-		Args:  cobra.ExactArgs(1),
+		Long: `Import a snapshot file; every layer's checksum is verified.
+
+A memory snapshot's memory image is kept only if this daemon's gVisor can
+restore it and the file was exported by this daemon, or by one whose
+memory-export.key (in its state directory) was copied to this one's:
+a memory image is trusted by the sandbox kernel that restores it.
+--files-only imports the files of any memory snapshot without its memory.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkTTLFlag(ttl); err != nil {
 				return err
@@ -302,7 +310,7 @@ func newSnapshotImportCmd(g *globals) *cobra.Command {
 				defer f.Close()
 				r = f
 			}
-			s, err := g.client().ImportSnapshot(cmd.Context(), r, paddock.ImportOptions{Name: name, TTL: ttl})
+			s, err := g.client().ImportSnapshot(cmd.Context(), r, paddock.ImportOptions{Name: name, TTL: ttl, FilesOnly: filesOnly})
 			if err != nil {
 				return err
 			}
@@ -315,6 +323,7 @@ func newSnapshotImportCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&name, "name", "", "name the imported snapshot (default: its name in the file, if free)")
 	cmd.Flags().StringVar(&ttl, "ttl", "", `time to live, e.g. 72h, or "never" (default 30 days)`)
+	cmd.Flags().BoolVar(&filesOnly, "files-only", false, "import a memory snapshot's files without its memory image")
 	return cmd
 }
 

@@ -44,6 +44,7 @@ func (c *Controller) reconcile(ctx context.Context) error {
 		}
 	}
 	c.reconcileNetwork(ctx, recs) // network.go
+	c.removeMemoryStages()        // memexport.go
 	// Each record is its own: several at once, so the restart's
 	// blackout grows with the slowest runtime call, not with their sum
 	// (every one starts the runtime's binary at least once).

@@ -25,7 +25,7 @@ func TestSnapshotImportHoldsNoLockWhileReading(t *testing.T) {
 	for _, l := range src.Layers {
 		m.Layers = append(m.Layers, snapshot.Layer{Digest: l.Digest})
 	}
-	if err := ss.Export(ctx, m, &file); err != nil {
+	if err := ss.Export(ctx, m, "", &file); err != nil {
 		t.Fatal(err)
 	}
 	snapshotOf(t, c, ss, "other", "another owner's files")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -526,14 +527,17 @@ func (c *Controller) ExportSnapshot(ctx context.Context, ref string, w io.Writer
 	if err != nil {
 		return err
 	}
-	if s.Memory != nil {
-		return fmt.Errorf("snapshot %s keeps memory, and exporting memory images is not built: take a snapshot without --memory to export the files: %w", s.ID, errdefs.ErrFailedPrecondition)
-	}
 	m := snapshot.Manifest{Name: s.Name, Image: s.Image, ImageDigest: s.ImageDigest, CreatedAt: s.CreatedAt}
 	for _, l := range s.Layers {
 		m.Layers = append(m.Layers, snapshot.Layer{Digest: l.Digest, Size: l.Size})
 	}
-	return ss.Export(ctx, m, w)
+	var memDir string
+	if s.Memory != nil {
+		if memDir, err = c.exportMemory(s, &m); err != nil { // memexport.go
+			return err
+		}
+	}
+	return ss.Export(ctx, m, memDir, w)
 }
 
 // ImportOptions tune ImportSnapshot.
@@ -542,6 +546,9 @@ type ImportOptions struct {
 	TTL  string
 	// MaxBytes bounds the files the import may hold (default 64 GiB).
 	MaxBytes int64
+	// FilesOnly imports a memory snapshot's files and leaves its memory
+	// image out.
+	FilesOnly bool
 }
 
 // ImportSnapshot reads an exported snapshot file, verifying every layer's
@@ -565,11 +572,22 @@ func (c *Controller) ImportSnapshot(ctx context.Context, r io.Reader, opts Impor
 	// layers first, without the lock every snapshot of every owner takes:
 	// a slow or huge upload holds up no one else. Only the commit, local
 	// work, is serialised.
-	staged, err := ss.Stage(ctx, r, snapshot.Limits{MaxBytes: opts.MaxBytes})
+	mi, err := c.stageMemoryImport(opts.FilesOnly) // memexport.go
+	if err != nil {
+		return nil, err
+	}
+	defer mi.discard()
+	staged, err := ss.Stage(ctx, r, snapshot.Limits{MaxBytes: opts.MaxBytes}, mi.dir)
 	if err != nil {
 		return nil, snapErr(err)
 	}
 	defer staged.Discard()
+	var mem *store.SnapshotMemory
+	if sm := staged.Manifest(); sm.Memory != nil && !opts.FilesOnly {
+		if mem, err = c.acceptMemory(&sm, mi.dir); err != nil {
+			return nil, err
+		}
+	}
 	c.snaps.mu.Lock()
 	defer c.snaps.mu.Unlock()
 	before := c.layerSet()
@@ -595,9 +613,18 @@ func (c *Controller) ImportSnapshot(ctx context.Context, r io.Reader, opts Impor
 		s.Layers = append(s.Layers, store.SnapshotLayer{Digest: l.Digest, Size: l.Size, Added: l.Added})
 	}
 	s.Size = m.Layers[len(m.Layers)-1].Size
+	if mem != nil {
+		s.Memory = mem
+		if err := mi.keep(s.ID); err != nil {
+			return nil, snapErr(err)
+		}
+	}
 	if err := c.opts.Store.CreateSnapshot(context.WithoutCancel(ctx), s); err != nil {
+		if mem != nil {
+			_ = os.RemoveAll(c.snapshotMemoryDir(s.ID))
+		}
 		return nil, err
 	}
-	c.log.Info("snapshot imported", "snapshot", s.ID, "name", s.Name, "layers", len(s.Layers))
+	c.log.Info("snapshot imported", "snapshot", s.ID, "name", s.Name, "layers", len(s.Layers), "memory", mem != nil)
 	return c.snapshotAPI(s), nil
 }

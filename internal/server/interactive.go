@@ -51,7 +51,7 @@ func ptyQueryInt(q map[string][]string, name string) (int, error) {
 	return n, nil
 }
 
-func watchQueryBool(q map[string][]string, name string) (bool, error) {
+func queryBool(q map[string][]string, name string) (bool, error) {
 	if vs := q[name]; len(vs) > 0 && vs[0] != "" {
 		b, err := strconv.ParseBool(vs[0])
 		if err != nil {
@@ -273,7 +273,7 @@ func (s *Server) killTerminal(w http.ResponseWriter, r *http.Request) {
 // watch streams filesystem changes as NDJSON api.WatchEvent lines.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	recursive, err := watchQueryBool(q, "recursive")
+	recursive, err := queryBool(q, "recursive")
 	if err != nil {
 		writeError(w, err)
 		return

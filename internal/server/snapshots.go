@@ -121,10 +121,16 @@ func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, httpbody.TooLarge(r.ContentLength, maxImportBody))
 		return
 	}
+	filesOnly, err := queryBool(q, "files_only")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	// Streamed to disk, never held in memory: no body budget.
 	body := http.MaxBytesReader(w, r.Body, maxImportBody)
-	snap, err := s.opts.Controller.ImportSnapshot(r.Context(), body, controller.ImportOptions{
-		Name: q.Get("name"), TTL: q.Get("ttl"), MaxBytes: maxImportBody,
+	var snap *api.Snapshot
+	snap, err = s.opts.Controller.ImportSnapshot(r.Context(), body, controller.ImportOptions{
+		Name: q.Get("name"), TTL: q.Get("ttl"), MaxBytes: maxImportBody, FilesOnly: filesOnly,
 	})
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

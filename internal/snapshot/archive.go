@@ -5,12 +5,17 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/tarsafe"
@@ -37,6 +42,79 @@ type Manifest struct {
 	ImageDigest string    `json:"image_digest"`
 	CreatedAt   time.Time `json:"created_at"`
 	Layers      []Layer   `json:"layers"`
+	// Memory is the memory image of a memory snapshot, whose files follow
+	// the layers as memory/<name>.
+	Memory *MemoryImage `json:"memory,omitempty"`
+}
+
+// MemoryImage lists the files of an exported memory image. Meta and Seal
+// belong to the exporter (what restores the image, and its proof that
+// the image is its own); the store only moves the files and checks each
+// against its size and SHA-256.
+type MemoryImage struct {
+	Meta  json.RawMessage `json:"meta"`
+	Files []MemoryFile    `json:"files"`
+	Seal  string          `json:"seal"`
+}
+
+// MemoryFile is one file of an exported memory image.
+type MemoryFile struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+const (
+	maxMemoryFiles = 64
+	maxMemoryMeta  = 8 << 10
+	maxMemorySeal  = 256
+)
+
+func memoryEntry(name string) string { return "memory/" + name }
+
+// validMemoryName: a plain file name, never a path.
+func validMemoryName(n string) bool {
+	if n == "" || n == "." || n == ".." || len(n) > 255 {
+		return false
+	}
+	for _, r := range n {
+		if r == '/' || r == 0 || r == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+func (mi *MemoryImage) validate() error {
+	if len(mi.Files) == 0 || len(mi.Files) > maxMemoryFiles {
+		return errdefs.Invalid("snapshot file's memory image must hold 1 to %d files, has %d", maxMemoryFiles, len(mi.Files))
+	}
+	if len(mi.Meta) > maxMemoryMeta || len(mi.Seal) > maxMemorySeal {
+		return errdefs.Invalid("snapshot file's memory image description is too long")
+	}
+	seen := map[string]bool{}
+	for _, f := range mi.Files {
+		if !validMemoryName(f.Name) || f.Size < 0 || !validHex256(f.SHA256) {
+			return errdefs.Invalid("snapshot file has an invalid memory image entry")
+		}
+		if seen[f.Name] {
+			return errdefs.Invalid("snapshot file lists memory file %s twice", truncate(f.Name, 100))
+		}
+		seen[f.Name] = true
+	}
+	return nil
+}
+
+func validHex256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func layerEntry(digest string) string {
@@ -67,13 +145,18 @@ func (m *Manifest) Validate() error {
 	if len(m.Name) > 63 || len(m.Image) > 256 {
 		return errdefs.Invalid("snapshot file has an overlong name")
 	}
+	if m.Memory != nil {
+		return m.Memory.validate()
+	}
 	return nil
 }
 
 // Export writes m and its layers (which must be in the store) as one tar
 // file. Every layer is verified against its digest first, so a layer
-// damaged on disk is never exported under its old name.
-func (s *Store) Export(ctx context.Context, m Manifest, w io.Writer) error {
+// damaged on disk is never exported under its old name. A manifest with a
+// memory image takes its files from memDir, each checked against its
+// listed size and hash as it is written (the stream fails on a mismatch).
+func (s *Store) Export(ctx context.Context, m Manifest, memDir string, w io.Writer) error {
 	m.Format = ArchiveFormat
 	for i, l := range m.Layers {
 		v, err := s.VerifyLayer(ctx, l.Digest)
@@ -104,10 +187,52 @@ func (s *Store) Export(ctx context.Context, m Manifest, w io.Writer) error {
 			return err
 		}
 	}
+	if m.Memory != nil {
+		for _, f := range m.Memory.Files {
+			if err := writeMemoryFile(ctx, tw, memDir, f, m.CreatedAt); err != nil {
+				return err
+			}
+		}
+	}
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("snapshot: write export: %w", err)
 	}
 	return nil
+}
+
+// writeMemoryFile writes one memory file into the export, checking it
+// against its listing.
+func writeMemoryFile(ctx context.Context, tw *tar.Writer, dir string, f MemoryFile, mod time.Time) error {
+	in, err := os.OpenFile(filepath.Join(dir, f.Name), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("snapshot: memory image: %w", err)
+	}
+	defer in.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: memoryEntry(f.Name), Mode: 0o600, Size: f.Size, ModTime: mod, Format: tar.FormatPAX}); err != nil {
+		return fmt.Errorf("snapshot: write export: %w", err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tw, h), io.LimitReader(ctxReader{ctx, in}, f.Size))
+	if err != nil {
+		return fmt.Errorf("snapshot: write export: %w", err)
+	}
+	if n != f.Size || hex.EncodeToString(h.Sum(nil)) != f.SHA256 {
+		return fmt.Errorf("snapshot: memory file %s changed on disk since it was sealed: %w", f.Name, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// ctxReader stops a long copy when its context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // ErrChecksum is wrapped when an imported file's content does not match
@@ -118,7 +243,7 @@ var ErrChecksum = fmt.Errorf("checksum mismatch: %w", errdefs.ErrInvalidArgument
 // Commit. Callers that serialise commits against a collector of unused
 // layers Stage first, outside their lock, and Commit under it.
 func (s *Store) Import(ctx context.Context, r io.Reader, lim Limits) (*Manifest, error) {
-	st, err := s.Stage(ctx, r, lim)
+	st, err := s.Stage(ctx, r, lim, "")
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +280,12 @@ func (st *Staged) Discard() {
 // written; an entry larger than what its layer's declared size or that
 // bound leaves is refused before any of it is written, and so is a sparse
 // entry, at either level of the file.
-func (s *Store) Stage(ctx context.Context, r io.Reader, lim Limits) (*Staged, error) {
+//
+// A memory image's files are written into memDir (an empty directory the
+// caller made and removes) within the same bound, each checked against
+// its listed size and SHA-256; with memDir "" they are checked and
+// dropped.
+func (s *Store) Stage(ctx context.Context, r io.Reader, lim Limits, memDir string) (*Staged, error) {
 	if lim.MaxBytes <= 0 {
 		lim.MaxBytes = 64 << 30
 	}
@@ -212,10 +342,67 @@ func (s *Store) Stage(ctx context.Context, r io.Reader, lim Limits) (*Staged, er
 		}
 		st.tmps = append(st.tmps, tmp)
 	}
+	if m.Memory != nil {
+		for _, f := range m.Memory.Files {
+			n, err := stageMemoryFile(ctx, tr, memDir, f, lim.MaxBytes-written)
+			written += n
+			if err != nil {
+				return fail(err)
+			}
+		}
+	}
 	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
-		return fail(errdefs.Invalid("snapshot file has data after its last layer"))
+		return fail(errdefs.Invalid("snapshot file has data after its last entry"))
 	}
 	return st, nil
+}
+
+// stageMemoryFile reads the next entry, which must be memory file f of at
+// most budget bytes, into dir (or nowhere), checking its hash.
+func stageMemoryFile(ctx context.Context, tr *tar.Reader, dir string, f MemoryFile, budget int64) (int64, error) {
+	hdr, err := tr.Next()
+	if err != nil {
+		return 0, fmt.Errorf("snapshot file is truncated before memory file %s: %w", truncate(f.Name, 100), ErrChecksum)
+	}
+	if hdr.Name != memoryEntry(f.Name) || hdr.Typeflag != tar.TypeReg {
+		return 0, errdefs.Invalid("snapshot file entry %q is not the expected %s", truncate(hdr.Name, 100), truncate(memoryEntry(f.Name), 100))
+	}
+	if tarsafe.Sparse(hdr) {
+		return 0, unsafeEntry(hdr.Name, "is a sparse file (snapshot files hold none)")
+	}
+	if hdr.Size != f.Size {
+		return 0, fmt.Errorf("memory file %s is %d bytes, the manifest says %d: %w", truncate(f.Name, 100), hdr.Size, f.Size, ErrChecksum)
+	}
+	if f.Size > budget {
+		return 0, fmt.Errorf("snapshot: archive holds more than its bound allows: %w", errdefs.ErrResourceExhausted)
+	}
+	var out io.Writer = io.Discard
+	var file *os.File
+	if dir != "" {
+		file, err = os.OpenFile(filepath.Join(dir, f.Name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return 0, fmt.Errorf("snapshot: stage memory file: %w", err)
+		}
+		defer file.Close()
+		out = file
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(out, h), ctxReader{ctx, tr})
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = fmt.Errorf("snapshot file is truncated in memory file %s: %w", truncate(f.Name, 100), ErrChecksum)
+		}
+		return n, err
+	}
+	if n != f.Size || hex.EncodeToString(h.Sum(nil)) != f.SHA256 {
+		return n, fmt.Errorf("memory file %s does not match its checksum (corrupted, truncated or tampered file): %w", truncate(f.Name, 100), ErrChecksum)
+	}
+	if file != nil {
+		if err := file.Sync(); err != nil {
+			return n, fmt.Errorf("snapshot: stage memory file: %w", err)
+		}
+	}
+	return n, nil
 }
 
 // stageLayer extracts one layer into a new temporary directory and checks

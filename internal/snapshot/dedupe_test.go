@@ -480,7 +480,7 @@ func TestImportFailureRemovesAddedLayers(t *testing.T) {
 	}
 	m := Manifest{ImageDigest: "sha256:" + strings.Repeat("ab", 32), CreatedAt: mtime, Layers: []Layer{{Digest: l1.Digest}, {Digest: l2.Digest}}}
 	var file bytes.Buffer
-	if err := from.Export(ctx, m, &file); err != nil {
+	if err := from.Export(ctx, m, "", &file); err != nil {
 		t.Fatal(err)
 	}
 	good := file.Bytes()

@@ -236,7 +236,7 @@ func TestExportImport(t *testing.T) {
 	l := commitTree(t, from, src)
 	m := Manifest{Name: "deps", Image: "base", ImageDigest: "sha256:" + strings.Repeat("ab", 32), CreatedAt: time.Unix(1_700_000_000, 0).UTC(), Layers: []Layer{{Digest: l.Digest}}}
 	var file bytes.Buffer
-	if err := from.Export(ctx, m, &file); err != nil {
+	if err := from.Export(ctx, m, "", &file); err != nil {
 		t.Fatal(err)
 	}
 	good := file.Bytes()
@@ -336,6 +336,29 @@ func FuzzExtract(f *testing.F) {
 	})
 }
 
+// memorySeed is a snapshot file with an empty layer and one memory file.
+func memorySeed() []byte {
+	layer := tarOfF()
+	ls := sha256.Sum256(layer)
+	mem := []byte("memory")
+	ms := sha256.Sum256(mem)
+	m := Manifest{Format: ArchiveFormat, ImageDigest: "sha256:" + strings.Repeat("a", 64),
+		Layers: []Layer{{Digest: "sha256:" + hex.EncodeToString(ls[:]), Size: int64(len(layer))}},
+		Memory: &MemoryImage{Meta: []byte("{}"), Seal: "x", Files: []MemoryFile{{Name: "pages.img", Size: int64(len(mem)), SHA256: hex.EncodeToString(ms[:])}}}}
+	mb, _ := json.Marshal(m)
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, e := range []struct {
+		name string
+		data []byte
+	}{{manifestName, mb}, {layerEntry(m.Layers[0].Digest), layer}, {memoryEntry("pages.img"), mem}} {
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: 0o644, Size: int64(len(e.data))})
+		tw.Write(e.data)
+	}
+	tw.Close()
+	return b.Bytes()
+}
+
 func tarOfF(hdrs ...*tar.Header) []byte {
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
@@ -354,12 +377,25 @@ func FuzzImport(f *testing.F) {
 	f.Add(tarOfF(&tar.Header{Typeflag: tar.TypeReg, Name: "manifest.json", Size: 2}))
 	f.Add([]byte(`{"format":"paddock-snapshot/v1"}`))
 	f.Add(append(tarsafetest.PAXSparse(manifestName, 1<<30, []byte("{}")), tarsafetest.End()...))
+	f.Add(memorySeed())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Open(Options{Dir: filepath.Join(t.TempDir(), "s")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := s.Import(context.Background(), bytes.NewReader(data), Limits{MaxEntries: 100, MaxBytes: 1 << 20})
+		memDir := t.TempDir()
+		st, err := s.Stage(context.Background(), bytes.NewReader(data), Limits{MaxEntries: 100, MaxBytes: 1 << 20}, memDir)
+		if err != nil {
+			return
+		}
+		// Memory files land only in their directory, by the names listed.
+		if mi := st.Manifest().Memory; mi != nil {
+			ents, _ := os.ReadDir(memDir)
+			if len(ents) != len(mi.Files) {
+				t.Fatalf("%d memory files staged for %d listed", len(ents), len(mi.Files))
+			}
+		}
+		m, err := st.Commit(context.Background())
 		if err != nil {
 			return
 		}

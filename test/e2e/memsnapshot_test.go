@@ -93,9 +93,6 @@ func TestMemorySnapshot(t *testing.T) {
 			t.Errorf("create %+v = %v; want a precondition failure naming %q", tc.req, err, tc.want)
 		}
 	}
-	if _, errOut, code := d.run("snapshot", "export", "warm", "-o", filepath.Join(t.TempDir(), "x.tar")); code == 0 || !strings.Contains(errOut, "memory") {
-		t.Errorf("export of a memory snapshot: exit %d, %q", code, errOut)
-	}
 	runc := create(t, d, api.CreateSandboxRequest{Image: "busybox", Runtime: api.RuntimeRunc, KeepAlive: true})
 	if _, err := d.client.CreateSnapshot(ctx, runc.ID, api.CreateSnapshotRequest{Memory: true}); !errors.Is(err, paddock.ErrFailedPrecondition) || !strings.Contains(err.Error(), "--runtime gvisor") {
 		t.Errorf("memory snapshot of a runc sandbox = %v", err)

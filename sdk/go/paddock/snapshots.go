@@ -110,6 +110,10 @@ func (c *Client) ExportSnapshot(ctx context.Context, ref string, w io.Writer) er
 type ImportOptions struct {
 	Name string // "" = the name in the file, if free
 	TTL  string // "" = the daemon's default; "never" for none
+	// FilesOnly leaves a memory snapshot's memory image out: the
+	// snapshot restores as a file snapshot. A memory image is kept only
+	// from this daemon or one sharing its memory export key.
+	FilesOnly bool
 }
 
 // ImportSnapshot uploads an exported snapshot file. A corrupted, truncated
@@ -124,6 +128,9 @@ func (c *Client) ImportSnapshot(ctx context.Context, r io.Reader, opts ImportOpt
 	}
 	if opts.TTL != "" {
 		q.Set("ttl", opts.TTL)
+	}
+	if opts.FilesOnly {
+		q.Set("files_only", "true")
 	}
 	var s api.Snapshot
 	req := request{method: http.MethodPost, path: "/v1/snapshots/import", query: q, body: r, ctype: "application/x-tar"}
