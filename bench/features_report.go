@@ -14,7 +14,8 @@ var featureComparisonIDs = []string{
 	"pool-claim", "pool-first-exec", "snapshot-10-mib", "snapshot-100-mib", "snapshot-1-gib",
 	"snapshot-second-1-of-100-mib",
 	"restore-first-exec", "fork-10", "pause", "resume", "network-create",
-	"network-create-gvisor",
+	"network-create-gvisor", "hibernate-100-mib", "hibernate-restore-first-exec", "memory-fork-10",
+	"memory-restore-python",
 }
 
 // featureTargets adds the feature items' goals; only the pool has one in

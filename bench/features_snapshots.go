@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
@@ -230,35 +229,7 @@ func (s *Suite) measureFork(ctx context.Context, sbID string) Comparison {
 			return d, err
 		}},
 		{Name: names[1], Run: func(ctx context.Context) (time.Duration, error) {
-			ids := make([]string, forkCount)
-			errs := make([]error, forkCount)
-			d, _ := Timed(func() error {
-				var wg sync.WaitGroup
-				for i := range ids {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						sb, err := s.create(ctx, "busybox", api.RuntimeRunc)
-						if err == nil {
-							ids[i] = sb.ID
-						}
-						errs[i] = err
-					}()
-				}
-				wg.Wait()
-				return nil
-			})
-			for _, x := range ids {
-				if x != "" {
-					_ = s.destroy(ctx, x)
-				}
-			}
-			for _, err := range errs {
-				if err != nil {
-					return d, err
-				}
-			}
-			return d, nil
+			return s.concurrentCreates(ctx, forkCount, api.RuntimeRunc)
 		}},
 	})
 	note := "The fork snapshots the sandbox (10 MiB of changes) and creates its copies from that snapshot; the baseline creates as many fresh sandboxes at once. Both end when every sandbox is running; removal is not timed."

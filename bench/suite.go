@@ -185,6 +185,9 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
 		case ItemGVisor:
 			r.Comparisons = append(r.Comparisons, s.measureGVisor(ctx)...)
+		case ItemMemory:
+			cs, fs := s.measureMemory(ctx)
+			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
 		case ItemImages:
 			cs, fs := s.measureImages(ctx)
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)

@@ -62,7 +62,8 @@ func Targets(r *Report) []Target {
 		}
 		out = append(out, t)
 	}
-	return append(out, featureTargets(r)...)
+	out = append(out, featureTargets(r)...)
+	return append(out, memoryTargets(r)...)
 }
 
 func ratioTarget(r *Report, id, baseline, name, goal string, limit float64) Target {
