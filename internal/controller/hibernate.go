@@ -115,8 +115,13 @@ func (c *Controller) hibernateLocked(ctx context.Context, e *entry, rec *store.S
 		if aerr := c.adopt(ctx, e, rec); aerr == nil {
 			c.carryProcesses(e)
 			_ = c.setState(ctx, rec, api.StateRunning, "hibernate failed, running on: "+err.Error(), false)
-		} else {
-			c.stopAfterFailure(ctx, rec, "hibernate failed: "+err.Error())
+			return fmt.Errorf("hibernate sandbox %s: %w", rec.ID, err)
+		}
+		// gVisor's sentry can end with a failed save (it panics when
+		// its image cannot be written): the sandbox's files are all
+		// that is left of it.
+		if c.stopAfterHibernateFailure(ctx, rec, "hibernate failed: "+err.Error()) {
+			return fmt.Errorf("hibernate sandbox %s: %w; the sandbox did not survive it and is stopped, its files kept, its processes lost", rec.ID, err)
 		}
 		return fmt.Errorf("hibernate sandbox %s: %w", rec.ID, err)
 	}
@@ -160,10 +165,33 @@ func (c *Controller) stopAfterFailure(ctx context.Context, rec *store.Sandbox, r
 	_ = c.setState(ctx, rec, api.StateError, reason+"; stopped, files kept", true)
 }
 
+// stopAfterHibernateFailure stops a sandbox that did not survive a failed
+// checkpoint. Stopped, it is recorded stopped (a start boots it from its
+// files) and it reports true; otherwise it is in error.
+func (c *Controller) stopAfterHibernateFailure(ctx context.Context, rec *store.Sandbox, reason string) bool {
+	b, err := c.backend(rec.Runtime)
+	if err == nil {
+		err = b.Stop(ctx, rec.ID)
+	}
+	if err != nil {
+		c.log.Warn("stop after a failed hibernate", "sandbox", rec.ID, "err", err)
+		_ = c.setState(ctx, rec, api.StateError, reason+"; could not be stopped: "+err.Error(), true)
+		return false
+	}
+	_ = c.setState(ctx, rec, api.StateStopped, reason+"; the sandbox did not survive it: stopped, files kept, processes lost", true)
+	return true
+}
+
 // checkMemoryDisk refuses a hibernation the state dir's file system has
 // no room for: the image holds at most the sandbox's memory limit.
 func (c *Controller) checkMemoryDisk(rec *store.Sandbox) error {
-	free, err := freeBytes(c.cfg.StateDir)
+	// Memory images have a directory of their own, which may be a file
+	// system of its own: measure that one.
+	root := filepath.Dir(c.memoryDir(rec.ID))
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return err
+	}
+	free, err := freeBytes(root)
 	if err != nil {
 		return nil // measured by checkDisk's rules: not a reason to refuse
 	}
@@ -171,7 +199,7 @@ func (c *Controller) checkMemoryDisk(rec *store.Sandbox) error {
 	if free >= need {
 		return nil
 	}
-	return fmt.Errorf("sandbox %s cannot hibernate: its memory image may take up to %s and the state dir has %s free: %w",
+	return fmt.Errorf("sandbox %s cannot hibernate: its memory image may take up to %s and the file system for memory images has %s free: %w",
 		rec.ID, mib(rec.Resources.MemoryMB), mib(int64(free>>20)), errdefs.ErrResourceExhausted)
 }
 

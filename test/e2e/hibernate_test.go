@@ -398,3 +398,104 @@ func TestE2BPauseHibernates(t *testing.T) {
 		}
 	}
 }
+
+// TestHibernateDiskFull: a disk that fills up while checkpoints write.
+// Memory images live on a 640 MiB ext4 disk; two sandboxes with 512 MiB
+// limits each hold 350 MiB (in /dev/shm and /tmp, both
+// memory in gVisor) and hibernate at once. Each passes the up-front
+// check (576 MiB free is enough for one), but both images do not fit: at
+// least one checkpoint runs out of space while it writes. That one fails
+// with the reason, keeps no part of its image and leaves its sandbox
+// usable (running on with its processes, or stopped with its files if
+// gVisor did not survive the failed save); one that fitted wakes.
+func TestHibernateDiskFull(t *testing.T) {
+	requireGVisor(t)
+	d := startDaemon(t, daemonOpts{})
+	ctx := ctxT(t, 5*time.Minute)
+	dir := filepath.Join(d.stateDir, "memory")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A disk, not a tmpfs: what the sentry writes into a tmpfs is
+	// charged to the sandbox's own memory limit.
+	disk := filepath.Join(t.TempDir(), "memory.ext4")
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", disk, "640M").CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", disk, dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount a small disk for memory images: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	var ids []string
+	before := map[string]int{}
+	for range 2 {
+		sb := create(t, d, api.CreateSandboxRequest{Image: "busybox", Runtime: api.RuntimeGVisor, KeepAlive: true,
+			Resources: api.Resources{MemoryMB: 512}})
+		execOut(t, d, sb.ID, "sh", "-c", counterLoop)
+		if out, code := execOut(t, d, sb.ID, "sh", "-c", "head -c 50000000 /dev/urandom > /dev/shm/fill && head -c 317000000 /dev/urandom > /tmp/fill"); code != 0 {
+			t.Fatalf("fill the sandbox's memory: %d %s", code, out)
+		}
+		ids = append(ids, sb.ID)
+		before[sb.ID] = readCount(t, d, sb.ID)
+	}
+
+	type result struct {
+		id, errOut string
+		code       int
+	}
+	results := make(chan result, len(ids))
+	for _, id := range ids {
+		go func() {
+			_, errOut, code := d.run("pause", "--to-disk", id)
+			results <- result{id, strings.TrimSpace(errOut), code}
+		}()
+	}
+	failedWriting := 0
+	for range ids {
+		r := <-results
+		if r.code == 0 {
+			t.Logf("sandbox %s hibernated", r.id)
+			if out, code := execOut(t, d, r.id, "echo", "ok"); code != 0 || out != "ok\n" {
+				t.Errorf("the hibernated sandbox did not wake: %d %q", code, out)
+			}
+			continue
+		}
+		t.Logf("sandbox %s: %s", r.id, r.errOut)
+		if strings.Contains(r.errOut, "filled up") {
+			failedWriting++
+		} else if !strings.Contains(r.errOut, "cannot hibernate") {
+			t.Errorf("hibernate failed for another reason: %s", r.errOut)
+		}
+		if _, err := os.Stat(filepath.Join(dir, r.id)); !os.IsNotExist(err) {
+			t.Errorf("the failed hibernate of %s left its image directory (%v)", r.id, err)
+		}
+		got, err := d.client.Get(ctx, r.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch got.State {
+		case api.StateRunning:
+			if n := readCount(t, d, r.id); n < before[r.id] {
+				t.Errorf("count %d after the failed hibernate, %d before", n, before[r.id])
+			}
+		case api.StateStopped:
+			t.Logf("sandbox %s was stopped, its files kept", r.id)
+			d.must("start", r.id)
+			if out, code := execOut(t, d, r.id, "cat", "/home/user/count"); code != 0 || strings.TrimSpace(out) == "" {
+				t.Errorf("the stopped sandbox lost its files: exit %d, %q", code, out)
+			}
+		default:
+			t.Fatalf("sandbox is %s after a failed hibernate (%s)", got.State, got.ErrorReason)
+		}
+		if out, code := execOut(t, d, r.id, "echo", "ok"); code != 0 || out != "ok\n" {
+			t.Errorf("sandbox unusable after the failed hibernate: %d %q", code, out)
+		}
+	}
+	if failedWriting == 0 {
+		t.Fatal("no checkpoint ran out of space while writing: both images fitted, or the second was refused up front")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -85,9 +86,13 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
 	}
 	steps.mark("detach")
 	if _, err := r.run(ctx, runOpts{}, "checkpoint", "--image-path", dir, "--exclude-committed-zero-pages", id); err != nil {
-		log.Warn("checkpoint failed; the sandbox runs on", "err", err)
+		log.Warn("checkpoint failed", "err", err)
+		err = checkpointError(err, dir)
+		// The caller finds out whether the sandbox survived by reaching
+		// its agent; gVisor's sentry exits after a save that failed
+		// while writing.
 		if aerr := r.attachAgent(context.WithoutCancel(ctx), id); aerr != nil {
-			return fmt.Errorf("%w (and its agent did not come back: %v)", err, aerr)
+			log.Warn("the agent did not come back after the failed checkpoint", "err", aerr)
 		}
 		return err
 	}
@@ -200,4 +205,38 @@ func waitPath(ctx context.Context, path string, present bool) error {
 		}
 		delay = min(delay*2, 20*time.Millisecond)
 	}
+}
+
+// fullBelow is the free space under which a file system that a checkpoint
+// failed to write into is taken to have filled up: gVisor writes its image
+// in large pieces, and one that did not fit can leave megabytes free.
+const fullBelow = 64 << 20
+
+// checkpointError says why runsc checkpoint failed in a line: a file
+// system that filled up (out of space or inodes) is named as such, and a
+// sentry that panicked is reduced to its panic message rather than its
+// stack, which the log keeps.
+func checkpointError(err error, dir string) error {
+	var st unix.Statfs_t
+	if serr := unix.Statfs(dir, &st); serr == nil && (st.Bavail*uint64(st.Bsize) < fullBelow || (st.Files > 0 && st.Ffree == 0)) {
+		return fmt.Errorf("runsc checkpoint: the file system for memory images filled up (%d MiB and %d inodes free): %w",
+			st.Bavail*uint64(st.Bsize)>>20, st.Ffree, errdefs.ErrResourceExhausted)
+	}
+	var ce *cmdError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	if strings.Contains(ce.stderr, "no space left on device") {
+		return fmt.Errorf("runsc checkpoint: the file system for memory images filled up: %w", errdefs.ErrResourceExhausted)
+	}
+	for _, line := range strings.Split(ce.stderr, "\n") {
+		if i := strings.Index(line, "panic: "); i >= 0 {
+			msg := strings.TrimSpace(line[i:])
+			if len(msg) > 512 {
+				msg = msg[:512]
+			}
+			return fmt.Errorf("runsc checkpoint: the sandbox's kernel failed to save it: %s", msg)
+		}
+	}
+	return err
 }
