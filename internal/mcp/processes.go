@@ -88,13 +88,15 @@ type SnapshotInput struct {
 	Sandbox string `json:"sandbox,omitempty" jsonschema:"sandbox id or name; empty means this session's default sandbox"`
 	Name    string `json:"name,omitempty" jsonschema:"optional unique name to restore it by"`
 	TTL     string `json:"ttl,omitempty" jsonschema:"how long to keep it (Go duration like 72h, or never); default 30 days"`
+	Memory  bool   `json:"memory,omitempty" jsonschema:"also keep memory and running processes (gVisor sandboxes without network only): a restore resumes them where they were"`
 }
 
 // SnapshotOutput is snapshot_create's output.
 type SnapshotOutput struct {
-	ID   string `json:"id"`
-	Name string `json:"name,omitempty"`
-	Size int64  `json:"size" jsonschema:"bytes of the snapshot's own changes"`
+	ID         string `json:"id"`
+	Name       string `json:"name,omitempty"`
+	Size       int64  `json:"size" jsonschema:"bytes of the snapshot's own changes"`
+	MemorySize int64  `json:"memory_size,omitempty" jsonschema:"bytes of its memory image, for a snapshot with memory"`
 }
 
 // RestoreInput is snapshot_restore's input.
@@ -133,13 +135,14 @@ Start the server first (start_process with wait_for_port).`,
 	mcpsdk.AddTool(s.srv, &mcpsdk.Tool{
 		Name:        "snapshot_create",
 		Title:       "Snapshot a sandbox's files",
-		Description: `Save the sandbox's whole filesystem as a snapshot (processes and memory are not kept). Takes about as long as copying the files changed since the image. Restore it later with snapshot_restore, e.g. before a risky change or to keep work past this session.`,
+		Description: `Save the sandbox's whole filesystem as a snapshot. Takes about as long as copying the files changed since the image. Restore it later with snapshot_restore, e.g. before a risky change or to keep work past this session.
+Processes and memory are kept only with memory: true, for gVisor sandboxes without network (the sandbox pauses for about half a second); a restore then resumes every process where it was.`,
 		Annotations: &mcpsdk.ToolAnnotations{OpenWorldHint: ptr(false)},
 	}, s.snapshotCreate)
 	mcpsdk.AddTool(s.srv, &mcpsdk.Tool{
 		Name:        "snapshot_restore",
 		Title:       "Restore a snapshot into a new sandbox",
-		Description: `Create a new sandbox whose files are those of a snapshot, and return it. The new sandbox outlives this session: pass its id as sandbox to other tools, and destroy it with sandbox_destroy when done.`,
+		Description: `Create a new sandbox whose files are those of a snapshot (and, for one taken with memory, its memory and running processes), and return it. The new sandbox outlives this session: pass its id as sandbox to other tools, and destroy it with sandbox_destroy when done.`,
 		Annotations: &mcpsdk.ToolAnnotations{OpenWorldHint: ptr(false)},
 	}, s.snapshotRestore)
 }
@@ -280,11 +283,11 @@ func (s *Server) snapshotCreate(ctx context.Context, req *mcpsdk.CallToolRequest
 	if err != nil {
 		return nil, SnapshotOutput{}, err
 	}
-	sn, err := s.c.CreateSnapshot(ctx, id, api.CreateSnapshotRequest{Name: in.Name, TTL: in.TTL})
+	sn, err := s.c.CreateSnapshot(ctx, id, api.CreateSnapshotRequest{Name: in.Name, TTL: in.TTL, Memory: in.Memory})
 	if err != nil {
 		return nil, SnapshotOutput{}, toolError("snapshot_create failed", err)
 	}
-	return nil, SnapshotOutput{ID: sn.ID, Name: sn.Name, Size: sn.Size}, nil
+	return nil, SnapshotOutput{ID: sn.ID, Name: sn.Name, Size: sn.Size, MemorySize: sn.MemorySize}, nil
 }
 
 func (s *Server) snapshotRestore(ctx context.Context, req *mcpsdk.CallToolRequest, in RestoreInput) (*mcpsdk.CallToolResult, SandboxOutput, error) {

@@ -511,3 +511,49 @@ func TestMCPCreateWithNetworkRules(t *testing.T) {
 		t.Fatalf("network without allow_hosts: %+v", sb.Network)
 	}
 }
+
+// TestMCPMemorySnapshot: snapshot_create with memory keeps a gVisor
+// sandbox's running processes, and snapshot_restore resumes them in the
+// new sandbox.
+func TestMCPMemorySnapshot(t *testing.T) {
+	requireGVisor(t)
+	d := startDaemon(t, daemonOpts{})
+	cs := connectMCP(t, d, "stdio", "")
+	var made struct{ Sandbox struct{ ID string } }
+	call(t, cs, "sandbox_create", map[string]any{"image": "busybox", "runtime": "gvisor"}, &made)
+	id := made.Sandbox.ID
+	t.Cleanup(func() { _, _, _ = d.run("rm", id) })
+	var e mcpExecOut
+	call(t, cs, "exec", map[string]any{"sandbox": id, "command": counterLoop}, &e)
+	before := readCount(t, d, id)
+
+	var snap struct {
+		ID         string `json:"id"`
+		MemorySize int64  `json:"memory_size"`
+	}
+	call(t, cs, "snapshot_create", map[string]any{"sandbox": id, "memory": true, "ttl": "1h"}, &snap)
+	if snap.MemorySize <= 0 {
+		t.Fatalf("snapshot_create with memory: memory_size %d", snap.MemorySize)
+	}
+	var restored struct{ Sandbox struct{ ID string } }
+	call(t, cs, "snapshot_restore", map[string]any{"snapshot": snap.ID}, &restored)
+	rid := restored.Sandbox.ID
+	t.Cleanup(func() { _, _, _ = d.run("rm", rid) })
+	// The loop resumed: its pid is alive in the copy and it counts on
+	// from where it was.
+	call(t, cs, "exec", map[string]any{"sandbox": rid, "command": "kill -0 $(cat /home/user/loop.pid) && echo alive"}, &e)
+	if e.ExitCode != 0 || strings.TrimSpace(e.Stdout) != "alive" {
+		t.Fatalf("the counting loop did not resume in the restored sandbox: %+v", e)
+	}
+	first := readCount(t, d, rid)
+	if first < before {
+		t.Fatalf("restored count %d, before the snapshot %d", first, before)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for readCount(t, d, rid) <= first {
+		if time.Now().After(deadline) {
+			t.Fatal("the restored loop does not count")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
