@@ -133,8 +133,8 @@ Start the server first (start_process with wait_for_port).`,
 		Annotations: &mcpsdk.ToolAnnotations{IdempotentHint: true, OpenWorldHint: ptr(true)},
 	}, s.exposePort)
 	mcpsdk.AddTool(s.srv, &mcpsdk.Tool{
-		Name:        "snapshot_create",
-		Title:       "Snapshot a sandbox's files",
+		Name:  "snapshot_create",
+		Title: "Snapshot a sandbox's files",
 		Description: `Save the sandbox's whole filesystem as a snapshot. Takes about as long as copying the files changed since the image. Restore it later with snapshot_restore, e.g. before a risky change or to keep work past this session.
 Processes and memory are kept only with memory: true, for gVisor sandboxes without network (the sandbox pauses for about half a second); a restore then resumes every process where it was.`,
 		Annotations: &mcpsdk.ToolAnnotations{OpenWorldHint: ptr(false)},
