@@ -114,10 +114,13 @@ func TestSandboxDeathOOM(t *testing.T) {
 	writeKeep(t, d, sb.ID)
 	start := time.Now()
 	// The hog goes back to the lowest score it may have; the agent to
-	// the highest: the kernel now ends the agent first.
+	// the highest: the kernel now ends the agent first. The shell waits
+	// before lowering its own score: the agent raises a new child's score
+	// right after starting it, and on a loaded host that can land after
+	// the shell's own write, leaving the hog above the floor.
 	var out bytes.Buffer
 	res, err := d.client.Exec(ctxT(t, 2*time.Minute), sb.ID, paddock.ExecOptions{
-		Cmd:  []string{"sh", "-c", "echo 1000 > /proc/1/oom_score_adj && echo 0 > /proc/self/oom_score_adj && " + memoryBomb},
+		Cmd:  []string{"sh", "-c", "echo 1000 > /proc/1/oom_score_adj && sleep 2 && echo 0 > /proc/self/oom_score_adj && " + memoryBomb},
 		User: "root", Stdout: &out, Stderr: &out})
 	t.Logf("exec of the bomb: %+v %v %s", res, err, out.String())
 	reason, took := waitDeath(t, d, sb.ID, start, 30*time.Second)
