@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -188,6 +189,10 @@ func (h *Handler) serveDataPlane(w http.ResponseWriter, r *http.Request, t targe
 	}
 	rp := &httputil.ReverseProxy{
 		FlushInterval: -1, // stream every byte as it comes: Connect server streams
+		// An answer cut off after its headers (the sandbox's side broke
+		// mid-body) can only end the client's connection; say so in the
+		// daemon's log, where the client sees just a closed socket.
+		ErrorLog: slog.NewLogLogger(h.log.With("sandbox", sb.ID, "port", t.port).Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			h.log.Debug("e2b data plane", "sandbox", sb.ID, "port", t.port, "err", err)
 			writeError(w, relayErr(r.Context(), t.port, err))
