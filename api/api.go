@@ -197,7 +197,8 @@ type Sandbox struct {
 	// FromSnapshot is the snapshot the sandbox was restored from (after an
 	// idle snapshot, that one).
 	FromSnapshot string `json:"from_snapshot,omitempty"`
-	// OnIdle is what idling does to the sandbox: stop, pause or snapshot.
+	// OnIdle is what idling does to the sandbox: stop, pause, snapshot
+	// or hibernate.
 	OnIdle string `json:"on_idle,omitempty"`
 	// CreatedBy is the id of the API key that created the sandbox, or
 	// CallerLocal for the unix socket.

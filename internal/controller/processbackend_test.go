@@ -275,3 +275,31 @@ func TestProcessExecCutByDestroy(t *testing.T) {
 		t.Fatal("the command did not end after its sandbox was destroyed")
 	}
 }
+
+// TestSetOnIdle: the idle policy of a sandbox can be changed after create;
+// an unknown one is invalid, and hibernate is refused on a backend that
+// cannot keep memory (here: plain processes), leaving the policy as it was.
+func TestSetOnIdle(t *testing.T) {
+	c, _ := newProcessController(t)
+	ctx, cancel := context.WithTimeout(controller.System(context.Background()), time.Minute)
+	defer cancel()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{Image: controllertest.Image, SleepAfter: "1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.SetOnIdle(ctx, sb.ID, api.OnIdlePause); err != nil || got.OnIdle != api.OnIdlePause {
+		t.Fatalf("SetOnIdle pause = %+v, %v", got, err)
+	}
+	if _, err := c.SetOnIdle(ctx, sb.ID, "nap"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("SetOnIdle nap: %v; want invalid", err)
+	}
+	if _, err := c.SetOnIdle(ctx, sb.ID, api.OnIdleHibernate); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("SetOnIdle hibernate on plain processes: %v; want a failed precondition", err)
+	}
+	if got, err := c.Get(ctx, sb.ID); err != nil || got.OnIdle != api.OnIdlePause {
+		t.Errorf("after the refusals: %+v, %v; want on_idle still pause", got, err)
+	}
+	if _, err := c.SetOnIdle(ctx, "no-such-sandbox", api.OnIdleStop); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("SetOnIdle on a missing sandbox: %v; want not found", err)
+	}
+}

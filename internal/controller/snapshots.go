@@ -408,6 +408,10 @@ func (c *Controller) collectLayers(ctx context.Context) {
 	}
 }
 
+func unknownOnIdle(policy string) error {
+	return errdefs.Invalid("on_idle %q: want %s, %s, %s or %s", truncate(policy, 40), api.OnIdleStop, api.OnIdlePause, api.OnIdleSnapshot, api.OnIdleHibernate)
+}
+
 // restorePlan is what a create from a snapshot adds to the sandbox.
 type restorePlan struct {
 	snap   *store.Snapshot
@@ -426,7 +430,7 @@ func (c *Controller) planCreate(ctx context.Context, req *api.CreateSandboxReque
 			return nil, err
 		}
 	default:
-		return nil, errdefs.Invalid("on_idle %q: want %s, %s, %s or %s", truncate(req.OnIdle, 40), api.OnIdleStop, api.OnIdlePause, api.OnIdleSnapshot, api.OnIdleHibernate)
+		return nil, unknownOnIdle(req.OnIdle)
 	}
 	if req.FromSnapshot == "" {
 		return p, nil

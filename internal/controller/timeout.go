@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
@@ -55,5 +56,37 @@ func (c *Controller) SetSleepAfter(ctx context.Context, ref string, d time.Durat
 		return nil, err
 	}
 	c.touch(rec.ID)
+	return c.toAPI(rec), nil
+}
+
+// SetOnIdle changes what idling does to a sandbox: stop, pause, snapshot
+// or hibernate (api.OnIdle*). Hibernate needs a runtime that can keep
+// memory on disk (gVisor); the error says so otherwise.
+func (c *Controller) SetOnIdle(ctx context.Context, ref, policy string) (*api.Sandbox, error) {
+	rec, _, unlock, err := c.lockRecord(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	switch policy {
+	case "", api.OnIdleStop, api.OnIdlePause:
+	case api.OnIdleSnapshot:
+		if _, err := c.snapStore(); err != nil {
+			return nil, err
+		}
+	case api.OnIdleHibernate:
+		if _, err := c.checkpointer(rec); err != nil {
+			return nil, fmt.Errorf("on_idle hibernate: %w", err)
+		}
+	default:
+		return nil, unknownOnIdle(policy)
+	}
+	if rec.OnIdle == policy {
+		return c.toAPI(rec), nil
+	}
+	rec.OnIdle = policy
+	if err := c.opts.Store.UpdateSandbox(context.WithoutCancel(ctx), rec); err != nil {
+		return nil, err
+	}
 	return c.toAPI(rec), nil
 }

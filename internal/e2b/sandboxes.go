@@ -126,7 +126,8 @@ func emptyObject(v any) bool {
 
 // setLifetime applies an E2B timeout: the hard lifetime, or with
 // auto-pause the idle time after which the idle policy stops the sandbox
-// (files kept; the next connect or request starts it again).
+// (files kept; the next connect or request starts it again) or, on gVisor,
+// hibernates it (hibernateOnTimeout).
 func setLifetime(req *api.CreateSandboxRequest, timeout time.Duration, autoPause bool) {
 	if autoPause {
 		req.SleepAfter, req.KeepAlive, req.Timeout = timeout.String(), false, ""
@@ -206,8 +207,24 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if autoPause && (body.AutoPauseMemory == nil || *body.AutoPauseMemory) && sb.Runtime == api.RuntimeGVisor {
+		sb = h.hibernateOnTimeout(r, sb)
+	}
 	h.log.Info("e2b sandbox created", "sandbox", sb.ID, "template", template, "from_snapshot", fromSnapshot, "internet", internetAccess(sb.Network))
 	writeJSON(w, http.StatusCreated, toSandbox(sb))
+}
+
+// hibernateOnTimeout makes an auto-pausing gVisor sandbox hibernate when
+// its timeout comes (memory and processes kept on disk, as E2B's
+// auto-pause keeps them) rather than stop. A daemon that cannot keep
+// memory (an old runsc) leaves the policy at stop: files kept, as before.
+func (h *Handler) hibernateOnTimeout(r *http.Request, sb *api.Sandbox) *api.Sandbox {
+	out, err := h.opts.Controller.SetOnIdle(r.Context(), sb.ID, api.OnIdleHibernate)
+	if err != nil {
+		h.log.Info("e2b auto-pause: the sandbox will stop, not hibernate, at its timeout", "sandbox", sb.ID, "why", err)
+		return sb
+	}
+	return out
 }
 
 // lookup returns an E2B sandbox by id. Names are not accepted (E2B has

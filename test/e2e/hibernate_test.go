@@ -399,6 +399,55 @@ func TestE2BPauseHibernates(t *testing.T) {
 	}
 }
 
+// TestE2BAutoPauseHibernates: an E2B sandbox created with autoPause on
+// gVisor hibernates when its timeout comes (memory kept, as E2B's
+// auto-pause keeps it) and connect restores its processes; one created
+// with autoPauseMemory false stops (files kept) instead.
+func TestE2BAutoPauseHibernates(t *testing.T) {
+	requireGVisor(t)
+	d := startDaemon(t, daemonOpts{listen: true, env: []string{"PADDOCK_DEFAULT_RUNTIME=gvisor"}})
+	key := strings.TrimSpace(d.must("keys", "create", "--e2b", "e2b-autopause"))
+	c := &e2bClient{t: t, base: "http://" + d.listen, key: key}
+	withMemory := c.create(map[string]any{"templateID": "busybox", "timeout": 2, "autoPause": true})
+	filesOnly := c.create(map[string]any{"templateID": "busybox", "timeout": 2, "autoPause": true, "autoPauseMemory": false})
+	got, err := d.client.Get(ctxT(t, time.Minute), withMemory.SandboxID)
+	if err != nil || got.OnIdle != api.OnIdleHibernate {
+		t.Fatalf("auto-pausing gVisor sandbox: on_idle %q, %v; want %s", got.OnIdle, err, api.OnIdleHibernate)
+	}
+	execOut(t, d, withMemory.SandboxID, "sh", "-c", counterLoop)
+	before := readCount(t, d, withMemory.SandboxID)
+	waitState := func(id, want string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			got, err := d.client.Get(ctxT(t, time.Minute), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still %s 60 s after its timeout; want %s", id, got.State, want)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	waitState(withMemory.SandboxID, api.StateHibernated)
+	waitState(filesOnly.SandboxID, api.StateStopped)
+	var info e2bSandbox
+	c.do("GET", "/sandboxes/"+withMemory.SandboxID, nil, nil).json(t, &info)
+	if info.State != "paused" {
+		t.Errorf("E2B state %q of the hibernated sandbox, want paused", info.State)
+	}
+	if r := c.do("POST", "/sandboxes/"+withMemory.SandboxID+"/connect", map[string]any{"timeout": 300}, nil); r.status != http.StatusCreated {
+		t.Fatalf("connect: %d %s", r.status, r.body)
+	}
+	if after := readCount(t, d, withMemory.SandboxID); after < before {
+		t.Errorf("count %d after connect, %d before the auto-pause: memory not kept", after, before)
+	}
+}
+
 // TestHibernateDiskFull: a disk that fills up while checkpoints write.
 // Memory images live on a 640 MiB ext4 disk; two sandboxes with 512 MiB
 // limits each hold 350 MiB (in /dev/shm and /tmp, both
