@@ -14,8 +14,20 @@ import (
 // written, so a snapshot deleted and collected during the create cannot
 // take a layer from under it. A snapshot's layers are also checked
 // against their seals (snapshot.Store.CheckLayer); a layer gone or
-// damaged fails the create before anything is recorded.
+// damaged fails the create before anything is recorded. A memory
+// snapshot's image is held the same way (holdMemory).
 func (c *Controller) leaseLayers(ctx context.Context, plan *restorePlan, tp *templatePlan) (release func(), err error) {
+	release, err = c.holdLayers(ctx, plan, tp)
+	if err != nil || plan == nil || plan.snap == nil || plan.snap.Memory == nil {
+		return release, err
+	}
+	// Its memory image too, until the restore has read it.
+	releaseLayers, releaseMemory := release, c.holdMemory(plan.snap.ID) // memsnapshot.go
+	return func() { releaseMemory(); releaseLayers() }, nil
+}
+
+// holdLayers is leaseLayers for the stored layers alone.
+func (c *Controller) holdLayers(ctx context.Context, plan *restorePlan, tp *templatePlan) (release func(), err error) {
 	var layers, check []string
 	if plan != nil && plan.snap != nil {
 		for _, l := range plan.snap.Layers {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -195,22 +196,61 @@ func (c *Controller) memoryRestore(ctx context.Context, rec *store.Sandbox, snap
 	}, nil
 }
 
+// holdMemory keeps snapshot id's memory image from the collector until
+// release is called: a create holds it from its plan to the end of its
+// restore, so deleting the snapshot meanwhile does not fail the create.
+// The last release of an image whose snapshot was deleted removes it.
+func (c *Controller) holdMemory(id string) (release func()) {
+	c.snaps.mu.Lock()
+	if c.snaps.memHeld == nil {
+		c.snaps.memHeld = map[string]int{}
+	}
+	c.snaps.memHeld[id]++
+	c.snaps.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.snaps.mu.Lock()
+			defer c.snaps.mu.Unlock()
+			if c.snaps.memHeld[id]--; c.snaps.memHeld[id] > 0 {
+				return
+			}
+			delete(c.snaps.memHeld, id)
+			if c.snaps.memOrphaned[id] {
+				delete(c.snaps.memOrphaned, id)
+				c.removeMemoryImage(id)
+			}
+		})
+	}
+}
+
 // collectMemoryImages removes the memory images of snapshots that are
-// gone; keep holds the ids of those recorded. The caller holds snaps.mu.
+// gone; keep holds the ids of those recorded. An image a create is
+// restoring from is left to its last release. The caller holds snaps.mu.
 func (c *Controller) collectMemoryImages(keep map[string]bool) {
-	root := filepath.Join(c.cfg.StateDir, "memory-snapshots")
-	ents, err := os.ReadDir(root)
+	ents, err := os.ReadDir(filepath.Join(c.cfg.StateDir, "memory-snapshots"))
 	if err != nil {
 		return
 	}
 	for _, ent := range ents {
-		if keep[ent.Name()] {
-			continue
+		id := ent.Name()
+		switch {
+		case keep[id]:
+		case c.snaps.memHeld[id] > 0:
+			if c.snaps.memOrphaned == nil {
+				c.snaps.memOrphaned = map[string]bool{}
+			}
+			c.snaps.memOrphaned[id] = true
+		default:
+			c.removeMemoryImage(id)
 		}
-		if err := os.RemoveAll(filepath.Join(root, ent.Name())); err != nil {
-			c.log.Warn("remove the memory image of a deleted snapshot", "snapshot", ent.Name(), "err", err)
-			continue
-		}
-		c.log.Info("removed the memory image of a deleted snapshot", "snapshot", ent.Name())
 	}
+}
+
+func (c *Controller) removeMemoryImage(id string) {
+	if err := os.RemoveAll(c.snapshotMemoryDir(id)); err != nil {
+		c.log.Warn("remove the memory image of a deleted snapshot", "snapshot", id, "err", err)
+		return
+	}
+	c.log.Info("removed the memory image of a deleted snapshot", "snapshot", id)
 }

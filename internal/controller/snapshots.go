@@ -25,6 +25,11 @@ import (
 // stored and being named by a record.
 type snapState struct {
 	mu sync.Mutex
+	// memHeld counts the creates restoring each snapshot's memory image;
+	// memOrphaned names held images whose snapshot was deleted meanwhile
+	// (memsnapshot.go).
+	memHeld     map[string]int
+	memOrphaned map[string]bool
 }
 
 func (c *Controller) snapStore() (*snapshot.Store, error) {

@@ -115,6 +115,45 @@ func TestMemorySnapshot(t *testing.T) {
 	if n := readCount(t, d, cp.ID); n <= 0 {
 		t.Error("the copy stopped counting when its snapshot went")
 	}
+
+	// A snapshot deleted while a sandbox is being restored from it: the
+	// restore holds its memory image, finishes, and the image goes once
+	// it is done. A delete that lands before the create has found the
+	// snapshot fails that create with not found, never halfway.
+	restored := 0
+	for i, delay := range []time.Duration{150 * time.Millisecond, 400 * time.Millisecond} {
+		var s api.Snapshot
+		mustJSON(t, d.must("--json", "snapshot", "create", src.ID, "--memory"), &s)
+		type result struct {
+			sb  *api.Sandbox
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			sb, err := d.client.Create(ctx, api.CreateSandboxRequest{FromSnapshot: s.ID, KeepAlive: true})
+			done <- result{sb, err}
+		}()
+		time.Sleep(delay)
+		d.must("snapshot", "rm", s.ID)
+		r := <-done
+		switch {
+		case r.err == nil:
+			restored++
+			if _, code := execOut(t, d, r.sb.ID, "kill", "-0", pid); code != 0 {
+				t.Errorf("delete after %v: the sandbox restored while its snapshot went has no counting process", delay)
+			}
+		case errors.Is(r.err, paddock.ErrNotFound):
+			t.Logf("delete after %v landed before the create found the snapshot: %v", delay, r.err)
+		default:
+			t.Errorf("create %d, its snapshot deleted after %v: %v", i, delay, r.err)
+		}
+		if _, err := os.Stat(filepath.Join(d.stateDir, "memory-snapshots", s.ID)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("delete after %v: memory image left once the restore was done: %v", delay, err)
+		}
+	}
+	if restored == 0 {
+		t.Error("no create finished while its snapshot was deleted: the race this checks never happened")
+	}
 }
 
 // TestMemorySnapshotPython: what the issue promises a memory snapshot
