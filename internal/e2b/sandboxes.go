@@ -346,18 +346,25 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 	// stop. A pause with memory hibernates a gVisor sandbox (memory on
 	// disk, kept across daemon restarts and host reboots, as E2B keeps
 	// it); one that cannot hibernate (runc, an old runsc, no disk) is
-	// frozen in place instead.
-	switch {
-	case body.Memory != nil && !*body.Memory:
-		_, err = h.opts.Controller.Stop(r.Context(), sb.ID)
-	case sb.Runtime == api.RuntimeGVisor:
-		_, err = h.opts.Controller.Hibernate(r.Context(), sb.ID)
-		if errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrResourceExhausted) {
-			h.log.Info("e2b pause: frozen in place instead of hibernated", "sandbox", sb.ID, "why", err)
-			_, err = h.opts.Controller.Pause(r.Context(), sb.ID)
+	// frozen in place instead; one that cannot be frozen either (a pod
+	// on the Kubernetes backend) gets the filesystem-only pause.
+	ctrl := h.opts.Controller
+	cannot := func(err error) bool {
+		return errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrResourceExhausted)
+	}
+	memory := body.Memory == nil || *body.Memory
+	if memory && sb.Runtime == api.RuntimeGVisor {
+		if _, err = ctrl.Hibernate(r.Context(), sb.ID); cannot(err) {
+			h.log.Info("e2b pause: not hibernated", "sandbox", sb.ID, "why", err)
 		}
-	default:
-		_, err = h.opts.Controller.Pause(r.Context(), sb.ID)
+	}
+	if memory && (sb.Runtime != api.RuntimeGVisor || cannot(err)) {
+		if _, err = ctrl.Pause(r.Context(), sb.ID); cannot(err) {
+			h.log.Info("e2b pause: not frozen; stopped with its files instead, memory lost", "sandbox", sb.ID, "why", err)
+		}
+	}
+	if !memory || cannot(err) {
+		_, err = ctrl.Stop(r.Context(), sb.ID)
 	}
 	if err != nil {
 		writeError(w, err)
