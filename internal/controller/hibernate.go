@@ -230,7 +230,7 @@ func (c *Controller) wakeLocked(ctx context.Context, e *entry, rec *store.Sandbo
 	defer cancel()
 	dir := c.memoryDir(rec.ID)
 	began := time.Now()
-	if _, err := memimage.Check(dir, cp.CheckpointFormat()); err != nil {
+	if _, err := c.checkMemoryImage(dir, cp.CheckpointFormat(), "sandbox", rec.ID); err != nil { // memsnapshot.go
 		if errors.Is(err, memimage.ErrDamaged) {
 			_ = os.RemoveAll(dir)
 			_ = c.setState(ctx, rec, api.StateError, "memory image unusable ("+err.Error()+"); start the sandbox to boot it from its files, without its memory and processes", false)
