@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -64,6 +65,9 @@ func formatDisk(ctx context.Context, path string, size int64, background bool) e
 // on it is unmounted. It returns the device path and an open fd on it,
 // which the caller closes after mounting.
 func attachLoop(path string) (string, *os.File, error) {
+	if err := waitDiskReleased(path, diskReleaseTimeout); err != nil {
+		return "", nil, err
+	}
 	img, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", nil, fmt.Errorf("oci: open disk image: %w", err)
@@ -101,6 +105,54 @@ func attachLoop(path string) (string, *os.File, error) {
 		return "", nil, fmt.Errorf("oci: configure %s: %w", dev, err)
 	}
 	return "", nil, fmt.Errorf("oci: loop devices stay busy: %w", errdefs.ErrResourceExhausted)
+}
+
+// diskReleaseTimeout bounds how long a mount waits for the previous
+// mount of the same disk image to go away.
+const diskReleaseTimeout = 15 * time.Second
+
+// waitDiskReleased waits until no loop device is backed by the image at
+// path. A stop whose unmount found the disk busy detaches it lazily
+// (unmount): that file system lives on, and writes back, until its last
+// user goes, and only then does autoclear free its loop device. Mounting
+// the image a second time meanwhile puts two ext4 instances on one file,
+// which corrupts it (a start right after such a stop read "bad message").
+func waitDiskReleased(path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		dev, err := loopBacking(path)
+		if err != nil || dev == "" {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("oci: the disk image is still attached to %s by its previous mount (something kept a file of the stopped sandbox open); try again: %w", dev, errdefs.ErrUnavailable)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// loopBacking returns the loop device whose backing file is path, or "".
+func loopBacking(path string) (string, error) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real // the kernel shows the resolved path
+	}
+	ents, err := os.ReadDir("/sys/block")
+	if err != nil {
+		return "", nil // no sysfs to ask (a container without it): nothing to wait for that can be seen
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "loop") {
+			continue
+		}
+		b, err := os.ReadFile("/sys/block/" + e.Name() + "/loop/backing_file")
+		if err != nil {
+			continue // not attached, or detached meanwhile
+		}
+		if strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") == path {
+			return "/dev/" + e.Name(), nil
+		}
+	}
+	return "", nil
 }
 
 func configureLoop(loopFD, imgFD int) error {
