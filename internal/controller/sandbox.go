@@ -75,10 +75,8 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	if _, err := c.backend(rtName); err != nil {
 		return nil, err
 	}
-	if req.OnIdle == api.OnIdleHibernate {
-		if _, err := c.checkpointer(&store.Sandbox{ID: "(new)", Runtime: rtName}); err != nil {
-			return nil, fmt.Errorf("on_idle hibernate: %w", err)
-		}
+	if err := c.checkOnIdle(req.OnIdle, &store.Sandbox{ID: "(new)", Runtime: rtName}); err != nil { // snapshots.go
+		return nil, err
 	}
 	netPolicy, err := c.admitNetwork(ctx, &req, rtName) // network.go
 	if err != nil {

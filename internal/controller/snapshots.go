@@ -413,7 +413,26 @@ func (c *Controller) collectLayers(ctx context.Context) {
 	}
 }
 
-func unknownOnIdle(policy string) error {
+// checkOnIdle refuses an unknown idle policy, snapshot on a daemon
+// without snapshots, and hibernate for sandbox rec when its runtime
+// cannot keep memory (rec nil: not known yet; create checks it once the
+// runtime is resolved).
+func (c *Controller) checkOnIdle(policy string, rec *store.Sandbox) error {
+	switch policy {
+	case "", api.OnIdleStop, api.OnIdlePause:
+		return nil
+	case api.OnIdleSnapshot:
+		_, err := c.snapStore()
+		return err
+	case api.OnIdleHibernate:
+		if rec == nil {
+			return nil
+		}
+		if _, err := c.checkpointer(rec); err != nil { // hibernate.go
+			return fmt.Errorf("on_idle hibernate: %w", err)
+		}
+		return nil
+	}
 	return errdefs.Invalid("on_idle %q: want %s, %s, %s or %s", truncate(policy, 40), api.OnIdleStop, api.OnIdlePause, api.OnIdleSnapshot, api.OnIdleHibernate)
 }
 
@@ -428,14 +447,8 @@ type restorePlan struct {
 // the image matches. It points req.Image at the snapshot's image.
 func (c *Controller) planCreate(ctx context.Context, req *api.CreateSandboxRequest) (*restorePlan, error) {
 	p := &restorePlan{onIdle: req.OnIdle}
-	switch req.OnIdle {
-	case "", api.OnIdleStop, api.OnIdlePause, api.OnIdleHibernate:
-	case api.OnIdleSnapshot:
-		if _, err := c.snapStore(); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, unknownOnIdle(req.OnIdle)
+	if err := c.checkOnIdle(req.OnIdle, nil); err != nil {
+		return nil, err
 	}
 	if req.FromSnapshot == "" {
 		return p, nil

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
@@ -68,18 +67,8 @@ func (c *Controller) SetOnIdle(ctx context.Context, ref, policy string) (*api.Sa
 		return nil, err
 	}
 	defer unlock()
-	switch policy {
-	case "", api.OnIdleStop, api.OnIdlePause:
-	case api.OnIdleSnapshot:
-		if _, err := c.snapStore(); err != nil {
-			return nil, err
-		}
-	case api.OnIdleHibernate:
-		if _, err := c.checkpointer(rec); err != nil {
-			return nil, fmt.Errorf("on_idle hibernate: %w", err)
-		}
-	default:
-		return nil, unknownOnIdle(policy)
+	if err := c.checkOnIdle(policy, rec); err != nil { // snapshots.go
+		return nil, err
 	}
 	if rec.OnIdle == policy {
 		return c.toAPI(rec), nil
