@@ -117,6 +117,11 @@ type SetPoolRequest struct {
 	Template string `json:"template"`
 	// MinReady sandboxes are kept ready (0 to MaxPoolMinReady).
 	MinReady int `json:"min_ready"`
+	// MaxReady lets the pool grow past MinReady after a burst: it then
+	// keeps as many ready as the most creates that asked for it within
+	// any 10 seconds of the last 10 minutes, up to MaxReady (0 = it does
+	// not grow; else MinReady to MaxPoolMaxReady).
+	MaxReady int `json:"max_ready,omitempty"`
 	// Cooldown (Go duration) destroys a sandbox served from the pool after
 	// it has been idle that long; "" = the daemon's idle policy.
 	Cooldown string `json:"cooldown,omitempty"`
@@ -127,11 +132,18 @@ type SetPoolRequest struct {
 // MaxPoolMinReady bounds SetPoolRequest.MinReady.
 const MaxPoolMinReady = 64
 
+// MaxPoolMaxReady bounds SetPoolRequest.MaxReady.
+const MaxPoolMaxReady = 256
+
 // Pool is a warm pool and its state.
 type Pool struct {
-	Name      string    `json:"name"`
-	Template  string    `json:"template"`
-	MinReady  int       `json:"min_ready"`
+	Name     string `json:"name"`
+	Template string `json:"template"`
+	MinReady int    `json:"min_ready"`
+	MaxReady int    `json:"max_ready,omitempty"`
+	// Target is how many the pool keeps ready now: MinReady, or more
+	// after a burst when MaxReady allows.
+	Target    int       `json:"target"`
 	Cooldown  string    `json:"cooldown,omitempty"`
 	Resources Resources `json:"resources"`
 	// Ready sandboxes wait to be claimed; Starting are being made.

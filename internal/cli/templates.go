@@ -235,12 +235,17 @@ func newPoolCmd(g *globals) *cobra.Command {
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), p)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pool %s: template %s, min ready %d\n", p.Name, p.Template, p.MinReady)
+			grow := ""
+			if p.MaxReady > p.MinReady {
+				grow = fmt.Sprintf(", growing to %d after a burst", p.MaxReady)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pool %s: template %s, min ready %d%s\n", p.Name, p.Template, p.MinReady, grow)
 			return nil
 		},
 	}
 	set.Flags().StringVar(&req.Template, "template", "", "template the pool keeps sandboxes of")
 	set.Flags().IntVar(&req.MinReady, "min-ready", 1, "sandboxes kept ready")
+	set.Flags().IntVar(&req.MaxReady, "max-ready", 0, "let the pool grow to this many after a burst: it keeps as many ready as the most creates within 10 s of the last 10 min (0: it does not grow)")
 	set.Flags().DurationVar(&cooldown, "cooldown", 0, "destroy a sandbox served from the pool once idle this long (0: the daemon's idle policy)")
 	size.register(set.Flags())
 	ls := &cobra.Command{
@@ -277,13 +282,17 @@ func newPoolCmd(g *globals) *cobra.Command {
 }
 
 func printPools(w io.Writer, ps []api.Pool) error {
-	t := newTable(w, "POOL", "TEMPLATE", "MIN", "READY", "STARTING", "SERVED", "COLD", "COOLDOWN", "ERROR")
+	t := newTable(w, "POOL", "TEMPLATE", "MIN", "MAX", "TARGET", "READY", "STARTING", "SERVED", "COLD", "COOLDOWN", "ERROR")
 	for _, p := range ps {
 		cd := p.Cooldown
 		if cd == "" {
 			cd = "-"
 		}
-		t.row(p.Name, p.Template, fmt.Sprint(p.MinReady), fmt.Sprint(p.Ready), fmt.Sprint(p.Starting),
+		maxReady := "-"
+		if p.MaxReady > p.MinReady {
+			maxReady = fmt.Sprint(p.MaxReady)
+		}
+		t.row(p.Name, p.Template, fmt.Sprint(p.MinReady), maxReady, fmt.Sprint(p.Target), fmt.Sprint(p.Ready), fmt.Sprint(p.Starting),
 			fmt.Sprint(p.Served), fmt.Sprint(p.Cold), cd, p.Error)
 	}
 	return t.flush()

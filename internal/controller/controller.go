@@ -49,7 +49,8 @@ type Options struct {
 	// Secrets keeps secrets for credential injection; nil: none (secrets.go).
 	Secrets Secrets
 	// Clock tells the time for snapshot lifetimes (taken, expiry,
-	// renewal); nil: time.Now. Tests move it by days.
+	// renewal) and for the demand pools grow by; nil: time.Now. Tests
+	// move it by days.
 	Clock func() time.Time
 }
 

@@ -28,6 +28,7 @@ type poolState struct {
 	lastErr  map[string]string
 	idMu     map[string]*sync.Mutex // identifier bindings, per pool
 	building map[string]bool        // build sandboxes of this daemon
+	demand   map[string]*demand     // arrivals per pool (pooldemand.go)
 }
 
 func (p *poolState) init() {
@@ -39,6 +40,7 @@ func (p *poolState) init() {
 		p.lastErr = map[string]string{}
 		p.idMu = map[string]*sync.Mutex{}
 		p.building = map[string]bool{}
+		p.demand = map[string]*demand{}
 	}
 }
 
@@ -84,6 +86,9 @@ func (c *Controller) SetPool(ctx context.Context, name string, req api.SetPoolRe
 	if req.MinReady < 0 || req.MinReady > api.MaxPoolMinReady {
 		return nil, errdefs.Invalid("min_ready %d: want 0 to %d", req.MinReady, api.MaxPoolMinReady)
 	}
+	if req.MaxReady != 0 && (req.MaxReady < req.MinReady || req.MaxReady > api.MaxPoolMaxReady) {
+		return nil, errdefs.Invalid("max_ready %d: want 0 (the pool does not grow) or min_ready (%d) to %d", req.MaxReady, req.MinReady, api.MaxPoolMaxReady)
+	}
 	cooldown, err := parseDuration("cooldown", req.Cooldown, time.Second)
 	if err != nil {
 		return nil, err
@@ -97,14 +102,14 @@ func (c *Controller) SetPool(ctx context.Context, name string, req api.SetPoolRe
 	if _, err := resolveResources(req.Resources, c.cfg.Defaults, c.cfg.Max); err != nil {
 		return nil, err
 	}
-	rec := &store.Pool{Name: name, Template: req.Template, MinReady: req.MinReady, Cooldown: cooldown, Resources: req.Resources}
+	rec := &store.Pool{Name: name, Template: req.Template, MinReady: req.MinReady, MaxReady: req.MaxReady, Cooldown: cooldown, Resources: req.Resources}
 	if old, err := c.opts.Store.GetPool(ctx, name); err == nil {
 		rec.CreatedAt = old.CreatedAt
 	}
 	if err := c.opts.Store.PutPool(ctx, rec); err != nil {
 		return nil, err
 	}
-	c.log.Info("pool set", "pool", name, "template", req.Template, "min_ready", req.MinReady, "cooldown", cooldown)
+	c.log.Info("pool set", "pool", name, "template", req.Template, "min_ready", req.MinReady, "max_ready", req.MaxReady, "cooldown", cooldown)
 	c.pools.kick()
 	return c.poolAPI(ctx, rec)
 }
@@ -160,6 +165,7 @@ func (c *Controller) DeletePool(ctx context.Context, name string) error {
 		}
 	}
 	c.removeClusterPool(ctx, name) // clusterpools.go
+	c.pools.forget(name)
 	c.log.Info("pool deleted", "pool", name)
 	return nil
 }
@@ -170,9 +176,10 @@ func (c *Controller) poolAPI(ctx context.Context, p *store.Pool) (*api.Pool, err
 		return nil, err
 	}
 	out := &api.Pool{
-		Name: p.Name, Template: p.Template, MinReady: p.MinReady, Resources: p.Resources,
+		Name: p.Name, Template: p.Template, MinReady: p.MinReady, MaxReady: p.MaxReady, Resources: p.Resources,
 		CreatedAt: p.CreatedAt,
 	}
+	out.Target = poolTarget(p.MinReady, p.MaxReady, c.pools.peak(p.Name, c.opts.Clock())) // pooldemand.go
 	for _, sb := range ready {
 		if sb.State == api.StateRunning {
 			out.Ready++
@@ -181,6 +188,7 @@ func (c *Controller) poolAPI(ctx context.Context, p *store.Pool) (*api.Pool, err
 	if tpl, err := c.opts.Store.GetTemplate(ctx, p.Template); err == nil {
 		if wp, ok := c.clusterPool(p, tpl); ok {
 			out.Ready = c.clusterPoolReady(ctx, wp, p) // clusterpools.go
+			out.Target = p.MinReady                    // the cluster's pool does not grow
 		}
 	}
 	if p.Cooldown > 0 {
@@ -194,7 +202,8 @@ func (c *Controller) poolAPI(ctx context.Context, p *store.Pool) (*api.Pool, err
 	return out, nil
 }
 
-// RunPools keeps every pool at min_ready, replaces stale pooled sandboxes
+// RunPools keeps every pool at its target (min_ready, or more after a
+// burst: pooldemand.go), replaces stale pooled sandboxes
 // and applies cooldowns until ctx ends. Its first pass reconciles what a
 // previous daemon left: pooled sandboxes that no longer match are removed.
 func (c *Controller) RunPools(ctx context.Context) {
@@ -265,6 +274,7 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) runtime.WarmPo
 	}
 	wp, onCluster := c.clusterPool(p, tpl)
 	ready := 0
+	var readyIDs []string
 	now := time.Now()
 	for _, sb := range members {
 		if sb.Labels[labelPoolReady] == "starting" {
@@ -272,9 +282,26 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) runtime.WarmPo
 			c.pools.mu.Lock()
 			inFlight := c.pools.starting[p.Name] > 0
 			c.pools.mu.Unlock()
-			if !inFlight && sb.State != api.StateCreating {
-				_ = c.destroy(ctx, sb.ID, "pooled sandbox never became ready")
+			if inFlight {
+				continue
 			}
+			// The list may predate a refill that has since ended: the
+			// record is read again (a refill relabels its sandbox
+			// before it stops counting as one).
+			cur, err := c.opts.Store.GetSandbox(ctx, sb.ID)
+			if err != nil {
+				continue
+			}
+			if cur.Labels[labelPoolReady] == "starting" {
+				if cur.State != api.StateCreating {
+					_ = c.destroy(ctx, sb.ID, "pooled sandbox never became ready")
+				}
+				continue
+			}
+			sb = cur // readied since the list
+		}
+		if sb.Labels[labelPoolReady] == "shrinking" {
+			_ = c.destroy(ctx, sb.ID, "pool shrinks after a burst")
 			continue
 		}
 		if sb.Labels[labelPoolReady] != "true" {
@@ -295,6 +322,7 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) runtime.WarmPo
 		}
 		if !stale {
 			ready++
+			readyIDs = append(readyIDs, sb.ID)
 		}
 	}
 	if tpl == nil {
@@ -305,9 +333,11 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) runtime.WarmPo
 		c.tendClusterPool(ctx, wp, p, tpl)
 		return wp
 	}
+	target := poolTarget(p.MinReady, p.MaxReady, c.pools.peak(p.Name, c.opts.Clock())) // pooldemand.go
+	c.shrinkPool(ctx, p, readyIDs, target)
 	c.pools.mu.Lock()
 	c.pools.init()
-	need := p.MinReady - ready - c.pools.starting[p.Name]
+	need := target - ready - c.pools.starting[p.Name]
 	if room := maxRefillsInFlight - c.pools.starting[p.Name]; need > room {
 		need = room
 	}
@@ -319,6 +349,34 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) runtime.WarmPo
 		go c.refill(WithCaller(context.WithoutCancel(ctx), poolCaller, api.KeyScopeAll), p, tpl)
 	}
 	return nil
+}
+
+// shrinkPool destroys ready sandboxes above target, a few per pass (the
+// newest first, which the list gives last), once a burst that grew the
+// pool has passed out of its memory. A sandbox is first taken out of the
+// pool under its lock, so a claim never gets one that is going.
+func (c *Controller) shrinkPool(ctx context.Context, p *store.Pool, readyIDs []string, target int) {
+	excess := min(len(readyIDs)-target, maxRefillsInFlight)
+	for i := 0; i < excess; i++ {
+		id := readyIDs[len(readyIDs)-1-i]
+		e := c.entry(id)
+		if !e.mu.TryLock() {
+			continue // being claimed
+		}
+		rec, err := c.opts.Store.GetSandbox(ctx, id)
+		if err == nil && rec.Labels[labelPoolReady] == "true" {
+			rec.Labels[labelPoolReady] = "shrinking"
+			err = c.opts.Store.UpdateSandbox(ctx, rec)
+		} else if err == nil {
+			err = errdefs.ErrConflict // claimed meanwhile
+		}
+		e.mu.Unlock()
+		if err != nil {
+			continue
+		}
+		c.log.Info("pool shrinks", "pool", p.Name, "sandbox", id, "target", target)
+		_ = c.destroy(ctx, id, "pool shrinks after a burst")
+	}
 }
 
 func (c *Controller) refill(ctx context.Context, p *store.Pool, tpl *store.Template) {

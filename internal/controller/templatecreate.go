@@ -79,6 +79,7 @@ func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxR
 		pool = c.poolFor(ctx, req.Template, req.Resources)
 	}
 	if pool != nil && poolable(req) && sameResources(pool.Resources, req.Resources) {
+		c.pools.arrived(pool.Name, c.opts.Clock())      // pooldemand.go
 		if wp, ok := c.clusterPool(pool, tpl); ok { // clusterpools.go
 			if sb, err := c.claimCluster(ctx, wp, pool, tpl, req); err != nil || sb != nil {
 				return sb, err

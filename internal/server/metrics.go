@@ -44,9 +44,13 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "paddock_sandboxes{state=%q,runtime=%q} %d\n", escapeLabel(k[0]), escapeLabel(k[1]), counts[k])
 	}
-	help(&b, "paddock_pool_min_ready", "gauge", "A warm pool's target of ready sandboxes.")
+	help(&b, "paddock_pool_min_ready", "gauge", "A warm pool's least number of ready sandboxes.")
 	for _, p := range pools {
 		fmt.Fprintf(&b, "paddock_pool_min_ready{pool=%q} %d\n", escapeLabel(p.Name), p.MinReady)
+	}
+	help(&b, "paddock_pool_target", "gauge", "Ready sandboxes a warm pool aims for now (min_ready, or more after a burst).")
+	for _, p := range pools {
+		fmt.Fprintf(&b, "paddock_pool_target{pool=%q} %d\n", escapeLabel(p.Name), p.Target)
 	}
 	help(&b, "paddock_pool_ready", "gauge", "Sandboxes ready to be claimed from a warm pool.")
 	for _, p := range pools {

@@ -33,6 +33,7 @@ type Pool struct {
 	Name      string
 	Template  string
 	MinReady  int
+	MaxReady  int           // 0: the pool does not grow past MinReady
 	Cooldown  time.Duration // 0: the daemon's idle policy
 	Resources api.Resources
 	CreatedAt time.Time

@@ -70,6 +70,8 @@ type Options struct {
 	// Wrap, if set, gives the controller a backend around the
 	// processbackend (one that adds an optional interface, say).
 	Wrap func(*processbackend.Backend) runtime.Backend
+	// Clock, if set, is the controller's clock (controller.Options.Clock).
+	Clock func() time.Time
 }
 
 // Env is what New built.
@@ -111,6 +113,7 @@ func New(t *testing.T, opts Options) *Env {
 		Backends: map[string]runtime.Backend{api.RuntimeRunc: rb},
 		Config:   cfg,
 		Logger:   Logger(t),
+		Clock:    opts.Clock,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -216,6 +216,7 @@ func (st *Store) PruneBuildCache(ctx context.Context, template string, keep []st
 type poolDoc struct {
 	Template  string          `json:"template"`
 	MinReady  int             `json:"min_ready"`
+	MaxReady  int             `json:"max_ready,omitempty"`
 	Cooldown  int64           `json:"cooldown_ns"`
 	Resources json.RawMessage `json:"resources"`
 }
@@ -229,7 +230,7 @@ func (st *Store) PutPool(ctx context.Context, p *store.Pool) error {
 	if err != nil {
 		return errdefs.Invalid("pool resources cannot be encoded")
 	}
-	data, _ := json.Marshal(poolDoc{Template: p.Template, MinReady: p.MinReady, Cooldown: int64(p.Cooldown), Resources: res})
+	data, _ := json.Marshal(poolDoc{Template: p.Template, MinReady: p.MinReady, MaxReady: p.MaxReady, Cooldown: int64(p.Cooldown), Resources: res})
 	if p.CreatedAt.IsZero() {
 		p.CreatedAt = now()
 	}
@@ -261,7 +262,7 @@ func scanPool(sc scanner) (*store.Pool, error) {
 			return nil, fmt.Errorf("store: pool %q: decode resources: %w", p.Name, err)
 		}
 	}
-	p.Template, p.MinReady, p.Cooldown = doc.Template, doc.MinReady, time.Duration(doc.Cooldown)
+	p.Template, p.MinReady, p.MaxReady, p.Cooldown = doc.Template, doc.MinReady, doc.MaxReady, time.Duration(doc.Cooldown)
 	p.CreatedAt = fromNanos(created)
 	return &p, nil
 }

@@ -1,0 +1,116 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/controllertest"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// TestPoolGrowsAfterABurst: a pool with max_ready above min_ready grows to
+// the size of a burst that found it short, keeps that size while the
+// burst is remembered, then shrinks back to min_ready without touching
+// the sandboxes the burst was served; max_ready is validated.
+func TestPoolGrowsAfterABurst(t *testing.T) {
+	var skew atomic.Int64
+	env := controllertest.New(t, controllertest.Options{Clock: func() time.Time {
+		return time.Now().Add(time.Duration(skew.Load()))
+	}})
+	c := env.Controller
+	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 3*time.Minute)
+	defer cancel()
+	img := env.Images[controllertest.Image]
+	if err := env.Store.PutTemplate(ctx, &store.Template{Name: "plain", Image: img.Name, ImageDigest: img.Digest, BuildID: "b1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []api.SetPoolRequest{
+		{Template: "plain", MinReady: 2, MaxReady: 1},
+		{Template: "plain", MinReady: 1, MaxReady: api.MaxPoolMaxReady + 1},
+		{Template: "plain", MinReady: 1, MaxReady: -1},
+	} {
+		if _, err := c.SetPool(ctx, "burst", bad); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("SetPool(%+v) = %v, want invalid", bad, err)
+		}
+	}
+	p, err := c.SetPool(ctx, "burst", api.SetPoolRequest{Template: "plain", MinReady: 1, MaxReady: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MaxReady != 4 || p.Target != 1 {
+		t.Fatalf("new pool: %+v, want max_ready 4 and target 1", p)
+	}
+	go c.RunPools(ctx)
+	waitPool := func(what string, ok func(*api.Pool) bool) *api.Pool {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			p, err := c.GetPool(ctx, "burst")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok(p) {
+				return p
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: pool %+v", what, p)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitPool("one ready", func(p *api.Pool) bool { return p.Ready == 1 && p.Starting == 0 })
+
+	// A burst of four: one served, the rest cold.
+	var wg sync.WaitGroup
+	ids := make([]string, 4)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, err := c.Create(ctx, api.CreateSandboxRequest{Template: "plain"})
+			if err != nil {
+				t.Errorf("create %d: %v", i, err)
+				return
+			}
+			ids[i] = sb.ID
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	p = waitPool("four ready after the burst", func(p *api.Pool) bool { return p.Ready == 4 && p.Starting == 0 })
+	if p.Target != 4 || p.Served+p.Cold != 4 || p.Served < 1 {
+		t.Errorf("after the burst: %+v, want target 4 and the four creates counted", p)
+	}
+	// It stays at four while the burst is remembered.
+	skew.Store(int64(9 * time.Minute))
+	time.Sleep(6 * time.Second) // a pass of the pool loop
+	if p, err := c.GetPool(ctx, "burst"); err != nil || p.Target != 4 || p.Ready != 4 {
+		t.Errorf("nine minutes on: %+v, %v; want target 4 and four ready", p, err)
+	}
+
+	// Past its memory the pool shrinks back; the served sandboxes stay.
+	skew.Store(int64(11 * time.Minute))
+	p = waitPool("back to one ready", func(p *api.Pool) bool { return p.Target == 1 && p.Ready == 1 && p.Starting == 0 })
+	for _, id := range ids {
+		sb, err := c.Get(ctx, id)
+		if err != nil || sb.State != api.StateRunning {
+			t.Errorf("served sandbox %s after the shrink: %+v, %v", id, sb, err)
+		}
+	}
+	all, err := c.List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(ids)+1 {
+		t.Errorf("listed %d sandboxes after the shrink, want the %d served and the one ready", len(all), len(ids))
+	}
+}
