@@ -27,7 +27,7 @@ const (
 )
 
 // FeatureItems lists the feature items in run order.
-var FeatureItems = []string{ItemSession, ItemProcPort, ItemPreview, ItemContext, ItemPool, ItemSnapshot, ItemNetwork, ItemProxy, ItemImages, ItemGVisor, ItemMemory}
+var FeatureItems = []string{ItemSession, ItemProcPort, ItemPreview, ItemContext, ItemPool, ItemPoolBurst, ItemSnapshot, ItemNetwork, ItemProxy, ItemImages, ItemGVisor, ItemMemory}
 
 // featureIterations are each feature item's recorded rounds: smaller than
 // the core items' so a default run stays within a few minutes on two

@@ -201,28 +201,7 @@ func (s *Suite) measureBurst(ctx context.Context) Burst {
 	b.WallMs = ms(time.Since(start))
 	b.Summary, b.FirstError = burstSummary(durs, errs)
 
-	var delErrs []error
-	var mu sync.Mutex
-	dstart := time.Now()
-	for _, id := range ids {
-		if id == "" {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := s.destroy(ctx, id); err != nil {
-				mu.Lock()
-				delErrs = append(delErrs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	b.Cleanup = fmt.Sprintf("all deleted concurrently in %.0f ms, %d delete errors", ms(time.Since(dstart)), len(delErrs))
-	if len(delErrs) > 0 {
-		b.Cleanup += ": " + delErrs[0].Error()
-	}
+	b.Cleanup = s.destroyAll(ctx, ids)
 	return b
 }
 

@@ -156,6 +156,9 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 				s.measureFirstExec(ctx, "first-exec-base", "base"))
 		case ItemBurst:
 			r.Bursts = append(r.Bursts, s.measureBurst(ctx), s.measureRuncBurst(ctx))
+		case ItemPoolBurst:
+			bs, fs := s.measurePoolBurst(ctx)
+			r.Bursts, r.Figures = append(r.Bursts, bs...), append(r.Figures, fs...)
 		case ItemIdle:
 			r.Idle = append(r.Idle, s.measureIdle(ctx, api.RuntimeRunc), s.measureIdle(ctx, api.RuntimeGVisor))
 			if s.o.DaemonPid > 0 {

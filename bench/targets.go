@@ -63,6 +63,7 @@ func Targets(r *Report) []Target {
 		out = append(out, t)
 	}
 	out = append(out, featureTargets(r)...)
+	out = append(out, poolBurstTargets(r)...)
 	return append(out, memoryTargets(r)...)
 }
 

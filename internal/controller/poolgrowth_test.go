@@ -18,7 +18,8 @@ import (
 // TestPoolGrowsAfterABurst: a pool with max_ready above min_ready grows to
 // the size of a burst that found it short, keeps that size while the
 // burst is remembered, then shrinks back to min_ready without touching
-// the sandboxes the burst was served; max_ready is validated.
+// the sandboxes the burst was served; max_ready is validated; deleting the
+// pool mid-refill leaves none of its sandboxes.
 func TestPoolGrowsAfterABurst(t *testing.T) {
 	var skew atomic.Int64
 	env := controllertest.New(t, controllertest.Options{Clock: func() time.Time {
@@ -112,5 +113,38 @@ func TestPoolGrowsAfterABurst(t *testing.T) {
 	}
 	if len(all) != len(ids)+1 {
 		t.Errorf("listed %d sandboxes after the shrink, want the %d served and the one ready", len(all), len(ids))
+	}
+
+	// Deleting the pool while it refills leaves none of its unclaimed
+	// sandboxes, those of refills in flight included.
+	more := make([]string, 3)
+	for i := range more {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, err := c.Create(ctx, api.CreateSandboxRequest{Template: "plain"})
+			if err != nil {
+				t.Errorf("create %d: %v", i, err)
+				return
+			}
+			more[i] = sb.ID
+		}()
+	}
+	wg.Wait()
+	waitPool("a refill in flight", func(p *api.Pool) bool { return p.Starting > 0 })
+	if err := c.DeletePool(ctx, "burst"); err != nil {
+		t.Fatal(err)
+	}
+	all, err = c.List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range all {
+		if _, unclaimed := sb.Labels["paddock.dev/pool-ready"]; unclaimed {
+			t.Errorf("sandbox %s of the deleted pool is left: labels %v", sb.ID, sb.Labels)
+		}
+	}
+	if len(all) != len(ids)+len(more) {
+		t.Errorf("listed %d sandboxes after the pool's deletion, want the %d served", len(all), len(ids)+len(more))
 	}
 }

@@ -155,11 +155,17 @@ func (c *Controller) DeletePool(ctx context.Context, name string) error {
 	if err := c.opts.Store.DeletePool(ctx, name); err != nil {
 		return err
 	}
-	ready, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPool: name, labelPoolReady: "true"})
+	// Refills in flight finish first, so that what they made goes too
+	// and the pool leaves nothing behind when this returns.
+	c.waitRefills(ctx, name, refillWait)
+	members, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPool: name})
 	if err != nil {
 		return err
 	}
-	for _, sb := range ready {
+	for _, sb := range members {
+		if _, unclaimed := sb.Labels[labelPoolReady]; !unclaimed {
+			continue // served: it is the caller's now
+		}
 		if err := c.destroy(ctx, sb.ID, "pool deleted"); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			c.log.Warn("destroy pooled sandbox", "sandbox", sb.ID, "err", err)
 		}
@@ -168,6 +174,30 @@ func (c *Controller) DeletePool(ctx context.Context, name string) error {
 	c.pools.forget(name)
 	c.log.Info("pool deleted", "pool", name)
 	return nil
+}
+
+// refillWait bounds how long deleting a pool waits for its refills in
+// flight (a template's readiness check can take a while); a refill that
+// ends later leaves a sandbox the pool loop removes on its next pass.
+const refillWait = time.Minute
+
+// waitRefills waits until pool has no refill in flight, at most limit.
+func (c *Controller) waitRefills(ctx context.Context, pool string, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for {
+		c.pools.mu.Lock()
+		c.pools.init()
+		n := c.pools.starting[pool]
+		c.pools.mu.Unlock()
+		if n == 0 || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func (c *Controller) poolAPI(ctx context.Context, p *store.Pool) (*api.Pool, error) {
