@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,9 @@ type DaemonOptions struct {
 type Daemon struct {
 	Socket   string
 	StateDir string
+	// URL is the daemon's TCP listener on loopback (API keys required
+	// there), for items that need a caller other than the socket's.
+	URL string
 	// ImagesDirs are where the daemon's image layers may be: the shared
 	// store it was given, then its own.
 	ImagesDirs []string
@@ -72,6 +76,12 @@ func StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error) {
 	// disk; the disks are sparse and stay nearly empty, so the run
 	// overcommits them rather than measure a refusal (docs/admission.md).
 	env := map[string]string{"PADDOCK_PREVIEW_LISTEN": "127.0.0.1:0", "PADDOCK_NETWORK_RANGE": benchNetworkRange, "PADDOCK_DISK_OVERCOMMIT": "64"}
+	// A loopback port of its own, for a second caller (an API key).
+	listen, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	env["PADDOCK_LISTEN"] = listen
 	// The proxy item's upstream lives in a namespace of the harness's own.
 	for k, v := range proxyDaemonEnv() {
 		env[k] = v
@@ -96,6 +106,10 @@ func StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error) {
 		return nil, fmt.Errorf("daemon: start: %w", err)
 	}
 	d := &Daemon{Socket: sock, StateDir: o.StateDir, Client: &paddock.Client{Socket: sock}, cmd: cmd, done: make(chan error, 1), log: log}
+	if v := os.Getenv("PADDOCK_LISTEN"); v != "" {
+		listen = v
+	}
+	d.URL = "http://" + listen
 	if o.ImagesDir != "" {
 		d.ImagesDirs = append(d.ImagesDirs, o.ImagesDir)
 	}
@@ -172,4 +186,16 @@ func EnsureImage(ctx context.Context, c *paddock.Client, name string) (*api.Imag
 		}
 	}
 	return c.BuildImage(ctx, name, nil)
+}
+
+// freeLoopbackAddr returns a loopback TCP address no one listens on now
+// (the kernel's pick; another process could take it before the daemon
+// does, which the daemon's start would then report).
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("daemon: pick a loopback port: %w", err)
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
 }

@@ -60,9 +60,10 @@ func (s *Suite) measurePoolBurst(ctx context.Context) ([]Burst, []Figure) {
 	if err != nil {
 		return fail(fmt.Errorf("sequential cold creates: %w", err))
 	}
-	b := s.createBurst(ctx, "pool-burst-none", fmt.Sprintf("%d concurrent creates of a template, no pool (busybox, runc)", burstSize), req)
+	other := &otherCaller{s: s, req: req}
+	b := s.createBurst(ctx, "pool-burst-none", fmt.Sprintf("%d concurrent creates of a template, no pool (busybox, runc)", burstSize), req, other.run)
 	bursts = append(bursts, b)
-	figs = append(figs, burstRatio("pool-burst-none-ratio", "burst p50 / one-at-a-time p50, no pool", b, seqCold))
+	figs = append(figs, burstRatio("pool-burst-none-ratio", "burst p50 / one-at-a-time p50, no pool", b, seqCold), other.figure(b, seqCold))
 
 	// A pool that does not grow.
 	if _, err := s.c.SetPool(ctx, burstTemplate, api.SetPoolRequest{Template: burstTemplate, MinReady: burstPoolMin}); err != nil {
@@ -108,7 +109,7 @@ func (s *Suite) measurePoolBurst(ctx context.Context) ([]Burst, []Figure) {
 // the burst in its title.
 func (s *Suite) poolBurst(ctx context.Context, id, title string, req api.CreateSandboxRequest) Burst {
 	before, _ := s.c.Pool(ctx, burstTemplate)
-	b := s.createBurst(ctx, id, title, req)
+	b := s.createBurst(ctx, id, title, req, nil)
 	if after, _ := s.c.Pool(ctx, burstTemplate); before != nil && after != nil {
 		b.Title += fmt.Sprintf(": %d served warm, %d cold", after.Served-before.Served, after.Cold-before.Cold)
 	}
@@ -148,8 +149,9 @@ func (s *Suite) sequentialCreates(ctx context.Context, req api.CreateSandboxRequ
 }
 
 // createBurst starts burstSize creates of req at once, times each create
-// call, then removes them all, untimed.
-func (s *Suite) createBurst(ctx context.Context, id, title string, req api.CreateSandboxRequest) Burst {
+// call, then removes them all, untimed. during, if set, runs beside the
+// burst once it has been started, and the burst's end waits for it.
+func (s *Suite) createBurst(ctx context.Context, id, title string, req api.CreateSandboxRequest, during func(context.Context)) Burst {
 	b := Burst{ID: id, Title: title, Concurrency: burstSize}
 	ids := make([]string, burstSize)
 	durs := make([]time.Duration, burstSize)
@@ -171,8 +173,17 @@ func (s *Suite) createBurst(ctx context.Context, id, title string, req api.Creat
 			})
 		}()
 	}
+	var side sync.WaitGroup
+	if during != nil {
+		side.Add(1)
+		go func() {
+			defer side.Done()
+			during(ctx)
+		}()
+	}
 	wg.Wait()
 	b.WallMs = ms(time.Since(start))
+	side.Wait()
 	b.Summary, b.FirstError = burstSummary(durs, errs)
 	b.Cleanup = s.destroyAll(ctx, ids)
 	return b
@@ -249,4 +260,74 @@ func poolBurstTargets(r *Report) []Target {
 		out = append(out, t)
 	}
 	return out
+}
+
+// otherCallerCreates is how many creates the second caller makes, one
+// after another, during the burst.
+const otherCallerCreates = 3
+
+// otherCaller times a second caller's creates while the socket's caller
+// has a burst in flight: an API key of its own, over the daemon's TCP
+// listener.
+type otherCaller struct {
+	s    *Suite
+	req  api.CreateSandboxRequest
+	durs []time.Duration
+	err  error
+}
+
+// run makes the key, waits for the burst to be under way, then times
+// otherCallerCreates creates one after another (each removed, untimed).
+func (o *otherCaller) run(ctx context.Context) {
+	if o.s.o.URL == "" {
+		o.err = errors.New("the daemon has no TCP listener known to the bench (-url), so there is no second caller")
+		return
+	}
+	key, err := o.s.c.CreateKey(ctx, "bench-other-caller")
+	if err != nil {
+		o.err = fmt.Errorf("make a key: %w", err)
+		return
+	}
+	defer func() {
+		if err := o.s.c.DeleteKey(context.WithoutCancel(ctx), key.ID); err != nil {
+			o.s.log.Error("delete the second caller's key", "err", err)
+		}
+	}()
+	c := &paddock.Client{URL: o.s.o.URL, APIKey: key.Secret}
+	time.Sleep(300 * time.Millisecond) // the burst's creates are all in by then
+	for range otherCallerCreates {
+		var id string
+		d, err := Timed(func() error {
+			sb, err := c.Create(ctx, o.req)
+			if err == nil {
+				id = sb.ID
+			}
+			return err
+		})
+		if id != "" {
+			_ = o.s.destroy(ctx, id)
+		}
+		if err != nil {
+			o.err = err
+			return
+		}
+		o.durs = append(o.durs, d)
+	}
+}
+
+// figure is the second caller's p50 beside a lone create's.
+func (o *otherCaller) figure(b Burst, seq Summary) Figure {
+	f := Figure{ID: "pool-burst-other-caller", Name: fmt.Sprintf("another caller's create while one caller's %d are in flight (no pool)", burstSize),
+		Unit: "ms", Baseline: fmt.Sprintf("a lone create, p50 of %d", seq.N), BaseVal: seq.P50ms}
+	if o.err != nil {
+		f.Error = o.err.Error()
+		return f
+	}
+	sum := Summarize(o.durs, 0)
+	f.Value = sum.P50ms
+	if seq.P50ms > 0 {
+		f.Ratio = sum.P50ms / seq.P50ms
+	}
+	f.Note = fmt.Sprintf("%d creates by a second API key, one after another, from 0.3 s into the burst (whose own p50 was %.0f ms); slowest %.0f ms.", len(o.durs), b.Summary.P50ms, sum.P99ms)
+	return f
 }

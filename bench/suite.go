@@ -35,6 +35,9 @@ type Options struct {
 	Paddock string
 	// Socket is the daemon's API socket.
 	Socket string
+	// URL is the daemon's TCP listener, if it has one: items that need a
+	// second caller make an API key and use it there ("" skips them).
+	URL string
 	// StateDir is the daemon's state directory: runc exec reaches the
 	// daemon's containers through its runtime state below it.
 	StateDir string

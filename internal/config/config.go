@@ -98,6 +98,12 @@ type Config struct {
 	// ($PADDOCK_DISK_OVERCOMMIT; limits.go). Disks are sparse files, so
 	// above 1 a sandbox can meet ENOSPC before its own disk is full.
 	DiskOvercommit float64 `json:"disk_overcommit"`
+	// CreatesPerCaller is how many creates one caller (an API key, or
+	// the unix socket) may have starting at once; more wait their turn,
+	// so one caller's burst leaves room for everyone else's creates
+	// ($PADDOCK_CREATES_PER_CALLER; limits.go). 0 (the default) is
+	// EffectiveCreatesPerCaller's choice for the backend.
+	CreatesPerCaller int `json:"creates_per_caller"`
 	// Backend is where sandboxes run ($PADDOCK_BACKEND, `serve
 	// --backend`): "local" (this host's container runtimes) or
 	// "kubernetes" (Kubernetes, kubernetes.go).

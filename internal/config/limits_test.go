@@ -44,3 +44,45 @@ func TestLimitsEnvAndValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestCreatesPerCaller(t *testing.T) {
+	d := Default()
+	if d.CreatesPerCaller != 0 || d.EffectiveCreatesPerCaller() < 2 {
+		t.Errorf("default creates_per_caller %d (in effect %d), want 0 and at least 2 in effect", d.CreatesPerCaller, d.EffectiveCreatesPerCaller())
+	}
+	d.Backend = BackendKubernetes
+	if n := d.EffectiveCreatesPerCaller(); n != kubernetesCreatesPerCaller {
+		t.Errorf("default on Kubernetes %d, want %d", n, kubernetesCreatesPerCaller)
+	}
+	d.CreatesPerCaller = 3
+	if n := d.EffectiveCreatesPerCaller(); n != 3 {
+		t.Errorf("set to 3: in effect %d", n)
+	}
+	for _, tc := range []struct {
+		v        string
+		parseErr bool
+		valid    bool
+	}{
+		{"1", false, true}, {"64", false, true}, {"1024", false, true},
+		{"0", false, true}, {"-3", false, false}, {"1025", false, false},
+		{"many", true, false}, {"2.5", true, false},
+	} {
+		c := Default()
+		err := c.ApplyEnv(func(k string) string {
+			if k == "PADDOCK_CREATES_PER_CALLER" {
+				return tc.v
+			}
+			return ""
+		})
+		if (err != nil) != tc.parseErr {
+			t.Errorf("%q: ApplyEnv = %v, want a parse error: %v", tc.v, err, tc.parseErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if errs := c.validateLimits(); (len(errs) == 0) != tc.valid {
+			t.Errorf("%q: validateLimits = %v, want valid=%v", tc.v, errs, tc.valid)
+		}
+	}
+}

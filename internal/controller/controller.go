@@ -63,12 +63,13 @@ type Controller struct {
 	mu      sync.Mutex
 	entries map[string]*entry
 
-	terms termTable // terminals of every sandbox (terminal.go)
-	snaps snapState // snapshot bookkeeping (snapshots.go)
-	s3    s3State   // S3 backup storage client (backupstore.go)
-	pools poolState // warm pools (pools.go)
-	adm   admission // policy, quotas and runtime probes (admission.go, info.go)
-	reaps reclaimer // files of destroyed sandboxes removed later (reclaim.go)
+	terms termTable   // terminals of every sandbox (terminal.go)
+	snaps snapState   // snapshot bookkeeping (snapshots.go)
+	s3    s3State     // S3 backup storage client (backupstore.go)
+	pools poolState   // warm pools (pools.go)
+	slots createSlots // creates starting at once, per caller (createslots.go)
+	adm   admission   // policy, quotas and runtime probes (admission.go, info.go)
+	reaps reclaimer   // files of destroyed sandboxes removed later (reclaim.go)
 
 	secretsMu sync.Mutex // secret deletion vs injection rules naming it (secrets.go)
 

@@ -31,6 +31,7 @@ func run() error {
 	var (
 		paddockBin  = flag.String("paddock", "bin/paddock", "paddock executable to measure")
 		socket      = flag.String("socket", "", "use the daemon already serving on this socket instead of starting one (needs -state-dir)")
+		url         = flag.String("url", "", "with -socket: that daemon's TCP listener (http://host:port), for the items that need a second caller")
 		stateDir    = flag.String("state-dir", "", "with -socket: that daemon's state directory")
 		imagesDir   = flag.String("images-dir", os.Getenv("PADDOCK_IMAGES_DIR"), "shared image store for the daemon (default $PADDOCK_IMAGES_DIR, else the daemon's own)")
 		n           = flag.Int("n", 30, "recorded iterations per variant")
@@ -108,9 +109,11 @@ func run() error {
 			}
 		}()
 		opts.Socket, opts.StateDir, opts.DaemonPid, opts.OwnDaemon = d.Socket, d.StateDir, d.Pid(), true
+		opts.URL = d.URL
 		opts.ImagesDirs = d.ImagesDirs
 	}
 	if *socket != "" {
+		opts.URL = *url
 		if *imagesDir != "" {
 			opts.ImagesDirs = append(opts.ImagesDirs, *imagesDir)
 		}
