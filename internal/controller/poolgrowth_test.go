@@ -100,7 +100,7 @@ func TestPoolGrowsAfterABurst(t *testing.T) {
 
 	// Past its memory the pool shrinks back; the served sandboxes stay.
 	skew.Store(int64(11 * time.Minute))
-	p = waitPool("back to one ready", func(p *api.Pool) bool { return p.Target == 1 && p.Ready == 1 && p.Starting == 0 })
+	waitPool("back to one ready", func(p *api.Pool) bool { return p.Target == 1 && p.Ready == 1 && p.Starting == 0 })
 	for _, id := range ids {
 		sb, err := c.Get(ctx, id)
 		if err != nil || sb.State != api.StateRunning {
