@@ -194,7 +194,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	// tenant cannot take it all from the others; the unix socket's
 	// operator is bounded by the whole budget only.
 	bodies.SetShares(bodyShareKey, 0)
-	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCPSocket: cfg.Socket, Bodies: bodies})
+	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
 	apiGate.open(srv.Handler(false))
 	if cfg.Listen != "" {
 		// E2B's API and data plane share the TCP listener with /v1.

@@ -206,7 +206,7 @@ func TestIdempotencyPerCaller(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "db"))
 	h := &counting{}
 	s := &Server{opts: Options{Store: st}, log: slog.New(slog.DiscardHandler), bodies: httpbody.NewBudget(0)}
-	// As requireKey and actFor do: the caller is in the context.
+	// As requireKey and localCaller do: the caller is in the context.
 	asCaller := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		if id := r.Header.Get("X-API-Key"); id != "" {

@@ -265,3 +265,33 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestSocketNamesNoOtherCaller: a request on the unix socket is the
+// socket's own caller whatever its headers say (an in-daemon client acts
+// for a key in-process, never by naming it in a header).
+func TestSocketNamesNoOtherCaller(t *testing.T) {
+	a := newAPIServer(t)
+	var k api.CreatedKey
+	if st, raw := call(t, a.local.URL, "", http.MethodPost, "/v1/keys", api.CreateKeyRequest{Name: "named"}, &k); st != http.StatusCreated {
+		t.Fatalf("create key: %d %s", st, raw)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, a.local.URL+"/v1/sandboxes", strings.NewReader(`{"name":"whose"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Paddock-Caller", k.ID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create on the socket with a caller header: %d %s", resp.StatusCode, raw)
+	}
+	var list api.SandboxList
+	if st, raw := call(t, a.tcp.URL, k.Secret, http.MethodGet, "/v1/sandboxes", nil, &list); st != http.StatusOK || len(list.Sandboxes) != 0 {
+		t.Errorf("the key named in the header lists %d %s; want nothing (the sandbox is the socket's)", st, raw)
+	}
+}

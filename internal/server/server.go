@@ -35,9 +35,9 @@ type Options struct {
 	Images     Images
 	Logger     *slog.Logger
 	Version    string
-	// MCPSocket, when set, mounts the MCP server at /mcp; it reaches the
-	// API through this socket, like any other client.
-	MCPSocket string
+	// MCP mounts the MCP server at /mcp; it reaches the API in-process,
+	// through the same handlers as any other client (mcp.go).
+	MCP bool
 	// Bodies bounds the request bodies all requests together hold in
 	// memory; nil means a budget of httpbody.DefaultBudget. Share one
 	// with the E2B API.
@@ -127,9 +127,17 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	if requireKey {
 		h = s.requireKey(h)
 	} else {
-		h = s.actFor(h) // mcp.go
+		h = localCaller(h)
 	}
 	return s.logRequests(h)
+}
+
+// localCaller makes every request the local caller's: the unix socket's,
+// whose file mode decides who may use it (the daemon's owner).
+func localCaller(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(controller.WithCaller(r.Context(), api.CallerLocal, api.KeyScopeAll)))
+	})
 }
 
 func (s *Server) logRequests(next http.Handler) http.Handler {
