@@ -197,10 +197,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
 	apiGate.open(srv.Handler(false))
 	if cfg.Listen != "" {
-		// E2B's API and data plane share the TCP listener with /v1.
-		tcpHandler := e2b.New(e2b.Options{Controller: ctrl, Keys: st, HashKey: server.HashKey, Next: srv.Handler(true), DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
-		go tcpHandler.RunMetrics(ctx) // getMetrics' history
-		tcpGate.open(tcpHandler)
+		// E2B's API and data plane share the TCP listener with /v1 and
+		// /mcp, side by side (router.go).
+		e2bHandler := e2b.New(e2b.Options{Controller: ctrl, Keys: st, HashKey: server.HashKey, DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
+		go e2bHandler.RunMetrics(ctx) // getMetrics' history
+		tcpGate.open(tcpRouter(srv.Handler(true), e2bHandler))
 	}
 	previewGate.open(srv.PreviewHandler(cfg.PreviewDomain))
 	log.Info("paddock is serving", "socket", cfg.Socket, "state_dir", cfg.StateDir, "runtimes", ctrl.Runtimes(), "version", Version)

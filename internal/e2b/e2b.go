@@ -35,9 +35,6 @@ type Options struct {
 	Keys       Keys
 	// HashKey is how key secrets are hashed for lookup (the API server's).
 	HashKey func(secret string) []byte
-	// Next serves everything that is neither E2B's API nor its data plane
-	// (Paddock's own /v1 API).
-	Next http.Handler
 	// DefaultNetwork is what a create that says nothing about internet
 	// access gets: config.E2BNetworkNone ("" too) or config.E2BNetworkAll.
 	DefaultNetwork string
@@ -47,8 +44,9 @@ type Options struct {
 	Bodies *httpbody.Budget
 }
 
-// Handler routes one listener's requests between the data plane, the E2B
-// facade and Paddock's API.
+// Handler serves E2B's two planes: requests addressed to a sandbox (the
+// data plane) and E2B's REST API (the control plane). The listener's router
+// (internal/daemon) sends it everything that is not Paddock's own API.
 type Handler struct {
 	opts   Options
 	log    *slog.Logger
@@ -112,8 +110,17 @@ func (h *Handler) routes() {
 	})
 }
 
-// ServeHTTP dispatches: sandbox-addressed requests to the data plane, /v1
-// to Paddock's API, everything else to the E2B facade (API key required).
+// AddressesSandbox says whether r is addressed to a sandbox, by E2B's
+// headers or a {port}-{id}.{domain} host: such a request belongs to the
+// data plane whatever its path (a malformed address too, which the data
+// plane refuses rather than let it reach an API).
+func AddressesSandbox(r *http.Request) bool {
+	_, ok, err := dataPlaneTarget(r)
+	return ok || err != nil
+}
+
+// ServeHTTP serves a sandbox-addressed request on the data plane and any
+// other on E2B's API (API key required).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, log: h.log, r: r}
 	t, ok, err := dataPlaneTarget(r)
@@ -123,11 +130,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ok {
 		h.serveDataPlane(sw, r, t)
-		return
-	}
-	// /mcp is Paddock's MCP endpoint, served (and authenticated) with /v1.
-	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/mcp" {
-		h.opts.Next.ServeHTTP(w, r)
 		return
 	}
 	keyID, err := h.authenticate(r)
