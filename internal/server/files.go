@@ -1,45 +1,22 @@
 package server
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
-const maxPath = 4096
-
-// withAgent resolves the sandbox (starting it if stopped), validates the
-// path and user query parameters, and runs fn with the sandbox's agent.
-func (s *Server) withAgent(w http.ResponseWriter, r *http.Request, needPath bool, fn func(ag *client.Client, path, user string) error) {
+// fileRef is the file a request names: the sandbox in the path, the file
+// and user in the query.
+func fileRef(r *http.Request) controller.FileRef {
 	q := r.URL.Query()
-	path, user := q.Get("path"), q.Get("user")
-	if needPath && path == "" {
-		writeError(w, errdefs.Invalid("the path query parameter is required"))
-		return
-	}
-	if len(path) > maxPath || strings.ContainsRune(path, 0) {
-		writeError(w, errdefs.Invalid("path is longer than %d bytes or contains NUL", maxPath))
-		return
-	}
-	if len(user) > 32 || strings.ContainsAny(user, ":\x00/") {
-		writeError(w, errdefs.Invalid("user %q is not a valid user name", user))
-		return
-	}
-	ag, _, done, err := s.opts.Controller.Agent(r.Context(), r.PathValue("id"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer done()
-	if err := fn(ag, path, user); err != nil {
-		writeError(w, err)
-	}
+	return controller.FileRef{Sandbox: r.PathValue("id"), Path: q.Get("path"), User: q.Get("user")}
 }
 
 // headerOnce delays the response header until the first body byte, so an
@@ -60,19 +37,26 @@ func (h *headerOnce) Write(p []byte) (int, error) {
 }
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
-	s.withAgent(w, r, true, func(ag *client.Client, path, user string) error {
-		hw := &headerOnce{w: w, contentType: "application/octet-stream"}
-		if err := ag.ReadFile(r.Context(), path, user, hw); err != nil {
-			if hw.wrote {
-				s.abortStream("read file", err)
-			}
-			return err
-		}
-		if !hw.wrote {
-			hw.Write(nil) // an empty file is still a 200
-		}
-		return nil
-	})
+	s.streamOut(w, r, "read file", "application/octet-stream", s.opts.Controller.ReadFile)
+}
+
+func (s *Server) tarOut(w http.ResponseWriter, r *http.Request) {
+	s.streamOut(w, r, "tar out", "application/x-tar", s.opts.Controller.TarOut)
+}
+
+// streamOut answers with what fn writes: an error before the first byte
+// is an error answer, one after it cuts the transfer (abortStream).
+func (s *Server) streamOut(w http.ResponseWriter, r *http.Request, what, contentType string, fn func(context.Context, controller.FileRef, io.Writer) error) {
+	hw := &headerOnce{w: w, contentType: contentType}
+	err := fn(r.Context(), fileRef(r), hw)
+	switch {
+	case err != nil && !hw.wrote:
+		writeError(w, err)
+	case err != nil:
+		s.abortStream(what, err)
+	case !hw.wrote:
+		hw.Write(nil) // an empty file is still a 200
+	}
 }
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
@@ -84,63 +68,39 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.withAgent(w, r, true, func(ag *client.Client, path, user string) error {
-		if err := ag.WriteFileMode(r.Context(), path, user, os.FileMode(mode), r.Body); err != nil {
-			return err
-		}
-		e, err := ag.Stat(r.Context(), path, user)
-		if err != nil {
-			return err
-		}
-		s.recordFile(r, api.LedgerFileWrite, path, map[string]string{"size_bytes": strconv.FormatInt(e.GetSize(), 10)})
-		writeJSON(w, http.StatusOK, toFileInfo(e))
-		return nil
-	})
+	fi, err := s.opts.Controller.WriteFile(r.Context(), fileRef(r), os.FileMode(mode), r.Body)
+	answerFile(w, fi, err)
+}
+
+// answerFile answers with a file's description, or the error.
+func answerFile(w http.ResponseWriter, fi api.FileInfo, err error) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, fi)
 }
 
 func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
-	s.withAgent(w, r, true, func(ag *client.Client, path, user string) error {
-		// The agent removes a missing path without complaint, as envd does;
-		// this API says it is not there.
-		if _, err := ag.Stat(r.Context(), path, user); err != nil {
-			return err
-		}
-		if err := ag.Remove(r.Context(), path, user); err != nil {
-			return err
-		}
-		s.recordFile(r, api.LedgerFileRemove, path, nil)
-		w.WriteHeader(http.StatusNoContent)
-		return nil
-	})
+	if err := s.opts.Controller.RemoveFile(r.Context(), fileRef(r)); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
-	s.withAgent(w, r, false, func(ag *client.Client, path, user string) error {
-		if path == "" {
-			path = "."
-		}
-		entries, err := ag.ListDir(r.Context(), path, user)
-		if err != nil {
-			return err
-		}
-		out := api.FileList{Entries: make([]api.FileInfo, 0, len(entries))}
-		for _, e := range entries {
-			out.Entries = append(out.Entries, toFileInfo(e))
-		}
-		writeJSON(w, http.StatusOK, out)
-		return nil
-	})
+	entries, err := s.opts.Controller.ListDir(r.Context(), fileRef(r))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FileList{Entries: entries})
 }
 
 func (s *Server) stat(w http.ResponseWriter, r *http.Request) {
-	s.withAgent(w, r, true, func(ag *client.Client, path, user string) error {
-		e, err := ag.Stat(r.Context(), path, user)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, toFileInfo(e))
-		return nil
-	})
+	fi, err := s.opts.Controller.StatFile(r.Context(), fileRef(r))
+	answerFile(w, fi, err)
 }
 
 func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
@@ -149,18 +109,10 @@ func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	q := r.URL.Query()
-	q.Set("path", req.Path)
-	r.URL.RawQuery = q.Encode()
-	s.withAgent(w, r, true, func(ag *client.Client, path, user string) error {
-		e, err := ag.MakeDir(r.Context(), path, user)
-		if err != nil {
-			return err
-		}
-		s.recordFile(r, api.LedgerMkdir, path, nil)
-		writeJSON(w, http.StatusOK, toFileInfo(e))
-		return nil
-	})
+	f := fileRef(r)
+	f.Path = req.Path
+	fi, err := s.opts.Controller.MakeDir(r.Context(), f)
+	answerFile(w, fi, err)
 }
 
 func (s *Server) move(w http.ResponseWriter, r *http.Request) {
@@ -169,52 +121,18 @@ func (s *Server) move(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if req.Source == "" || req.Destination == "" {
-		writeError(w, errdefs.Invalid("source and destination are required"))
-		return
-	}
-	q := r.URL.Query()
-	q.Set("path", req.Destination)
-	r.URL.RawQuery = q.Encode()
-	s.withAgent(w, r, true, func(ag *client.Client, path, user string) error {
-		if len(req.Source) > maxPath || strings.ContainsRune(req.Source, 0) {
-			return errdefs.Invalid("source is not a valid path")
-		}
-		e, err := ag.Move(r.Context(), req.Source, path, user)
-		if err != nil {
-			return err
-		}
-		s.recordFile(r, api.LedgerFileMove, path, map[string]string{"source": req.Source})
-		writeJSON(w, http.StatusOK, toFileInfo(e))
-		return nil
-	})
-}
-
-func (s *Server) tarOut(w http.ResponseWriter, r *http.Request) {
-	s.withAgent(w, r, true, func(ag *client.Client, path, user string) error {
-		hw := &headerOnce{w: w, contentType: "application/x-tar"}
-		if err := ag.TarOut(r.Context(), path, user, hw); err != nil {
-			if hw.wrote {
-				s.abortStream("tar out", err)
-			}
-			return err
-		}
-		if !hw.wrote {
-			hw.Write(nil)
-		}
-		return nil
-	})
+	f := fileRef(r)
+	f.Path = req.Destination
+	fi, err := s.opts.Controller.MoveFile(r.Context(), f, req.Source)
+	answerFile(w, fi, err)
 }
 
 func (s *Server) tarIn(w http.ResponseWriter, r *http.Request) {
-	s.withAgent(w, r, true, func(ag *client.Client, path, user string) error {
-		if err := ag.TarIn(r.Context(), path, user, r.Body); err != nil {
-			return err
-		}
-		s.recordFile(r, api.LedgerTarUpload, path, nil)
-		w.WriteHeader(http.StatusNoContent)
-		return nil
-	})
+	if err := s.opts.Controller.TarIn(r.Context(), fileRef(r), r.Body); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) exportLayer(w http.ResponseWriter, r *http.Request) {

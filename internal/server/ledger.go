@@ -68,10 +68,6 @@ func (s *Server) addLedger(w http.ResponseWriter, r *http.Request) {
 }
 
 // recordFile notes a file change made through the API in the ledger.
-func (s *Server) recordFile(r *http.Request, kind, path string, data map[string]string) {
-	s.opts.Controller.RecordRef(r.Context(), r.PathValue("id"), api.LedgerEntry{Kind: kind, Path: path, Data: data})
-}
-
 func (s *Server) createBackup(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateBackupRequest
 	if err := s.decode(r, maxJSONBody, &req); err != nil {

@@ -43,7 +43,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.recordFile(r, api.LedgerSnapshot, "", map[string]string{"snapshot": snap.ID, "name": snap.Name})
+	s.opts.Controller.RecordRef(r.Context(), r.PathValue("id"), api.LedgerEntry{Kind: api.LedgerSnapshot, Data: map[string]string{"snapshot": snap.ID, "name": snap.Name}})
 	writeJSON(w, http.StatusCreated, snap)
 }
 
@@ -58,7 +58,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.recordFile(r, api.LedgerSnapshot, "", map[string]string{"snapshot": res.Snapshot.ID, "fork_count": strconv.Itoa(len(res.Sandboxes))})
+	s.opts.Controller.RecordRef(r.Context(), r.PathValue("id"), api.LedgerEntry{Kind: api.LedgerSnapshot, Data: map[string]string{"snapshot": res.Snapshot.ID, "fork_count": strconv.Itoa(len(res.Sandboxes))}})
 	writeJSON(w, http.StatusCreated, res)
 }
 
