@@ -107,12 +107,21 @@ func TestPoolGrowsAfterABurst(t *testing.T) {
 			t.Errorf("served sandbox %s after the shrink: %+v, %v", id, sb, err)
 		}
 	}
-	all, err := c.List(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(all) != len(ids)+1 {
-		t.Errorf("listed %d sandboxes after the shrink, want the %d served and the one ready", len(all), len(ids))
+	// The ones it let go are destroyed in the background: wait for the
+	// list to settle on the served four and the one ready.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		all, err := c.List(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) == len(ids)+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listed %d sandboxes after the shrink, want the %d served and the one ready", len(all), len(ids))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	// Deleting the pool while it refills leaves none of its unclaimed
@@ -135,7 +144,7 @@ func TestPoolGrowsAfterABurst(t *testing.T) {
 	if err := c.DeletePool(ctx, "burst"); err != nil {
 		t.Fatal(err)
 	}
-	all, err = c.List(ctx, nil)
+	all, err := c.List(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

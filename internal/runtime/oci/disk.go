@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,8 +65,8 @@ func formatDisk(ctx context.Context, path string, size int64, background bool) e
 // autoclear set, so the device goes away by itself once the filesystem
 // on it is unmounted. It returns the device path and an open fd on it,
 // which the caller closes after mounting.
-func attachLoop(path string) (string, *os.File, error) {
-	if err := waitDiskReleased(path, diskReleaseTimeout); err != nil {
+func attachLoop(path string, log *slog.Logger) (string, *os.File, error) {
+	if err := waitDiskReleased(path, diskReleaseTimeout, log); err != nil {
 		return "", nil, err
 	}
 	img, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -117,15 +118,42 @@ const diskReleaseTimeout = 15 * time.Second
 // user goes, and only then does autoclear free its loop device. Mounting
 // the image a second time meanwhile puts two ext4 instances on one file,
 // which corrupts it (a start right after such a stop read "bad message").
-func waitDiskReleased(path string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+//
+// Past a second of waiting it looks for what holds the disk: a runtime
+// process of this very sandbox (its command line names the sandbox's
+// directory, as a gVisor gofer or sentry that outlived a failed checkpoint
+// does) is killed, since the sandbox is stopped and nothing of it may run;
+// any other holder is named in the error.
+func waitDiskReleased(path string, timeout time.Duration, log *slog.Logger) error {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	sandboxDir := filepath.Dir(path)
+	var lastLook time.Time
+	var others []diskHolder
 	for {
 		dev, err := loopBacking(path)
 		if err != nil || dev == "" {
 			return err
 		}
+		if time.Since(start) > time.Second && time.Since(lastLook) > time.Second {
+			lastLook, others = time.Now(), nil
+			for _, h := range diskHolders(dev) {
+				if h.ownedBy(sandboxDir) {
+					if log != nil {
+						log.Warn("killing a runtime process of a stopped sandbox that still holds its disk", "holder", h.String(), "device", dev)
+					}
+					_ = unix.Kill(h.pid, unix.SIGKILL)
+					continue
+				}
+				others = append(others, h)
+			}
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("oci: the disk image is still attached to %s by its previous mount (something kept a file of the stopped sandbox open); try again: %w", dev, errdefs.ErrUnavailable)
+			held := "something kept a file of the stopped sandbox open"
+			if len(others) > 0 {
+				held = fmt.Sprintf("held by %v", others)
+			}
+			return fmt.Errorf("oci: the disk image is still attached to %s by its previous mount (%s); try again: %w", dev, held, errdefs.ErrUnavailable)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -189,9 +217,10 @@ func ensureLoopNode(dev string, n int) error {
 	return nil
 }
 
-// mountDisk loop-mounts the ext4 image at dir.
-func mountDisk(img, dir string) error {
-	dev, lf, err := attachLoop(img)
+// mountDisk loop-mounts the ext4 image at dir; log (nil: none) hears of
+// a leftover runtime process killed to free the disk (waitDiskReleased).
+func mountDisk(img, dir string, log *slog.Logger) error {
+	dev, lf, err := attachLoop(img, log)
 	if err != nil {
 		return err
 	}

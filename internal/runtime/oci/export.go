@@ -41,7 +41,7 @@ func (r *Runtime) ExportLayer(ctx context.Context, id string, w io.Writer) error
 	}
 	if !mounted {
 		// A stopped sandbox: mount its disk just for the export.
-		if err := mountDisk(l.disk, l.scratch); err != nil {
+		if err := mountDisk(l.disk, l.scratch, r.log); err != nil {
 			return err
 		}
 		defer func() {

@@ -140,7 +140,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, restoreDir strin
 	if ok, err := r.mountedUnlessFresh(fresh, l.scratch); err != nil {
 		return runtime.Info{}, err
 	} else if !ok {
-		if err := mountDisk(l.disk, l.scratch); err != nil {
+		if err := mountDisk(l.disk, l.scratch, r.log); err != nil {
 			return runtime.Info{}, err
 		}
 		undo = append(undo, func() error { return unmount(l.scratch) })

@@ -33,7 +33,7 @@ func (r *Runtime) SnapshotLayer(ctx context.Context, id, dst string) error {
 	}
 	if !mounted {
 		// A stopped sandbox: mount its disk just for the copy.
-		if err := mountDisk(l.disk, l.scratch); err != nil {
+		if err := mountDisk(l.disk, l.scratch, r.log); err != nil {
 			return err
 		}
 		defer func() {
