@@ -61,7 +61,7 @@ func (s *Suite) measurePoolBurst(ctx context.Context) ([]Burst, []Figure) {
 		return fail(fmt.Errorf("sequential cold creates: %w", err))
 	}
 	other := &otherCaller{s: s, req: req}
-	b := s.createBurst(ctx, "pool-burst-none", fmt.Sprintf("%d concurrent creates of a template, no pool (busybox, runc)", burstSize), req, other.run)
+	b := s.createBurst(ctx, "pool-burst-none", fmt.Sprintf("%d concurrent creates of a template, no pool (busybox, runc)", burstSize), burstSize, req, other.run)
 	bursts = append(bursts, b)
 	figs = append(figs, burstRatio("pool-burst-none-ratio", "burst p50 / one-at-a-time p50, no pool", b, seqCold), other.figure(b, seqCold))
 
@@ -109,7 +109,7 @@ func (s *Suite) measurePoolBurst(ctx context.Context) ([]Burst, []Figure) {
 // the burst in its title.
 func (s *Suite) poolBurst(ctx context.Context, id, title string, req api.CreateSandboxRequest) Burst {
 	before, _ := s.c.Pool(ctx, burstTemplate)
-	b := s.createBurst(ctx, id, title, req, nil)
+	b := s.createBurst(ctx, id, title, burstSize, req, nil)
 	if after, _ := s.c.Pool(ctx, burstTemplate); before != nil && after != nil {
 		b.Title += fmt.Sprintf(": %d served warm, %d cold", after.Served-before.Served, after.Cold-before.Cold)
 	}
@@ -148,17 +148,17 @@ func (s *Suite) sequentialCreates(ctx context.Context, req api.CreateSandboxRequ
 	return Summarize(durs, 0), nil
 }
 
-// createBurst starts burstSize creates of req at once, times each create
-// call, then removes them all, untimed. during, if set, runs beside the
-// burst once it has been started, and the burst's end waits for it.
-func (s *Suite) createBurst(ctx context.Context, id, title string, req api.CreateSandboxRequest, during func(context.Context)) Burst {
-	b := Burst{ID: id, Title: title, Concurrency: burstSize}
-	ids := make([]string, burstSize)
-	durs := make([]time.Duration, burstSize)
-	errs := make([]error, burstSize)
+// createBurst starts n creates of req at once, times each create call,
+// then removes them all, untimed. during, if set, runs beside the burst
+// once it has been started, and the burst's end waits for it.
+func (s *Suite) createBurst(ctx context.Context, id, title string, n int, req api.CreateSandboxRequest, during func(context.Context)) Burst {
+	b := Burst{ID: id, Title: title, Concurrency: n}
+	ids := make([]string, n)
+	durs := make([]time.Duration, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := range burstSize {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -176,33 +176,8 @@ func (s *Suite) measureFirstExec(ctx context.Context, id, image string) Comparis
 // measureBurst starts Concurrency creates at once, then deletes them all.
 func (s *Suite) measureBurst(ctx context.Context) Burst {
 	n := s.o.Concurrency
-	b := Burst{ID: "burst-paddock", Title: fmt.Sprintf("paddock: %d concurrent creates (busybox, runc)", n), Concurrency: n}
-	ids := make([]string, n)
-	durs := make([]time.Duration, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-			defer cancel()
-			durs[i], errs[i] = Timed(func() error {
-				sb, err := s.create(cctx, "busybox", api.RuntimeRunc)
-				if err == nil {
-					ids[i] = sb.ID
-				}
-				return err
-			})
-		}()
-	}
-	wg.Wait()
-	b.WallMs = ms(time.Since(start))
-	b.Summary, b.FirstError = burstSummary(durs, errs)
-
-	b.Cleanup = s.destroyAll(ctx, ids)
-	return b
+	req := api.CreateSandboxRequest{Image: "busybox", Runtime: api.RuntimeRunc, KeepAlive: true, Labels: map[string]string{runLabel: s.label}}
+	return s.createBurst(ctx, "burst-paddock", fmt.Sprintf("paddock: %d concurrent creates (busybox, runc)", n), n, req, nil)
 }
 
 // measureRuncBurst is the baseline burst: Concurrency detached `runc run`s.

@@ -68,22 +68,27 @@ func TestPoolGrowsAfterABurst(t *testing.T) {
 	}
 	waitPool("one ready", func(p *api.Pool) bool { return p.Ready == 1 && p.Starting == 0 })
 
-	// A burst of four: one served, the rest cold.
-	var wg sync.WaitGroup
-	ids := make([]string, 4)
-	for i := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sb, err := c.Create(ctx, api.CreateSandboxRequest{Template: "plain"})
-			if err != nil {
-				t.Errorf("create %d: %v", i, err)
-				return
-			}
-			ids[i] = sb.ID
-		}()
+	// burst makes n sandboxes of the template at once.
+	burst := func(n int) []string {
+		var wg sync.WaitGroup
+		ids := make([]string, n)
+		for i := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sb, err := c.Create(ctx, api.CreateSandboxRequest{Template: "plain"})
+				if err != nil {
+					t.Errorf("create %d: %v", i, err)
+					return
+				}
+				ids[i] = sb.ID
+			}()
+		}
+		wg.Wait()
+		return ids
 	}
-	wg.Wait()
+	// A burst of four: one served, the rest cold.
+	ids := burst(4)
 	if t.Failed() {
 		return
 	}
@@ -126,20 +131,7 @@ func TestPoolGrowsAfterABurst(t *testing.T) {
 
 	// Deleting the pool while it refills leaves none of its unclaimed
 	// sandboxes, those of refills in flight included.
-	more := make([]string, 3)
-	for i := range more {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sb, err := c.Create(ctx, api.CreateSandboxRequest{Template: "plain"})
-			if err != nil {
-				t.Errorf("create %d: %v", i, err)
-				return
-			}
-			more[i] = sb.ID
-		}()
-	}
-	wg.Wait()
+	more := burst(3)
 	waitPool("a refill in flight", func(p *api.Pool) bool { return p.Starting > 0 })
 	if err := c.DeletePool(ctx, "burst"); err != nil {
 		t.Fatal(err)
