@@ -67,13 +67,26 @@ func disableIPv6(name string) error {
 
 // inNetns runs fn on an OS thread that has joined the network namespace
 // bind-mounted at path. /proc/sys/net shows the calling thread's
-// namespace, so fn's sysctl reads and writes are the namespace's. The
-// thread is never unlocked: it ends with its goroutine, so no other code
-// ever runs in the sandbox's namespace.
+// namespace, so fn's sysctl reads and writes are the namespace's.
+//
+// The thread goes back to its own namespace before anything else may run
+// on it. Ending the goroutine locked would end the thread, except when
+// the thread is the process's main thread, which Go keeps (parked) for
+// the life of the process; and /proc/self and /proc/net show the main
+// thread's namespace, so a main thread left in a sandbox's namespace made
+// the daemon take that sandbox's namespace for its own (a gVisor start
+// then refused it as "the host's"). If the way back fails the thread
+// stays locked and goes with its goroutine.
 func inNetns(path string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		own, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- fmt.Errorf("open this thread's network namespace: %w", err)
+			return
+		}
+		defer own.Close()
 		f, err := os.Open(path)
 		if err != nil {
 			errc <- err
@@ -84,7 +97,11 @@ func inNetns(path string, fn func() error) error {
 			errc <- fmt.Errorf("join network namespace: %w", err)
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

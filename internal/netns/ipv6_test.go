@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestIPv6Off runs ipv6Off on a veth between two namespaces of the test's
@@ -66,5 +68,45 @@ func TestIPv6Off(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ipv6Conf, "pdt0")); err == nil {
 		t.Error("the test's veth is visible in the host's namespace")
+	}
+}
+
+// TestInNetnsThreadGoesHome: the thread that ran a function inside a
+// sandbox's namespace is back in its own namespace afterwards and free
+// for other goroutines (alive, not ended with its goroutine), so neither
+// a pooled thread nor the process's main thread (whose namespace
+// /proc/self shows) ever stays in a sandbox's namespace.
+func TestInNetnsThreadGoesHome(t *testing.T) {
+	ns := scratchNetns(t)
+	var home, inside unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &home); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat(ns, &inside); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		var tid int
+		var during unix.Stat_t
+		if err := inNetns(ns, func() error {
+			tid = unix.Gettid()
+			return unix.Stat("/proc/thread-self/ns/net", &during)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if during.Ino != inside.Ino {
+			t.Fatalf("round %d: fn ran in namespace %d, want the sandbox's %d", i, during.Ino, inside.Ino)
+		}
+		var after unix.Stat_t
+		if err := unix.Stat(fmt.Sprintf("/proc/self/task/%d/ns/net", tid), &after); err != nil {
+			t.Fatalf("round %d: thread %d ended with its goroutine (%v); want it back in its namespace and free", i, tid, err)
+		}
+		if after.Ino != home.Ino || after.Dev != home.Dev {
+			t.Fatalf("round %d: thread %d stays in namespace %d after fn, want its own %d", i, tid, after.Ino, home.Ino)
+		}
+	}
+	var self unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &self); err != nil || self.Ino != home.Ino {
+		t.Errorf("/proc/self/ns/net is namespace %d (%v), want the process's own %d", self.Ino, err, home.Ino)
 	}
 }
