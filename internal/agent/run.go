@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // Run is the agent's whole life as PID 1 of a sandbox: listen on socket and
@@ -59,6 +60,14 @@ func RunWith(ctx context.Context, o RunOptions) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "agent")
+	// The signal that ends the agent is recorded beside its socket, where
+	// the daemon reads why the sandbox stopped (internal/runtime/oci). It
+	// is watched for before the socket exists: the daemon takes a
+	// listening socket for a running sandbox, and a signal sent at once
+	// must be recorded too.
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigc)
 	var ln net.Listener
 	var err error
 	if o.Listen != "" {
@@ -69,11 +78,6 @@ func RunWith(ctx context.Context, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	// The signal that ends the agent is recorded beside its socket, where
-	// the daemon reads why the sandbox stopped (internal/runtime/oci).
-	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigc)
 	a := New(Options{Logger: log, DefaultUser: os.Getenv(EnvDefaultUser), DefaultCwd: os.Getenv(EnvDefaultCwd), Token: o.Token, PoolToken: o.PoolToken})
 	a.ownHomeFromEnv() // homevolume.go
 	log.Info("agent listening", "address", ln.Addr().String(), "pid", os.Getpid(), "envd_version", EnvdVersion)
@@ -85,15 +89,24 @@ func RunWith(ctx context.Context, o RunOptions) error {
 	}
 	err = a.ServeDetachable(ctx, ln, d)
 	record := "status 0"
+	var sig os.Signal
 	select {
-	case sig := <-sigc:
-		if s, ok := sig.(syscall.Signal); ok {
-			record = "signal " + strconv.Itoa(int(s))
-		}
+	case sig = <-sigc:
 	default:
-		if err != nil {
-			record = "status 1"
+		if ctx.Err() != nil {
+			// The caller's context may end on the same signal (the
+			// agent binary's main does), and the signal can reach that
+			// context a moment before sigc.
+			select {
+			case sig = <-sigc:
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
+	}
+	if s, ok := sig.(syscall.Signal); ok {
+		record = "signal " + strconv.Itoa(int(s))
+	} else if err != nil {
+		record = "status 1"
 	}
 	if o.Listen == "" {
 		writeExitRecord(filepath.Dir(socket), record, log)
