@@ -16,6 +16,7 @@
 //	PUT    /v1/policy                          Policy -> Policy (unix socket only; docs/admission.md)
 //	POST   /v1/sandboxes                       CreateSandboxRequest -> Sandbox (201)
 //	GET    /v1/sandboxes?label=k=v&label=...   -> SandboxList
+//	GET    /v1/events                          -> NDJSON stream of Event
 //	GET    /v1/sandboxes/{id}                  -> Sandbox
 //	DELETE /v1/sandboxes/{id}                  -> 204
 //	POST   /v1/sandboxes/{id}/stop             -> Sandbox
@@ -404,3 +405,31 @@ type StateChange struct {
 type History struct {
 	Changes []StateChange `json:"changes"`
 }
+
+// Event is one line of GET /v1/events, an NDJSON stream that stays open:
+// first a "sync" (Sandboxes: every sandbox the caller may see, present
+// even when empty), then a "sandbox" line for each change of one of them
+// (Sandbox as it is now; From, To and Reason when its state changed; a
+// sandbox whose state is "destroyed" is gone), a "ping" every
+// StreamPingInterval, and "lagged" as the last line when the client read
+// too slowly to keep up: reconnect, and the new sync is the whole truth.
+type Event struct {
+	Type      string    `json:"type"`
+	Sandboxes []Sandbox `json:"sandboxes,omitempty"`
+	Sandbox   *Sandbox  `json:"sandbox,omitempty"`
+	From      string    `json:"from,omitempty"`
+	To        string    `json:"to,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// Event types (Event.Type).
+const (
+	StreamSync    = "sync"
+	StreamSandbox = "sandbox"
+	StreamPing    = "ping"
+	StreamLagged  = "lagged"
+)
+
+// StreamPingInterval is how often an idle event stream says it is alive.
+const StreamPingInterval = 15 * time.Second

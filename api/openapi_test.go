@@ -28,6 +28,7 @@ var wireTypes = map[string]reflect.Type{
 	"CreateSandboxRequest": reflect.TypeFor[CreateSandboxRequest](),
 	"Sandbox":              reflect.TypeFor[Sandbox](),
 	"SandboxList":          reflect.TypeFor[SandboxList](),
+	"Event":                reflect.TypeFor[Event](),
 	"ExecRequest":          reflect.TypeFor[ExecRequest](),
 	"ExecEvent":            reflect.TypeFor[ExecEvent](),
 	"FileInfo":             reflect.TypeFor[FileInfo](),
@@ -879,6 +880,7 @@ func TestOpenAPIEnumsMatchConstants(t *testing.T) {
 		{"State", []string{"components", "schemas", "SandboxState"}},
 		{"Runtime", []string{"components", "schemas", "CreateSandboxRequest", "properties", "runtime"}},
 		{"Event", []string{"components", "schemas", "ExecEvent", "properties", "type"}},
+		{"Stream", []string{"components", "schemas", "Event", "properties", "type"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.prefix, func(t *testing.T) {

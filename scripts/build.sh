@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds Paddock's one binary: first the small in-sandbox agent
 # (cmd/paddock-agent), which is compressed into internal/agentbin, then
-# cmd/paddock with that agent embedded (build tag embedagent).
+# the console's npm packages (internal/console/fetch), then cmd/paddock
+# with that agent embedded (build tag embedagent).
 #   scripts/build.sh OUT [LDFLAGS]
 # Tests call it too, so what they run is what `make build` makes.
 set -euo pipefail
@@ -20,5 +21,10 @@ gzip -n -9 -c "$tmp/paddock-agent" >"$tmp/paddock-agent.gz"
 # Concurrent builds (test packages in parallel) each replace the file whole.
 mv -f "$tmp/paddock-agent.gz" internal/agentbin/paddock-agent.gz.$$
 mv -f internal/agentbin/paddock-agent.gz.$$ internal/agentbin/paddock-agent.gz
+# The console's npm packages (xterm.js), pinned and checked by integrity;
+# without them the console works but has no terminal, so say so and go on.
+if ! "$go" run ./internal/console/fetch; then
+	echo "build.sh: the console's terminal (xterm.js) could not be fetched from the npm registry; this build's console has no terminal" >&2
+fi
 case $out in /*) ;; *) out="$OLDPWD/$out" ;; esac
 "$go" build -tags embedagent -trimpath -ldflags "$ldflags" -o "$out" ./cmd/paddock

@@ -120,6 +120,7 @@ func newRoot() *cobra.Command {
 		newRunCodeCmd(g),
 		newContextCmd(g),
 		newProcCmd(g),
+		newConsoleCmd(g),
 	)
 	return root
 }

@@ -300,7 +300,7 @@ func (c *Controller) admitAndRecord(ctx context.Context, rec *store.Sandbox) err
 		return err
 	}
 	if limit == 0 {
-		return c.opts.Store.CreateSandbox(ctx, rec)
+		return c.createRecord(ctx, rec)
 	}
 	n := 0
 	for _, s := range all {
@@ -315,5 +315,14 @@ func (c *Controller) admitAndRecord(ctx context.Context, rec *store.Sandbox) err
 		}
 		return denied(rule, "%s has %d of %d sandboxes; delete one first", who, n, limit)
 	}
-	return c.opts.Store.CreateSandbox(ctx, rec)
+	return c.createRecord(ctx, rec)
+}
+
+// createRecord saves a new sandbox's record and tells the event streams.
+func (c *Controller) createRecord(ctx context.Context, rec *store.Sandbox) error {
+	if err := c.opts.Store.CreateSandbox(ctx, rec); err != nil {
+		return err
+	}
+	c.changed(rec, "", rec.State, "created")
+	return nil
 }

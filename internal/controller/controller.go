@@ -63,13 +63,14 @@ type Controller struct {
 	mu      sync.Mutex
 	entries map[string]*entry
 
-	terms termTable   // terminals of every sandbox (terminal.go)
-	snaps snapState   // snapshot bookkeeping (snapshots.go)
-	s3    s3State     // S3 backup storage client (backupstore.go)
-	pools poolState   // warm pools (pools.go)
-	slots createSlots // creates starting at once, per caller (createslots.go)
-	adm   admission   // policy, quotas and runtime probes (admission.go, info.go)
-	reaps reclaimer   // files of destroyed sandboxes removed later (reclaim.go)
+	terms  termTable   // terminals of every sandbox (terminal.go)
+	snaps  snapState   // snapshot bookkeeping (snapshots.go)
+	s3     s3State     // S3 backup storage client (backupstore.go)
+	pools  poolState   // warm pools (pools.go)
+	slots  createSlots // creates starting at once, per caller (createslots.go)
+	adm    admission   // policy, quotas and runtime probes (admission.go, info.go)
+	reaps  reclaimer   // files of destroyed sandboxes removed later (reclaim.go)
+	events eventHub    // sandbox changes for event streams (events.go)
 
 	secretsMu sync.Mutex // secret deletion vs injection rules naming it (secrets.go)
 
@@ -308,6 +309,7 @@ func (c *Controller) setState(ctx context.Context, rec *store.Sandbox, to, reaso
 		c.log.Warn("record state change", "sandbox", rec.ID, "err", err)
 	}
 	c.recordTransition(ctx, rec, from, to, reason)
+	c.changed(rec, from, to, reason)
 	c.log.Info("sandbox state", "sandbox", rec.ID, "from", from, "to", to, "reason", reason)
 	return nil
 }

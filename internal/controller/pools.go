@@ -444,7 +444,11 @@ func (c *Controller) relabel(ctx context.Context, id, key, value string) error {
 	}
 	defer unlock()
 	rec.Labels[key] = value
-	return c.opts.Store.UpdateSandbox(ctx, rec)
+	if err := c.opts.Store.UpdateSandbox(ctx, rec); err != nil {
+		return err
+	}
+	c.changed(rec, "", "", "")
+	return nil
 }
 
 // removeOrphanBuilders destroys build sandboxes a previous daemon left

@@ -303,5 +303,9 @@ func (c *Controller) admitClaim(ctx context.Context, rec *store.Sandbox) error {
 	if err := c.opts.Store.UpdateSandbox(context.WithoutCancel(ctx), rec); err != nil {
 		return err
 	}
-	return c.opts.Store.SetSandboxOwner(context.WithoutCancel(ctx), rec.ID, rec.KeyID)
+	if err := c.opts.Store.SetSandboxOwner(context.WithoutCancel(ctx), rec.ID, rec.KeyID); err != nil {
+		return err
+	}
+	c.changed(rec, "", "", "claimed from a pool")
+	return nil
 }

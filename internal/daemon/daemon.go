@@ -19,6 +19,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agentbin"
 	"github.com/paddock-dev/paddock/internal/config"
+	"github.com/paddock-dev/paddock/internal/console"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/e2b"
 	"github.com/paddock-dev/paddock/internal/httpbody"
@@ -195,13 +196,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	// operator is bounded by the whole budget only.
 	bodies.SetShares(bodyShareKey, 0)
 	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
-	apiGate.open(srv.Handler(false))
+	con := console.New() // the web console, at / on both listeners
+	apiGate.open(socketRouter(srv.Handler(false), con))
 	if cfg.Listen != "" {
 		// E2B's API and data plane share the TCP listener with /v1 and
 		// /mcp, side by side (router.go).
 		e2bHandler := e2b.New(e2b.Options{Controller: ctrl, Keys: st, HashKey: server.HashKey, DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
 		go e2bHandler.RunMetrics(ctx) // getMetrics' history
-		tcpGate.open(tcpRouter(srv.Handler(true), e2bHandler))
+		tcpGate.open(tcpRouter(srv.Handler(true), e2bHandler, con))
 	}
 	previewGate.open(srv.PreviewHandler(cfg.PreviewDomain))
 	log.Info("paddock is serving", "socket", cfg.Socket, "state_dir", cfg.StateDir, "runtimes", ctrl.Runtimes(), "version", Version)

@@ -132,7 +132,9 @@ func (s *Server) pty(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer tc.Close()
-	conn, err := websocket.Accept(w, r, nil)
+	// "paddock" is chosen when offered (the console offers it beside its
+	// key, keys.go); other clients offer none.
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"paddock"}})
 	if err != nil {
 		return // Accept has answered
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/console"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/store"
@@ -44,6 +45,9 @@ func (s *Server) requireKey(next http.Handler) http.Handler {
 			if b, ok := strings.CutPrefix(auth, "Bearer "); ok {
 				secret = strings.TrimSpace(b)
 			}
+		}
+		if secret == "" {
+			secret = console.WebSocketBearer(r) // a browser's terminal
 		}
 		if secret == "" || len(secret) > 256 {
 			writeError(w, errdefs.ErrUnauthenticatedf("an API key is required on this listener (Authorization: Bearer <key>); create one with `paddock keys create NAME`"))

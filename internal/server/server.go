@@ -46,10 +46,11 @@ type Options struct {
 
 // Server serves the API. Handler() gives the handler for a listener.
 type Server struct {
-	opts   Options
-	log    *slog.Logger
-	mux    *http.ServeMux
-	bodies *httpbody.Budget
+	opts    Options
+	log     *slog.Logger
+	mux     *http.ServeMux
+	bodies  *httpbody.Budget
+	streams eventStreams // GET /v1/events held open (events.go)
 }
 
 // maxJSONBody bounds request bodies that are JSON documents; exec bodies
@@ -114,6 +115,7 @@ func (s *Server) routes() {
 	s.routesContexts(m)
 	s.routesAdmission(m)
 	s.routesTemplates(m)
+	s.routesEvents(m)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.NotFound("no route %s %s", r.Method, r.URL.Path))
 	})
