@@ -17,6 +17,7 @@
 //	POST   /v1/sandboxes                       CreateSandboxRequest -> Sandbox (201)
 //	GET    /v1/sandboxes?label=k=v&label=...   -> SandboxList
 //	GET    /v1/events                          -> NDJSON stream of Event
+//	GET    /v1/stats                           -> HostStats (scope all or the socket)
 //	GET    /v1/sandboxes/{id}                  -> Sandbox
 //	DELETE /v1/sandboxes/{id}                  -> 204
 //	POST   /v1/sandboxes/{id}/stop             -> Sandbox
@@ -433,3 +434,35 @@ const (
 
 // StreamPingInterval is how often an idle event stream says it is alive.
 const StreamPingInterval = 15 * time.Second
+
+// HostStats is the body of GET /v1/stats: what the daemon saw in each of
+// the last StatsMinutes minutes, oldest first, for charts. It is kept in
+// memory: a restarted daemon starts an empty hour.
+type HostStats struct {
+	Minutes []StatsMinute `json:"minutes"`
+	// States counts the sandboxes by state now.
+	States map[string]int `json:"states"`
+}
+
+// StatsMinute is one minute of HostStats.
+type StatsMinute struct {
+	Start time.Time `json:"start"`
+	// Creates counts the creates that finished in the minute (served from
+	// a pool or not); CreateErrors those of them that failed.
+	Creates      int `json:"creates"`
+	CreateErrors int `json:"create_errors"`
+	// CreateP50Ms and CreateP95Ms bound the successful creates' latency
+	// from above, to the histogram bucket it fell in (0: no create).
+	CreateP50Ms int64 `json:"create_p50_ms"`
+	CreateP95Ms int64 `json:"create_p95_ms"`
+	// PoolServed and PoolCold count the creates that asked a warm pool
+	// and got a ready sandbox, or found it empty.
+	PoolServed int `json:"pool_served"`
+	PoolCold   int `json:"pool_cold"`
+	// States counts the sandboxes by state at the minute's last sample
+	// (nil when the daemon took none in it).
+	States map[string]int `json:"states,omitempty"`
+}
+
+// StatsMinutes is how many minutes GET /v1/stats covers.
+const StatsMinutes = 60

@@ -29,6 +29,8 @@ var wireTypes = map[string]reflect.Type{
 	"Sandbox":              reflect.TypeFor[Sandbox](),
 	"SandboxList":          reflect.TypeFor[SandboxList](),
 	"Event":                reflect.TypeFor[Event](),
+	"HostStats":            reflect.TypeFor[HostStats](),
+	"StatsMinute":          reflect.TypeFor[StatsMinute](),
 	"ExecRequest":          reflect.TypeFor[ExecRequest](),
 	"ExecEvent":            reflect.TypeFor[ExecEvent](),
 	"FileInfo":             reflect.TypeFor[FileInfo](),

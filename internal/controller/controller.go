@@ -71,6 +71,7 @@ type Controller struct {
 	adm    admission   // policy, quotas and runtime probes (admission.go, info.go)
 	reaps  reclaimer   // files of destroyed sandboxes removed later (reclaim.go)
 	events eventHub    // sandbox changes for event streams (events.go)
+	stats  hostStats   // the last hour's figures (stats.go)
 
 	secretsMu sync.Mutex // secret deletion vs injection rules naming it (secrets.go)
 

@@ -23,7 +23,9 @@ const teardownTimeout = 60 * time.Second
 // Create admits, records and starts a sandbox, returning once its agent
 // answers. A failure leaves the record in state error with the reason and
 // no compute behind it.
-func (c *Controller) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+func (c *Controller) Create(ctx context.Context, req api.CreateSandboxRequest) (sb *api.Sandbox, err error) {
+	start := time.Now()
+	defer func() { c.stats.created(time.Now(), time.Since(start), err) }() // stats.go
 	if req.Template != "" || req.Pool != "" || req.Identifier != "" || hasReservedLabel(req.Labels) {
 		return c.createTemplated(ctx, req) // templatecreate.go
 	}

@@ -189,6 +189,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	go ctrl.RunRetention(ctx)      // ledger retention, expired idempotency keys and backups
 	go ctrl.RunSnapshotExpiry(ctx) // expired snapshots and unused layers
 	go ctrl.RunPools(ctx)          // warm pools: refill, stale replacement, cooldown
+	go ctrl.RunStats(ctx)          // the last hour's figures, for the console
 
 	bodies := httpbody.NewBudget(cfg.RequestBodyMemory) // one budget for every listener
 	// Each API key's bodies hold at most half of it together, so one

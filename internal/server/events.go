@@ -49,6 +49,7 @@ func (e *eventStreams) release(caller string) {
 
 func (s *Server) routesEvents(m *http.ServeMux) {
 	m.HandleFunc("GET /v1/events", s.events)
+	m.HandleFunc("GET /v1/stats", s.stats)
 }
 
 // events streams the sandboxes the caller may see as NDJSON api.Event
@@ -108,4 +109,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// stats serves GET /v1/stats: the last hour's figures, per minute.
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	st, err := s.opts.Controller.HostStats(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
 }

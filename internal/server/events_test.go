@@ -214,3 +214,29 @@ func TestTerminalKeyAsSubprotocol(t *testing.T) {
 		}
 	}
 }
+
+func TestHostStats(t *testing.T) {
+	a := newAPIServer(t)
+	key := a.newKey(t, "stats")
+	var sb api.Sandbox
+	if st, raw := call(t, a.tcp.URL, key, http.MethodPost, "/v1/sandboxes", api.CreateSandboxRequest{}, &sb); st != http.StatusCreated {
+		t.Fatalf("create: %d %s", st, raw)
+	}
+	// Figures of every tenant: not for a key of scope own.
+	st, raw := call(t, a.tcp.URL, key, http.MethodGet, "/v1/stats", nil, nil)
+	wantError(t, "stats with a key of scope own", st, raw, http.StatusForbidden, api.CodePermissionDenied)
+	var hs api.HostStats
+	if st, raw := call(t, a.local.URL, "", http.MethodGet, "/v1/stats", nil, &hs); st != http.StatusOK {
+		t.Fatalf("stats on the socket: %d %s", st, raw)
+	}
+	if len(hs.Minutes) != api.StatsMinutes || hs.States[api.StateRunning] != 1 {
+		t.Fatalf("stats: %d minutes, states %v", len(hs.Minutes), hs.States)
+	}
+	creates := 0
+	for _, m := range hs.Minutes {
+		creates += m.Creates
+	}
+	if creates != 1 || hs.Minutes[len(hs.Minutes)-1].States[api.StateRunning] != 1 {
+		t.Errorf("stats count %d creates, last minute %+v; want the one", creates, hs.Minutes[len(hs.Minutes)-1])
+	}
+}
