@@ -194,6 +194,9 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 		case ItemMemory:
 			cs, fs := s.measureMemory(ctx)
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
+		case ItemConsole:
+			cs, fs := s.measureConsole(ctx)
+			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
 		case ItemImages:
 			cs, fs := s.measureImages(ctx)
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)

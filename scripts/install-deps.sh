@@ -8,7 +8,7 @@
 # and MCP client suites), python3 (code contexts' drivers, unit-tested on the
 # host), gcc (the race detector of the unit tier needs cgo; the binaries
 # Paddock ships stay static, built with CGO_ENABLED=0), chromium (the web
-# console's tests drive it headless). Benchmarks add hyperfine
+# console's tests and its benchmark drive it headless). Benchmarks add hyperfine
 # (PADDOCK_BENCH_DEPS=1). The Kubernetes test cluster adds containerd (its
 # own instance, started by the tests) and the CNI plugins (PADDOCK_K8S_DEPS=1,
 # set by `make test-kubernetes`; `make test` installs them too). The cgroup v2
@@ -40,6 +40,8 @@ if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ] || [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
 fi
 if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ]; then
 	have gcc || need+=(gcc)
+fi
+if [ "${PADDOCK_TEST_DEPS:-0}" = 1 ] || [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
 	have chromium || need+=(chromium)
 fi
 if [ "${PADDOCK_BENCH_DEPS:-0}" = 1 ]; then
