@@ -16,7 +16,7 @@
 //	PUT    /v1/policy                          Policy -> Policy (unix socket only; docs/admission.md)
 //	POST   /v1/sandboxes                       CreateSandboxRequest -> Sandbox (201)
 //	GET    /v1/sandboxes?label=k=v&label=...   -> SandboxList
-//	GET    /v1/events                          -> NDJSON stream of Event
+//	GET    /v1/events?usage=BOOL               -> NDJSON stream of Event
 //	GET    /v1/stats                           -> HostStats (scope all or the socket)
 //	GET    /v1/sandboxes/{id}                  -> Sandbox
 //	DELETE /v1/sandboxes/{id}                  -> 204
@@ -412,8 +412,9 @@ type History struct {
 // even when empty), then a "sandbox" line for each change of one of them
 // (Sandbox as it is now; From, To and Reason when its state changed; a
 // sandbox whose state is "destroyed" is gone), a "ping" every
-// StreamPingInterval, and "lagged" as the last line when the client read
-// too slowly to keep up: reconnect, and the new sync is the whole truth.
+// StreamPingInterval, with ?usage=true a "usage" line every
+// UsageInterval, and "lagged" as the last line when the client read too
+// slowly to keep up: reconnect, and the new sync is the whole truth.
 type Event struct {
 	Type      string    `json:"type"`
 	Sandboxes []Sandbox `json:"sandboxes,omitempty"`
@@ -421,7 +422,9 @@ type Event struct {
 	From      string    `json:"from,omitempty"`
 	To        string    `json:"to,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
-	At        time.Time `json:"at"`
+	// Usage is set on a "usage" event (GET /v1/events?usage=true).
+	Usage []SandboxUsage `json:"usage,omitempty"`
+	At    time.Time      `json:"at"`
 }
 
 // Event types (Event.Type).
@@ -466,3 +469,24 @@ type StatsMinute struct {
 
 // StatsMinutes is how many minutes GET /v1/stats covers.
 const StatsMinutes = 60
+
+// SandboxUsage is one sandbox's resource use in a "usage" event of
+// GET /v1/events?usage=true.
+type SandboxUsage struct {
+	ID string `json:"id"`
+	// CPUPercent is the CPU used since the previous sample, in percent of
+	// one CPU (200 is two CPUs busy); absent on a sandbox's first sample.
+	CPUPercent       *float64 `json:"cpu_percent,omitempty"`
+	MemoryBytes      uint64   `json:"memory_bytes"`
+	MemoryLimitBytes uint64   `json:"memory_limit_bytes,omitempty"`
+	DiskUsedBytes    uint64   `json:"disk_used_bytes,omitempty"`
+	DiskTotalBytes   uint64   `json:"disk_total_bytes,omitempty"`
+}
+
+// StreamUsage is the type of an event carrying Usage: the running and
+// paused sandboxes the caller may see, sampled every UsageInterval while
+// a stream asks for it.
+const StreamUsage = "usage"
+
+// UsageInterval is how often the daemon samples usage for event streams.
+const UsageInterval = 10 * time.Second

@@ -30,6 +30,7 @@ var wireTypes = map[string]reflect.Type{
 	"SandboxList":          reflect.TypeFor[SandboxList](),
 	"Event":                reflect.TypeFor[Event](),
 	"HostStats":            reflect.TypeFor[HostStats](),
+	"SandboxUsage":         reflect.TypeFor[SandboxUsage](),
 	"StatsMinute":          reflect.TypeFor[StatsMinute](),
 	"ExecRequest":          reflect.TypeFor[ExecRequest](),
 	"ExecEvent":            reflect.TypeFor[ExecEvent](),

@@ -134,7 +134,18 @@ func (s *Suite) measureConsole(ctx context.Context) ([]Comparison, []Figure) {
 	rows := fmt.Sprintf(`document.querySelectorAll("#sandbox-list tr[data-sandbox-id]").length >= %d`, consoleSandboxes)
 	// Each run loads the page afresh and reports, in the page's own
 	// clock, when the list's rows were all there.
+	// Interleave's contexts are not the browser's: each call runs on a
+	// context of the tab with the same deadline.
+	inTab := func(ctx context.Context) (context.Context, context.CancelFunc) {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			dl = time.Now().Add(time.Minute)
+		}
+		return context.WithDeadline(bctx, dl)
+	}
 	pageLoad := func(ctx context.Context) (time.Duration, error) {
+		ctx, cancel := inTab(ctx)
+		defer cancel()
 		if err := chromedp.Do(ctx, chromedp.Navigate(s.o.URL+"/?"+strconv.FormatInt(time.Now().UnixNano(), 36)+"#key="+key.Secret)); err != nil {
 			return 0, err
 		}
@@ -144,6 +155,8 @@ func (s *Suite) measureConsole(ctx context.Context) ([]Comparison, []Figure) {
 	// The baseline: in the same page, the same list fetched and written
 	// as one bare table, laid out, in the page's clock.
 	bare := func(ctx context.Context) (time.Duration, error) {
+		ctx, cancel := inTab(ctx)
+		defer cancel()
 		ms, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(async () => {
 			const t0 = performance.now();
 			const r = await fetch("/v1/sandboxes", {headers: {Authorization: "Bearer " + sessionStorage.getItem("paddock.key")}});
@@ -172,11 +185,13 @@ func (s *Suite) measureConsole(ctx context.Context) ([]Comparison, []Figure) {
 	}
 	change := s.interleaveN(ctx, ItemConsole, []Variant{
 		{Name: "pause until the page shows it", Run: func(ctx context.Context) (time.Duration, error) {
+			tctx, cancel := inTab(ctx)
+			defer cancel()
 			d, err := Timed(func() error {
 				if _, err := s.c.Pause(ctx, target); err != nil {
 					return err
 				}
-				_, err := chromedp.Run(ctx, chromedp.Poll[bool](shows(api.StatePaused), chromedp.WithPollingInterval(5*time.Millisecond), chromedp.WithPollingTimeout(time.Minute)))
+				_, err := chromedp.Run(tctx, chromedp.Poll[bool](shows(api.StatePaused), chromedp.WithPollingInterval(5*time.Millisecond), chromedp.WithPollingTimeout(time.Minute)))
 				return err
 			})
 			if _, rerr := s.c.Resume(context.WithoutCancel(ctx), target); rerr != nil && err == nil {

@@ -72,6 +72,7 @@ type Controller struct {
 	reaps  reclaimer   // files of destroyed sandboxes removed later (reclaim.go)
 	events eventHub    // sandbox changes for event streams (events.go)
 	stats  hostStats   // the last hour's figures (stats.go)
+	usage  usageFeed   // usage samples for event streams (usagefeed.go)
 
 	secretsMu sync.Mutex // secret deletion vs injection rules naming it (secrets.go)
 

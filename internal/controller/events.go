@@ -28,6 +28,7 @@ type Subscription struct {
 	ch     chan api.Event
 	lagged chan struct{}
 	once   sync.Once
+	usage  bool // also sent the usage samples (usagefeed.go)
 }
 
 // Events delivers the changes in order.
@@ -46,15 +47,19 @@ func (s *Subscription) Close() {
 
 // Subscribe starts following the sandboxes ctx's caller may see and
 // returns them as they are now: a change made after the list was read is
-// also delivered, so nothing falls between the two.
-func (c *Controller) Subscribe(ctx context.Context) (*Subscription, []api.Sandbox, error) {
-	s := &Subscription{hub: &c.events, ctx: ctx, ch: make(chan api.Event, eventBuffer), lagged: make(chan struct{})}
+// also delivered, so nothing falls between the two. With usage, the
+// subscription also gets a usage sample of them every api.UsageInterval.
+func (c *Controller) Subscribe(ctx context.Context, usage bool) (*Subscription, []api.Sandbox, error) {
+	s := &Subscription{hub: &c.events, ctx: ctx, ch: make(chan api.Event, eventBuffer), lagged: make(chan struct{}), usage: usage}
 	c.events.mu.Lock()
 	if c.events.subs == nil {
 		c.events.subs = map[*Subscription]struct{}{}
 	}
 	c.events.subs[s] = struct{}{}
 	c.events.mu.Unlock()
+	if usage {
+		c.wantsUsage()
+	}
 	list, err := c.List(ctx, nil)
 	if err != nil {
 		s.Close()
@@ -78,14 +83,19 @@ func (c *Controller) changed(rec *store.Sandbox, from, to, reason string) {
 	c.events.mu.Lock()
 	defer c.events.mu.Unlock()
 	for s := range c.events.subs {
-		if !visible(s.ctx, rec.KeyID) {
-			continue
+		if visible(s.ctx, rec.KeyID) {
+			c.events.deliver(s, ev)
 		}
-		select {
-		case s.ch <- ev:
-		default:
-			delete(c.events.subs, s)
-			s.once.Do(func() { close(s.lagged) })
-		}
+	}
+}
+
+// deliver queues ev for s, or cuts s off when it is too far behind.
+// Under the hub's lock.
+func (h *eventHub) deliver(s *Subscription, ev api.Event) {
+	select {
+	case s.ch <- ev:
+	default:
+		delete(h.subs, s)
+		s.once.Do(func() { close(s.lagged) })
 	}
 }

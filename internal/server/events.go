@@ -53,7 +53,8 @@ func (s *Server) routesEvents(m *http.ServeMux) {
 }
 
 // events streams the sandboxes the caller may see as NDJSON api.Event
-// lines: a sync, then their changes, with pings between (api.Event).
+// lines: a sync, then their changes, with pings between and, with
+// ?usage=true, usage samples (api.Event).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	caller := controller.Caller(r.Context())
 	if !s.streams.acquire(caller) {
@@ -62,7 +63,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.streams.release(caller)
-	sub, list, err := s.opts.Controller.Subscribe(r.Context())
+	usage, err := queryBool(r.URL.Query(), "usage")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	sub, list, err := s.opts.Controller.Subscribe(r.Context(), usage)
 	if err != nil {
 		writeError(w, err)
 		return
