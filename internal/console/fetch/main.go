@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/console"
@@ -68,6 +69,19 @@ func stamp() string {
 }
 
 func run(out, cache string) error {
+	// Builds run side by side (test packages each build the binary): one
+	// fetches, the others wait and find it done.
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(out)), 0o755); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(filepath.Join(filepath.Dir(filepath.Clean(out)), ".third_party.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
 	stampFile := filepath.Join(out, ".stamp")
 	want := stamp()
 	if b, err := os.ReadFile(stampFile); err == nil && strings.TrimSpace(string(b)) == want {
@@ -96,15 +110,7 @@ func run(out, cache string) error {
 	if err := os.RemoveAll(out); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, out); err != nil {
-		// A build beside this one (tests build in parallel) may have put
-		// the same set there first.
-		if b, rerr := os.ReadFile(stampFile); rerr == nil && strings.TrimSpace(string(b)) == want {
-			return nil
-		}
-		return err
-	}
-	return nil
+	return os.Rename(tmp, out)
 }
 
 func verify(p console.NPMPackage, b []byte) error {
