@@ -121,6 +121,7 @@ func newRoot() *cobra.Command {
 		newContextCmd(g),
 		newProcCmd(g),
 		newConsoleCmd(g),
+		newEventsCmd(g),
 	)
 	return root
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
 // eventStream reads GET /v1/events line by line.
@@ -238,5 +239,36 @@ func TestHostStats(t *testing.T) {
 	}
 	if creates != 1 || hs.Minutes[len(hs.Minutes)-1].States[api.StateRunning] != 1 {
 		t.Errorf("stats count %d creates, last minute %+v; want the one", creates, hs.Minutes[len(hs.Minutes)-1])
+	}
+}
+
+// TestEventsThroughTheSDK: the Go client's stream gives the sync, then
+// the changes.
+func TestEventsThroughTheSDK(t *testing.T) {
+	a := newAPIServer(t)
+	key := a.newKey(t, "sdk-events")
+	c := &paddock.Client{URL: a.tcp.URL, APIKey: key}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := c.Events(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Sandboxes == nil || len(s.Sandboxes) != 0 {
+		t.Fatalf("sync: %v; want an empty list", s.Sandboxes)
+	}
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := s.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == api.StreamSandbox && ev.Sandbox.ID == sb.ID && ev.To == api.StateRunning {
+			return
+		}
 	}
 }
