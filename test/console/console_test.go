@@ -132,6 +132,10 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#nav-sandboxes")),
 		chromedp.WaitVisible(chromedp.CSS(`#sandbox-list tr[data-sandbox-id="`+id+`"]`)),
 	)
+	// Its memory and CPU come from the stream's usage samples (every 10 s;
+	// CPU from the second one on).
+	b.poll("the row shows memory and CPU", `(() => { const r = document.querySelector('#sandbox-list tr[data-sandbox-id="`+id+`"]'); `+
+		`return !!r && /\d/.test(r.querySelector(".memory").textContent) && /%$/.test(r.querySelector(".cpu").textContent); })()`, 2*api.UsageInterval+30*time.Second)
 	b.shot("sandboxes-own-key")
 	if _, err := asA.Stop(ctx, id); err != nil {
 		t.Fatal(err)
