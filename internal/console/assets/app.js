@@ -183,6 +183,16 @@ function wire() {
   // Ages and idle times move: refresh the list's text now and then
   // (from the store; nothing is fetched).
   setInterval(() => { if (route.view === 'sandboxes') changedAll(); }, 20000);
+
+  // A page being left closes its stream at once: a browser keeps at most
+  // six connections to one host over HTTP/1.1, and a page kept in the
+  // back-forward cache with its stream open would hold one of them. A
+  // page brought back from that cache opens a new one (its sync is the
+  // whole truth).
+  window.addEventListener('pagehide', () => stopStream());
+  window.addEventListener('pageshow', (ev) => {
+    if (ev.persisted && session.key) startStream(onStreamEvent, (s) => setText($('#stream-status'), s));
+  });
 }
 
 function boot() {
