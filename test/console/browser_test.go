@@ -225,7 +225,7 @@ func (b *browser) shot(name string) {
 // input event.
 func setValue(sel, v string) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Evaluate[bool](`(() => { const n = document.querySelector(` + jsString(sel) + `); n.value = ` + jsString(v) + `; n.dispatchEvent(new Event("input", {bubbles: true})); return true; })()`)(ctx, t)
+		_, err := chromedp.Evaluate[bool](`(() => { const n = document.querySelector(`+jsString(sel)+`); n.value = `+jsString(v)+`; n.dispatchEvent(new Event("input", {bubbles: true})); return true; })()`)(ctx, t)
 		return chromedp.Void{}, err
 	}
 }
