@@ -88,6 +88,37 @@ func TestConsoleInABrowser(t *testing.T) {
 	)
 	b.waitText("the command's output shows", "#terminal .xterm-rows", "console-42", time.Minute)
 	b.shot("terminal")
+
+	// Resizing the window resizes the terminal: the shell sees its new
+	// size. Reattaching reaches the same terminal, with its output.
+	sttySize := func(marker string) string {
+		b.run("ask the terminal's size", time.Minute, typeKeys("#terminal textarea", `echo `+marker+`=$(stty size)`+"\r"))
+		re := `new RegExp(` + jsString(marker+`=(\d+ \d+)`) + `)`
+		b.poll("the size shows", `(() => { const m = document.querySelector("#terminal .xterm-rows").textContent.match(`+re+`); return !!m; })()`, time.Minute)
+		return b.eval(`document.querySelector("#terminal .xterm-rows").textContent.match(` + re + `)[1]`)
+	}
+	before := sttySize("SZA")
+	b.run("shrink the window", time.Minute, chromedp.EmulateViewport(900, 500))
+	var after string
+	for range 50 {
+		if after = sttySize("SZB"); after != before {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if after == before {
+		t.Errorf("the terminal's size stayed %q after the window shrank", before)
+	}
+	termID := strings.TrimSpace(strings.TrimPrefix(b.text("#terminal-detail"), "terminal"))
+	b.run("reattach", time.Minute, chromedp.Click(chromedp.CSS("#terminal-reattach")))
+	b.waitText("reattached", "#terminal-status", "connected", time.Minute)
+	// The rows show the screen, not the scrollback: the last output is there.
+	b.waitText("the same terminal's output is replayed", "#terminal .xterm-rows", "SZB="+after, time.Minute)
+	if termID == "" {
+		t.Fatal("the page named no terminal")
+	}
+	b.waitText("reattached to the same terminal", "#terminal-detail", "terminal "+termID, time.Minute)
+	b.run("restore the window", time.Minute, chromedp.EmulateViewport(1400, 900))
 	var typed bytes.Buffer
 	if err := asA.ReadFile(ctx, id, "/tmp/typed", &typed); err != nil || typed.String() != "console-42\n" {
 		t.Errorf("the file the terminal wrote: %q, %v", typed.String(), err)
@@ -244,6 +275,7 @@ func TestConsoleOfTheSocket(t *testing.T) {
 	)
 	b.waitText("the images are listed", "#images", "busybox", time.Minute)
 	b.waitText("the key is listed", "#keys", key.ID, time.Minute)
+	b.waitText("the quotas are shown", "#policy", "Sandboxes per API key", time.Minute)
 	b.shot("host")
 	// Without the token the port answers nothing but the page.
 	base := addr[:strings.Index(addr, "/#")]

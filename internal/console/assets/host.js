@@ -42,6 +42,21 @@ export function loadHost() {
       ['Backups to S3', i.backup_s3 ? `${i.backup_s3.endpoint} / ${i.backup_s3.bucket}${i.backup_s3.prefix ? '/' + i.backup_s3.prefix : ''}` : 'not configured'],
     ]);
   });
+  // The admission policy: what a create may ask for, and the quotas.
+  section('#policy', '/v1/policy', (t, p) => {
+    const list = (v) => (v && v.length ? v.join(', ') : 'any');
+    const count = (n) => (n ? String(n) : 'no bound');
+    renderKV(t, [
+      ['Images', list(p.allowed_images)],
+      ['Templates', list(p.allowed_templates)],
+      ['Runtimes', list(p.allowed_runtimes)],
+      ['Largest size', [p.max_size, p.max_resources ? fmtResourcesLong(p.max_resources) : ''].filter(Boolean).join('; ') || 'host limits'],
+      ['Longest lifetime', p.max_lifetime || 'no bound'],
+      ['Sandboxes per API key', count(p.max_sandboxes_per_key)],
+      ['Sandboxes of the unix socket', count(p.max_sandboxes_local)],
+      ['Network', p.allow_network ? 'may be asked for' : 'refused'],
+    ]);
+  });
   section('#images', '/v1/images', (t, r) => renderTable(t, [
     { h: 'Name', v: (x) => x.name || '—' },
     { h: 'Digest', v: (x) => shortDigest(x.digest), cls: 'mono', title: (x) => x.digest },
