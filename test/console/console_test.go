@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,6 +156,28 @@ func TestConsoleInABrowser(t *testing.T) {
 	)
 	if dl := waitFile(t, filepath.Join(b.downloads, "upload.txt"), time.Minute); string(dl) != content {
 		t.Errorf("the downloaded file: %d bytes; want the %d uploaded", len(dl), len(content))
+	}
+
+	// A background process's log, followed live: lines keep coming.
+	proc, err := asA.StartProcess(ctx, id, api.StartProcessRequest{Cmd: []string{"sh", "-c", "i=0; while :; do i=$((i+1)); echo tick-$i; sleep 0.2; done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run("follow a process's log", time.Minute,
+		chromedp.Click(chromedp.CSS("#tab-processes")),
+		chromedp.WaitVisible(chromedp.CSS(`#process-list tr[data-process="`+proc.ID+`"]`)),
+		chromedp.Click(chromedp.CSS(`#process-list tr[data-process="`+proc.ID+`"] [data-proc-action="logs"]`)),
+	)
+	b.waitText("the log shows", "#process-log", "tick-2\n", time.Minute)
+	b.waitText("the log keeps coming", "#process-log", "tick-15\n", time.Minute)
+
+	// The ledger, exported as JSON: the page's own actions are in it.
+	b.run("open the ledger", time.Minute, chromedp.Click(chromedp.CSS("#tab-ledger")))
+	b.waitText("the ledger lists the upload", "#ledger", "upload.txt", time.Minute)
+	b.run("export the ledger", time.Minute, chromedp.Click(chromedp.CSS("#ledger-export")))
+	var entries []api.LedgerEntry
+	if err := json.Unmarshal(waitFile(t, filepath.Join(b.downloads, "ledger-"+id+".json"), time.Minute), &entries); err != nil || len(entries) == 0 {
+		t.Errorf("the exported ledger: %d entries, %v", len(entries), err)
 	}
 
 	// The list follows a change made elsewhere (the event stream), and
