@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -122,8 +124,15 @@ func (s *Suite) measureConsole(ctx context.Context) ([]Comparison, []Figure) {
 
 	// The browser: one tab signed in with the key (the page takes a key
 	// from the address's #key= and drops it from the address).
+	// Its profile and its temporary files in a folder of this run's.
+	tmp, err := os.MkdirTemp(s.o.WorkDir, "chromium-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(tmp)
 	actx, acancel := chromedp.NewExecAllocator(context.WithoutCancel(ctx), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 900))...)
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 900),
+		chromedp.UserDataDir(filepath.Join(tmp, "profile")), chromedp.Env("TMPDIR="+tmp))...)
 	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx)
 	defer bcancel()

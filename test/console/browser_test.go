@@ -58,6 +58,9 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.DisableGPU,
 		chromedp.WindowSize(1400, 900),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium puts its singleton socket under $TMPDIR: keep it in
+		// the test's own directory, removed with it.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 	)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
