@@ -71,8 +71,8 @@ type Info struct {
 	// BackupS3 is set when S3-compatible backup storage is configured.
 	BackupS3 *S3Info `json:"backup_s3,omitempty"`
 	// Firewall is the backend confining egress sandboxes ("nftables" or
-	// "iptables"); empty when this daemon has no networking (mode none
-	// only).
+	// "iptables", or on a cluster "networkpolicy, proxy IP:PORT"); empty
+	// when this daemon has no networking (mode none only).
 	Firewall string `json:"firewall,omitempty"`
 }
 

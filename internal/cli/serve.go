@@ -17,8 +17,8 @@ func newServeCmd() *cobra.Command {
 		printConfig bool
 		policyFile  string
 		flags       struct {
-			stateDir, socket, listen, logLevel                     string
-			backend, kubeconfig, kubeNamespace, kubeRuntimeClasses string
+			stateDir, socket, listen, logLevel                                      string
+			backend, kubeconfig, kubeNamespace, kubeRuntimeClasses, kubeEgressProxy string
 		}
 	)
 	cmd := &cobra.Command{
@@ -76,6 +76,9 @@ the cluster the kubeconfig names (docs/kubernetes.md).`,
 				}
 				cfg.Kubernetes.RuntimeClasses = m
 			}
+			if f.Changed("kube-egress-proxy") {
+				cfg.Kubernetes.EgressProxy = flags.kubeEgressProxy
+			}
 			if f.Changed("policy") {
 				abs, err := filepath.Abs(policyFile)
 				if err != nil {
@@ -107,6 +110,7 @@ the cluster the kubeconfig names (docs/kubernetes.md).`,
 	f.StringVar(&flags.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (--backend kubernetes; default: in-cluster)")
 	f.StringVar(&flags.kubeNamespace, "kube-namespace", "default", "namespace of the sandboxes' objects (--backend kubernetes)")
 	f.StringVar(&flags.kubeRuntimeClasses, "kube-runtime-classes", "runc=", "Paddock runtimes offered and their RuntimeClasses, as RUNTIME=CLASS,... (empty CLASS: the cluster's default; --backend kubernetes)")
+	f.StringVar(&flags.kubeEgressProxy, "kube-egress-proxy", "", "serve the egress proxy for the pods of sandboxes with network egress on this IPV4:PORT, an address the pods reach (--backend kubernetes; without it, egress is refused)")
 	f.BoolVar(&printConfig, "print-config", false, "print the resulting configuration and exit")
 	return cmd
 }

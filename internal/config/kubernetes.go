@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -44,6 +45,11 @@ type Kubernetes struct {
 	// Instance tells this daemon's objects from another daemon's in the
 	// same namespace; default: derived from the host name and state dir.
 	Instance string `json:"instance,omitempty"`
+	// EgressProxy is where the daemon serves the egress proxy for the
+	// pods of sandboxes with network egress ($PADDOCK_KUBE_EGRESS_PROXY,
+	// `serve --kube-egress-proxy`): IPV4:PORT, an address the pods reach
+	// (port 0 picks one). Empty: network egress is refused.
+	EgressProxy string `json:"egress_proxy,omitempty"`
 }
 
 func defaultKubernetes() Kubernetes {
@@ -90,6 +96,9 @@ func (c *Config) applyKubernetesEnv(getenv func(string) string) error {
 	if v := getenv("PADDOCK_KUBE_IMAGE_PREFIX"); v != "" {
 		c.Kubernetes.ImagePrefix = v
 	}
+	if v := getenv("PADDOCK_KUBE_EGRESS_PROXY"); v != "" {
+		c.Kubernetes.EgressProxy = v
+	}
 	if v := getenv("PADDOCK_KUBE_RUNTIME_CLASSES"); v != "" {
 		m, err := ParseRuntimeClasses(v)
 		if err != nil {
@@ -126,6 +135,11 @@ func (c *Config) validateKubernetes() []error {
 	}
 	if err := image.ValidateOCIPrefix(k.ImagePrefix); err != nil {
 		errs = append(errs, fmt.Errorf("kubernetes image prefix: %w", err))
+	}
+	if k.EgressProxy != "" {
+		if ap, err := netip.ParseAddrPort(k.EgressProxy); err != nil || !ap.Addr().Is4() || ap.Addr().IsUnspecified() {
+			errs = append(errs, fmt.Errorf("kubernetes egress_proxy %q: want IPV4:PORT, an address the pods reach (not 0.0.0.0)", k.EgressProxy))
+		}
 	}
 	if len(k.RuntimeClasses) == 0 {
 		errs = append(errs, fmt.Errorf("kubernetes runtime_classes is empty: no runtime would be offered"))

@@ -60,3 +60,23 @@ func TestKubeRuntimeClassesFromEnv(t *testing.T) {
 		t.Fatalf("ApplyEnv with a malformed value = %v", err)
 	}
 }
+
+func TestKubeEgressProxy(t *testing.T) {
+	for v, ok := range map[string]bool{
+		"10.213.0.1:3128": true, "10.213.0.1:0": true,
+		"0.0.0.0:3128": false, "[::1]:3128": false, "10.213.0.1": false, "proxy:3128": false, "10.213.0.1:70000": false,
+	} {
+		env := map[string]string{"PADDOCK_BACKEND": "kubernetes", "PADDOCK_KUBE_EGRESS_PROXY": v}
+		c := Default()
+		if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+			t.Fatal(err)
+		}
+		if c.Kubernetes.EgressProxy != v {
+			t.Fatalf("%q: egress proxy %q", v, c.Kubernetes.EgressProxy)
+		}
+		err := c.Validate()
+		if ok && err != nil || !ok && (err == nil || !strings.Contains(err.Error(), "egress_proxy")) {
+			t.Errorf("%q: Validate() = %v", v, err)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -49,6 +50,10 @@ type NetSetup struct {
 	// in: the image's CA certificates plus CACert (trust.go).
 	CACert      []byte
 	TrustBundle string
+	// SecretEnv are variables that carry a credential (runtime.Spec), and
+	// Egress what a sandbox on a cluster may reach (runtime.Egress).
+	SecretEnv []string
+	Egress    *runtime.Egress
 }
 
 // admitNetwork validates a create request's network; its injection rules
@@ -64,7 +69,7 @@ func (c *Controller) admitNetwork(ctx context.Context, req *api.CreateSandboxReq
 		return nil, errdefs.Invalid("network mode %q: want %s or %s", req.Network.Mode, api.NetworkNone, api.NetworkEgress)
 	}
 	if c.opts.Network == nil && c.cfg.Backend == config.BackendKubernetes {
-		return nil, fmt.Errorf("network mode egress is not available on the kubernetes backend yet (sandboxes there have network none: a NetworkPolicy denies all egress): %w", errdefs.ErrFailedPrecondition)
+		return nil, fmt.Errorf("network mode egress: this daemon has no egress proxy for the cluster's pods (serve --kube-egress-proxy IP:PORT): %w", errdefs.ErrFailedPrecondition)
 	}
 	if c.opts.Network == nil {
 		return nil, fmt.Errorf("network mode egress: this daemon has no networking (needs root, iproute2 and iptables): %w", errdefs.ErrUnavailable)

@@ -232,6 +232,8 @@ func (c *Controller) launchCompute(ctx context.Context, e *entry, rec *store.San
 		SnapshotLayers: snapLayers,
 		AgentBinary:    c.opts.AgentBinary,
 		Env:            append(env, netSetup.Env...),
+		SecretEnv:      netSetup.SecretEnv,
+		Egress:         netSetup.Egress,
 		NetNSPath:      netSetup.NetNSPath,
 		ResolvConf:     netSetup.ResolvConf,
 		TrustBundle:    trust,

@@ -81,7 +81,12 @@ func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxR
 	if pool != nil && poolable(req) && sameResources(pool.Resources, req.Resources) {
 		c.pools.arrived(pool.Name, c.opts.Clock())  // pooldemand.go
 		if wp, ok := c.clusterPool(pool, tpl); ok { // clusterpools.go
-			if sb, err := c.claimCluster(ctx, wp, pool, tpl, req); err != nil || sb != nil {
+			// A pod of the cluster's pool started without the egress
+			// proxy's settings, which a running pod cannot be given: a
+			// sandbox with egress is created cold.
+			if egressRequested(req) {
+				c.log.Debug("a create with egress is not served from the cluster's pool", "pool", pool.Name)
+			} else if sb, err := c.claimCluster(ctx, wp, pool, tpl, req); err != nil || sb != nil {
 				return sb, err
 			}
 		} else if sb, err := c.claim(ctx, pool, tpl, req); err != nil || sb != nil {
@@ -109,6 +114,13 @@ func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxR
 // env, runtime, size preset or lifetime settings.
 func poolable(req api.CreateSandboxRequest) bool {
 	return len(req.Env) == 0 && req.Runtime == "" && req.SleepAfter == "" && req.Timeout == "" && req.OnIdle == "" && req.Size == ""
+}
+
+// egressRequested says whether req asks for network egress (rules alone
+// imply it).
+func egressRequested(req api.CreateSandboxRequest) bool {
+	n := req.Network
+	return n != nil && (n.Mode == api.NetworkEgress || len(n.AllowHosts) > 0 || len(n.DenyHosts) > 0 || len(n.AllowCIDRs) > 0 || len(n.DenyCIDRs) > 0)
 }
 
 func sameResources(a, b api.Resources) bool {

@@ -169,6 +169,18 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		defer nets.Close()
 		netOpt, secOpt = nets, secrets
 	}
+	if cfg.Backend == config.BackendKubernetes && cfg.Kubernetes.EgressProxy != "" {
+		cnet, err := network.OpenCluster(network.ClusterOptions{
+			StateDir: cfg.StateDir, Config: cfg.Network, Logger: log.With("part", "network"),
+			Secrets: secrets, Record: recordRefusal, Listen: cfg.Kubernetes.EgressProxy,
+			Apply: egressApplier(backends), // runtimes.go
+		})
+		if err != nil {
+			return err
+		}
+		defer cnet.Close()
+		netOpt, secOpt = cnet, secrets
+	}
 	ctrl, err := controller.New(controller.Options{
 		Store: st, Images: images, Backends: backends, AgentBinary: agentBin,
 		Config: cfg, Logger: log.With("part", "controller"), Snapshots: snaps,

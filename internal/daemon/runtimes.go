@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -128,4 +129,24 @@ func kubeRuntimes(ctx context.Context, cfg config.Config, log *slog.Logger) (map
 	}
 	log.Info("kubernetes backend", "server", cl.Server, "version", cl.Version, "namespace", cfg.Kubernetes.Namespace, "instance", cfg.KubeInstance())
 	return out, infos, nil
+}
+
+// egressApplier changes a running sandbox's reach on the cluster after its
+// network rules changed. Every Kubernetes backend names a sandbox's
+// NetworkPolicy alike, so the first that can does it for any runtime.
+func egressApplier(backends map[string]runtime.Backend) func(ctx context.Context, id string, e runtime.Egress) error {
+	type egressSetter interface {
+		SetEgress(ctx context.Context, id string, e runtime.Egress) error
+	}
+	names := make([]string, 0, len(backends))
+	for n := range backends {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if s, ok := backends[n].(egressSetter); ok {
+			return s.SetEgress
+		}
+	}
+	return nil
 }

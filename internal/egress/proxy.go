@@ -94,12 +94,15 @@ type Server struct {
 	boxes  map[string]*box
 	logLim *logLimit
 	hosts  *hostAddrs // the host's own addresses (ranges.go)
+	// sharedSrv are the shared proxy's servers (shared.go).
+	sharedSrv []*http.Server
 }
 
 // box is one sandbox's listeners and current policy.
 type box struct {
 	id      string
 	peer    netip.Addr // the sandbox's own address: the only client served
+	token   string     // on the shared proxy: the sandbox's credential (shared.go)
 	mu      sync.RWMutex
 	policy  Policy
 	closers []io.Closer
@@ -312,8 +315,15 @@ func (s *Server) Detach(id string) {
 	b.refusals.close()
 }
 
-// Close detaches every sandbox.
+// Close stops the shared proxy and detaches every sandbox.
 func (s *Server) Close() {
+	s.mu.Lock()
+	shared := s.sharedSrv
+	s.sharedSrv = nil
+	s.mu.Unlock()
+	for _, hs := range shared {
+		hs.Close()
+	}
 	s.mu.Lock()
 	ids := make([]string, 0, len(s.boxes))
 	for id := range s.boxes {

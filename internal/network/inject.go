@@ -47,7 +47,7 @@ func trustEnv() []string {
 	return []string{"SSL_CERT_FILE=" + p, "REQUESTS_CA_BUNDLE=" + p, "CURL_CA_BUNDLE=" + p, "NODE_EXTRA_CA_CERTS=" + p, "GIT_SSL_CAINFO=" + p}
 }
 
-func (n *Manager) trustPath(id string) string {
+func (n *base) trustPath(id string) string {
 	return filepath.Join(n.dir, "policies", id+".ca-bundle.pem")
 }
 
@@ -55,7 +55,7 @@ func (n *Manager) trustPath(id string) string {
 // any rule when the daemon keeps no secrets. Whether each secret exists
 // depends on the sandbox's owner (names are per owner): the controller
 // checks that against the owner's secrets.
-func (n *Manager) checkSecrets(rules []egress.Injection) error {
+func (n *base) checkSecrets(rules []egress.Injection) error {
 	if len(rules) == 0 {
 		return nil
 	}

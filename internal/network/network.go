@@ -53,8 +53,15 @@ type Revealer interface {
 // Manager implements controller.Network with netns plumbing and the
 // egress server; each sandbox's policy is a file beside its link record.
 type Manager struct {
-	log *slog.Logger
+	base
 	mgr *netns.Manager
+}
+
+// base is what both networks (the host's, Manager, and a cluster's,
+// Cluster) keep alike: the egress server, the policies' directory and
+// the interception CA.
+type base struct {
+	log *slog.Logger
 	srv *egress.Server
 	dir string
 	ca  *egress.CA // signs interception certificates (inject.go)
@@ -152,7 +159,7 @@ func Open(ctx context.Context, o Options) (*Manager, error) {
 		UpstreamRoots: roots,
 		Secret:        reveal,
 	})
-	return &Manager{log: log, mgr: mgr, srv: srv, dir: dir, ca: ca, sec: o.Secrets}, nil
+	return &Manager{base: base{log: log, srv: srv, dir: dir, ca: ca, sec: o.Secrets}, mgr: mgr}, nil
 }
 
 // Close stops the proxies; sandboxes keep their namespaces and rules
@@ -164,7 +171,7 @@ func (n *Manager) Close() {
 	_ = n.mgr.Close(ctx)
 }
 
-func (n *Manager) Validate(p api.NetworkPolicy) (api.NetworkPolicy, error) {
+func (n *base) Validate(p api.NetworkPolicy) (api.NetworkPolicy, error) {
 	np, err := egress.NormalizePolicy(toEgress(p))
 	if err != nil {
 		return api.NetworkPolicy{}, err
@@ -183,15 +190,15 @@ func (n *Manager) Validate(p api.NetworkPolicy) (api.NetworkPolicy, error) {
 
 var sandboxIDRE = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
 
-func (n *Manager) policyPath(id string) string {
+func (n *base) policyPath(id string) string {
 	return filepath.Join(n.dir, "policies", id+".json")
 }
 
-func (n *Manager) resolvPath(id string) string {
+func (n *base) resolvPath(id string) string {
 	return filepath.Join(n.dir, "policies", id+".resolv.conf")
 }
 
-func (n *Manager) Policy(id string) (api.NetworkPolicy, bool) {
+func (n *base) Policy(id string) (api.NetworkPolicy, bool) {
 	if !sandboxIDRE.MatchString(id) {
 		return api.NetworkPolicy{}, false
 	}
@@ -206,7 +213,7 @@ func (n *Manager) Policy(id string) (api.NetworkPolicy, bool) {
 	return p, true
 }
 
-func (n *Manager) writePolicy(id string, p api.NetworkPolicy) error {
+func (n *base) writePolicy(id string, p api.NetworkPolicy) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -312,7 +319,7 @@ func (n *Manager) Release(ctx context.Context, id string) error {
 	return err
 }
 
-func (n *Manager) Grant(ctx context.Context, id string, hosts []string) (func(), error) {
+func (n *base) Grant(ctx context.Context, id string, hosts []string) (func(), error) {
 	revoke, ok := n.srv.Grant(id, hosts)
 	if !ok {
 		return nil, fmt.Errorf("sandbox %s: its network is not running: %w", id, errdefs.ErrUnavailable)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/netip"
 	"syscall"
 )
 
@@ -69,10 +70,37 @@ type Spec struct {
 	// through its agent instead (Kubernetes). Backends that mount Layers
 	// ignore it.
 	SnapshotLayers []string
+	// SecretEnv are variables of the sandbox-wide environment that carry a
+	// credential (its egress proxy's, on a cluster). Backends that write
+	// their sandboxes' definitions where others read them (Kubernetes)
+	// keep these in the sandbox's Secret; the others add them to Env.
+	SecretEnv []string
+	// Egress, for backends without host networking (Kubernetes), is the
+	// egress proxy and direct addresses the sandbox may reach, and nothing
+	// else; nil, the sandbox reaches nothing (network none).
+	Egress *Egress
 	// WarmPool, on a sandbox's first start, asks a WarmPooler backend to
 	// take it from that warm pool instead of starting it cold. Later
 	// starts of the same sandbox ignore it.
 	WarmPool string
+}
+
+// Egress is what a sandbox with network egress may reach on a backend
+// without host networking: the egress proxy (its HTTP_PROXY variables,
+// in SecretEnv, name it with the sandbox's credentials) and the prefixes
+// its address rules allow directly, any port.
+type Egress struct {
+	Proxy  netip.AddrPort
+	Direct []netip.Prefix
+}
+
+// AllEnv is the sandbox-wide environment with SecretEnv, for backends
+// that keep no secrets apart.
+func (s Spec) AllEnv() []string {
+	if len(s.SecretEnv) == 0 {
+		return s.Env
+	}
+	return append(append([]string(nil), s.Env...), s.SecretEnv...)
 }
 
 // ImageRef says which stored image a sandbox runs.

@@ -64,6 +64,7 @@ type paddockd struct {
 
 	cluster *cluster.Cluster
 	args    []string // added to paddock serve
+	env     []string // added to its environment
 	local   bool     // the local backend instead of the cluster
 	cmd     *exec.Cmd
 	done    chan struct{}
@@ -71,13 +72,20 @@ type paddockd struct {
 
 func startPaddock(t *testing.T, c *cluster.Cluster, args ...string) *paddockd {
 	t.Helper()
+	return startPaddockEnv(t, c, nil, args...)
+}
+
+// startPaddockEnv is startPaddock with env added to the daemon's
+// environment.
+func startPaddockEnv(t *testing.T, c *cluster.Cluster, env []string, args ...string) *paddockd {
+	t.Helper()
 	bin := buildPaddock(t)
 	dir, err := os.MkdirTemp("", "pdk-k8s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	d := &paddockd{t: t, bin: bin, dir: dir, socket: filepath.Join(dir, "pd.sock"), log: new(bytes.Buffer), cluster: c, args: args}
+	d := &paddockd{t: t, bin: bin, dir: dir, socket: filepath.Join(dir, "pd.sock"), log: new(bytes.Buffer), cluster: c, args: args, env: env}
 	d.start()
 	t.Cleanup(func() {
 		d.stop()
@@ -102,7 +110,7 @@ func (d *paddockd) start() {
 	}
 	args = append(append(args, "--state-dir", filepath.Join(d.dir, "state"), "--socket", d.socket, "--log-level", "debug"), d.args...)
 	cmd := exec.Command(d.bin, args...)
-	cmd.Env = append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREVIEW_LISTEN=off", "PADDOCK_PREPARE_DEFAULT_IMAGE=false")
+	cmd.Env = append(append(os.Environ(), "PADDOCK_IMAGES_DIR="+images, "PADDOCK_PREVIEW_LISTEN=off", "PADDOCK_PREPARE_DEFAULT_IMAGE=false"), d.env...)
 	cmd.Stdout, cmd.Stderr = d.log, d.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -268,7 +276,8 @@ func TestPaddockOnKubernetes(t *testing.T) {
 	}
 
 	// Network none is a NetworkPolicy that denies all egress; egress
-	// through Paddock's proxy is refused by name on this backend.
+	// needs the daemon's proxy for the pods, which this daemon has not
+	// (TestEgressOnKubernetes).
 	np, err := c.Client.NetworkingV1().NetworkPolicies("default").Get(ctx, "paddock-"+sb.ID, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the sandbox's NetworkPolicy: %v", err)
@@ -276,7 +285,7 @@ func TestPaddockOnKubernetes(t *testing.T) {
 	if len(np.Spec.Egress) != 0 || len(np.Spec.PolicyTypes) != 2 || np.Spec.PodSelector.MatchLabels["paddock.dev/sandbox"] != sb.ID {
 		t.Errorf("NetworkPolicy: %+v", np.Spec)
 	}
-	if _, errOut, code := d.run("create", "--image", "busybox", "--network", "egress"); code == 0 || !strings.Contains(errOut, "kubernetes backend") {
+	if _, errOut, code := d.run("create", "--image", "busybox", "--network", "egress"); code == 0 || !strings.Contains(errOut, "--kube-egress-proxy") {
 		t.Errorf("create with network egress: exit %d, %q", code, errOut)
 	}
 
@@ -380,8 +389,10 @@ func checkGone(ctx context.Context, t *testing.T, c *cluster.Cluster, id string)
 	if _, err := dc.Resource(sandboxResource).Namespace("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Sandbox after rm: %v", err)
 	}
-	if _, err := c.Client.CoreV1().Secrets("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("Secret after rm: %v", err)
+	for _, sec := range []string{name, name + "-egress"} {
+		if _, err := c.Client.CoreV1().Secrets("default").Get(ctx, sec, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Secret %s after rm: %v", sec, err)
+		}
 	}
 	if _, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("pod after rm: %v", err)

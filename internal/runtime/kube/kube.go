@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -125,15 +126,27 @@ func (b *Backend) labels(id string) map[string]string {
 // Start creates the sandbox's Secret and Sandbox, or sets a suspended one
 // running again, and waits until its pod has an address.
 func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, error) {
-	if spec.NetNSPath != "" || spec.ResolvConf != "" || spec.TrustBundle != "" {
+	if spec.NetNSPath != "" || spec.ResolvConf != "" || (spec.TrustBundle != "" && spec.Egress == nil) {
 		return runtime.Info{}, fmt.Errorf("sandbox %s: host networking settings do not apply on the kubernetes backend: %w", spec.ID, errdefs.ErrFailedPrecondition)
 	}
 	if spec.Image.Name == "" || spec.Image.Digest == "" {
 		return runtime.Info{}, fmt.Errorf("sandbox %s: the kubernetes backend needs the image's name and digest: %w", spec.ID, errdefs.ErrInvalidArgument)
 	}
+	if spec.Egress != nil {
+		if _, err := egressData(spec); err != nil { // egress.go; checked before anything is made
+			return runtime.Info{}, err
+		}
+	}
 	token, err := b.ensureSecret(ctx, spec.ID)
 	if err != nil {
 		return runtime.Info{}, err
+	}
+	if spec.Egress != nil {
+		// A warm pool's pods started without the proxy's settings.
+		spec.WarmPool = ""
+		if err := b.ensureEgressSecret(ctx, spec); err != nil { // egress.go
+			return runtime.Info{}, err
+		}
 	}
 	name, err := b.sandboxName(ctx, spec.ID) // warmpool.go
 	if err != nil {
@@ -144,7 +157,7 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 	if apierrors.IsNotFound(err) && spec.WarmPool != "" && name == objectName(spec.ID) {
 		return b.claim(ctx, spec, token) // warmpool.go
 	}
-	if err := b.ensureNetworkPolicy(ctx, spec.ID); err != nil { // netpol.go
+	if err := b.ensureNetworkPolicy(ctx, spec.ID, spec.Egress); err != nil { // netpol.go
 		return runtime.Info{}, err
 	}
 	switch {
@@ -207,6 +220,7 @@ func (b *Backend) ensureSecret(ctx context.Context, id string) (string, error) {
 func (b *Backend) sandboxObject(spec runtime.Spec) sandboxv1.Sandbox {
 	pod, claims := b.podSpec(spec, secretEnv(wire.EnvToken, objectName(spec.ID)))
 	pod.Hostname = spec.ID
+	withEgress(&pod, spec) // egress.go
 	return sandboxv1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{Name: objectName(spec.ID), Namespace: b.o.Namespace, Labels: b.labels(spec.ID)},
 		Spec: sandboxv1.SandboxSpec{
@@ -365,12 +379,34 @@ func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error
 		select {
 		case <-ctx.Done():
 			if last == "" {
-				last = "no pod yet"
+				last = "no pod yet" + b.sandboxSays(id, name)
 			}
 			return "", fmt.Errorf("sandbox %s: pod not running within %s (%s): %w", id, b.o.StartTimeout, last, errdefs.ErrUnavailable)
 		case <-time.After(delay.next()):
 		}
 	}
+}
+
+// sandboxSays is what the Sandbox's conditions say that is not true
+// (why agent-sandbox made no pod), or "".
+func (b *Backend) sandboxSays(id, name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var sb sandboxv1.Sandbox
+	if err := b.o.Client.Get(ctx, b.nsName(name), &sb); err != nil {
+		return ""
+	}
+	var out []string
+	for _, c := range sb.Status.Conditions {
+		if c.Status != metav1.ConditionTrue && c.Message != "" {
+			out = append(out, c.Type+": "+c.Message)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	b.o.Logger.Warn("sandbox without a pod", "sandbox", id, "conditions", out)
+	return "; the Sandbox says " + strings.Join(out, "; ")
 }
 
 // podReason says in a few words why a pod is where it is.
@@ -515,6 +551,9 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	sec := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace}}
 	if err := b.o.Client.Delete(ctx, &sec); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("sandbox %s: delete Secret: %w", id, apiErr(err))
+	}
+	if err := b.deleteEgressSecret(ctx, id); err != nil { // egress.go
+		return err
 	}
 	if err := b.deleteNetworkPolicy(ctx, id); err != nil {
 		return err

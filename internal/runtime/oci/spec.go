@@ -52,9 +52,9 @@ type bundlePaths struct {
 
 // buildSpec turns a validated Spec into the container's OCI config.
 func (r *Runtime) buildSpec(spec runtime.Spec, p bundlePaths) *specs.Spec {
-	env := make([]string, 0, len(spec.Env)+1)
+	env := make([]string, 0, len(spec.AllEnv())+1)
 	hasPath := false
-	for _, kv := range spec.Env {
+	for _, kv := range spec.AllEnv() {
 		if strings.HasPrefix(kv, "PATH=") {
 			hasPath = true
 		}

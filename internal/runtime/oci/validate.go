@@ -93,11 +93,11 @@ func validateSpec(spec runtime.Spec) error {
 	if err := checkAgentBinary(spec.AgentBinary); err != nil {
 		return err
 	}
-	if len(spec.Env) > maxEnv {
-		return errdefs.Invalid("too many environment variables (%d, max %d)", len(spec.Env), maxEnv)
+	if len(spec.AllEnv()) > maxEnv {
+		return errdefs.Invalid("too many environment variables (%d, max %d)", len(spec.AllEnv()), maxEnv)
 	}
 	total := 0
-	for _, kv := range spec.Env {
+	for _, kv := range spec.AllEnv() {
 		total += len(kv)
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || k == "" || strings.ContainsRune(kv, 0) {

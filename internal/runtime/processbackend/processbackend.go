@@ -142,10 +142,10 @@ func checkSpec(spec runtime.Spec) error {
 		return errdefs.Invalid("disk %d bytes out of range", r.DiskBytes)
 	case r.Pids < 0 || r.Pids > maxPids:
 		return errdefs.Invalid("pids %d out of range", r.Pids)
-	case len(spec.Env) > maxEnv:
-		return errdefs.Invalid("%d environment variables, at most %d", len(spec.Env), maxEnv)
+	case len(spec.AllEnv()) > maxEnv:
+		return errdefs.Invalid("%d environment variables, at most %d", len(spec.AllEnv()), maxEnv)
 	}
-	for _, kv := range spec.Env {
+	for _, kv := range spec.AllEnv() {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsRune(kv, 0) {
 			return errdefs.Invalid("environment entry %q is not KEY=VALUE", truncate(kv, 40))
 		}
@@ -206,7 +206,7 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 	sock := b.socket(spec.ID)
 	// exec.Cmd keeps the last of duplicate keys: what the backend sets
 	// wins over the spec, which wins over the host's PATH.
-	env := append([]string{"PATH=" + os.Getenv("PATH"), wire.EnvDefaultCwd + "=" + home}, spec.Env...)
+	env := append([]string{"PATH=" + os.Getenv("PATH"), wire.EnvDefaultCwd + "=" + home}, spec.AllEnv()...)
 	env = append(env,
 		wire.EnvPrefix+"SOCKET="+sock,
 		wire.EnvDefaultUser+"="+strconv.Itoa(os.Getuid()),

@@ -182,3 +182,11 @@ func hasKubeChains() bool {
 	out, err := exec.Command("iptables-save").Output()
 	return err == nil && strings.Contains(string(out), ":KUBE-")
 }
+
+// NodeIP is the node's address on the pod network (the bridge's), which
+// the pods reach: a daemon on the node serves them there.
+func (c *Cluster) NodeIP() netip.Addr { return c.subnet.gateway() }
+
+// PodSubnet is the cluster's pod /24, unique among the clusters running
+// on this host.
+func (c *Cluster) PodSubnet() netip.Prefix { return c.subnet.prefix }

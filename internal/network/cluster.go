@@ -1,0 +1,230 @@
+package network
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/config"
+	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/egress"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
+)
+
+// ClusterOptions configure OpenCluster.
+type ClusterOptions struct {
+	StateDir string
+	Config   config.Network
+	Logger   *slog.Logger
+	Secrets  Revealer
+	Record   func(ctx context.Context, sandbox string, e api.LedgerEntry) error
+	// Listen is where the shared egress proxy listens (IP:PORT, port 0
+	// picks one); the sandboxes' pods dial the address it gets, so the IP
+	// must be one they reach (the node's, for a daemon on a node).
+	Listen string
+	// Apply changes what a running sandbox's pod may reach after its
+	// rules changed (the backend's NetworkPolicy); nil, the change
+	// applies at its next start.
+	Apply func(ctx context.Context, id string, e runtime.Egress) error
+}
+
+// Cluster implements controller.Network for sandboxes on a cluster: their
+// pods have the cluster's network, which the backend narrows (a
+// NetworkPolicy) to one shared egress proxy in the daemon and the
+// addresses their address rules allow. Each sandbox authenticates to the
+// proxy with a token of its own, kept beside its policy; its HTTP_PROXY
+// variables carry it. There is no transparent proxy and no DNS: a
+// program that ignores HTTP_PROXY reaches only the allowed addresses.
+type Cluster struct {
+	base
+	ln    net.Listener
+	addr  netip.AddrPort
+	apply func(ctx context.Context, id string, e runtime.Egress) error
+	done  chan error
+}
+
+var (
+	_ controller.Network       = (*Cluster)(nil)
+	_ controller.FirewallNamer = (*Cluster)(nil)
+)
+
+// Firewall says what confines the sandboxes, for `paddock info`: the
+// cluster's NetworkPolicies, and where their proxy is.
+func (c *Cluster) Firewall() string { return "networkpolicy, proxy " + c.addr.String() }
+
+// OpenCluster starts the shared egress proxy.
+func OpenCluster(o ClusterOptions) (*Cluster, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ap, err := netip.ParseAddrPort(o.Listen)
+	if err != nil || !ap.Addr().Is4() || ap.Addr().IsUnspecified() {
+		return nil, fmt.Errorf("egress proxy for the cluster %q: want IPV4:PORT, an address the pods reach (not 0.0.0.0): %w", o.Listen, errdefs.ErrInvalidArgument)
+	}
+	dir := filepath.Join(o.StateDir, "network")
+	if err := os.MkdirAll(filepath.Join(dir, "policies"), 0o700); err != nil {
+		return nil, err
+	}
+	ca, roots, err := openInterception(dir, o.Config.UpstreamCA) // inject.go
+	if err != nil {
+		return nil, err
+	}
+	var reveal func(sandbox, name string) (string, error)
+	if o.Secrets != nil {
+		reveal = o.Secrets.RevealFor
+	}
+	srv := egress.New(egress.Options{
+		Logger:        log,
+		Resolver:      &egress.Resolver{Static: o.Config.DNSStatic, Upstream: o.Config.DNSUpstream},
+		Permitted:     o.Config.Permit,
+		MaxConns:      o.Config.MaxConns,
+		OnRefuse:      refusalRecorder(o.Record),
+		CA:            ca,
+		UpstreamRoots: roots,
+		Secret:        reveal,
+	})
+	ln, err := net.Listen("tcp4", ap.String())
+	if err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("egress proxy for the cluster: %w", err)
+	}
+	c := &Cluster{
+		base: base{log: log, srv: srv, dir: dir, ca: ca, sec: o.Secrets},
+		ln:   ln, addr: ln.Addr().(*net.TCPAddr).AddrPort(), apply: o.Apply, done: make(chan error, 1),
+	}
+	c.addr = netip.AddrPortFrom(ap.Addr(), c.addr.Port())
+	go func() { c.done <- srv.ServeShared(ln) }()
+	log.Info("egress proxy for the cluster's pods", "addr", c.addr.String())
+	return c, nil
+}
+
+// Addr is where the pods reach the proxy.
+func (c *Cluster) Addr() netip.AddrPort { return c.addr }
+
+// Close stops the proxy; the sandboxes' policies stay for the next daemon.
+func (c *Cluster) Close() {
+	c.ln.Close()
+	c.srv.Close()
+	if err := <-c.done; err != nil {
+		c.log.Warn("egress proxy for the cluster", "err", err)
+	}
+}
+
+func (c *Cluster) tokenPath(id string) string {
+	return filepath.Join(c.dir, "policies", id+".proxy-token")
+}
+
+// token is the sandbox's proxy credential, made at its first prepare and
+// kept for its life, so its pods' HTTP_PROXY stays right across daemon
+// restarts.
+func (c *Cluster) token(id string) (string, error) {
+	b, err := os.ReadFile(c.tokenPath(id))
+	if err == nil && len(strings.TrimSpace(string(b))) == 64 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	t := hex.EncodeToString(raw)
+	tmp := c.tokenPath(id) + ".tmp"
+	if err := os.WriteFile(tmp, []byte(t), 0o600); err != nil {
+		return "", err
+	}
+	return t, os.Rename(tmp, c.tokenPath(id))
+}
+
+func (c *Cluster) egressOf(p api.NetworkPolicy) *runtime.Egress {
+	return &runtime.Egress{Proxy: c.addr, Direct: c.srv.DirectRoutes(toEgress(p))}
+}
+
+func (c *Cluster) Prepare(ctx context.Context, id string, p *api.NetworkPolicy) (controller.NetSetup, error) {
+	if !sandboxIDRE.MatchString(id) {
+		return controller.NetSetup{}, errdefs.Invalid("sandbox id %q", id)
+	}
+	if p != nil {
+		if err := c.writePolicy(id, *p); err != nil {
+			return controller.NetSetup{}, err
+		}
+	}
+	pol, ok := c.Policy(id)
+	if !ok {
+		return controller.NetSetup{}, errors.New("no network policy recorded")
+	}
+	tok, err := c.token(id)
+	if err != nil {
+		return controller.NetSetup{}, fmt.Errorf("sandbox %s proxy token: %w", id, err)
+	}
+	if err := c.srv.AttachShared(id, tok, toEgress(pol)); err != nil {
+		return controller.NetSetup{}, err
+	}
+	proxy := (&url.URL{Scheme: "http", User: url.UserPassword(id, tok), Host: c.addr.String()}).String()
+	noProxy := "localhost,127.0.0.1,::1"
+	return controller.NetSetup{
+		Env: append([]string{"NO_PROXY=" + noProxy, "no_proxy=" + noProxy}, trustEnv()...), // inject.go
+		SecretEnv: []string{
+			"HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "http_proxy=" + proxy, "https_proxy=" + proxy,
+		},
+		Egress:      c.egressOf(pol),
+		CACert:      c.ca.CertPEM(),
+		TrustBundle: c.trustPath(id),
+	}, nil
+}
+
+func (c *Cluster) SetPolicy(ctx context.Context, id string, p api.NetworkPolicy) error {
+	if _, ok := c.Policy(id); !ok {
+		return fmt.Errorf("sandbox %s has no network: %w", id, errdefs.ErrConflict)
+	}
+	if err := c.writePolicy(id, p); err != nil {
+		return err
+	}
+	// The pod's reach and the proxy's rules change together; a sandbox
+	// whose pod is not running gets its reach at its next start.
+	if c.apply != nil {
+		if err := c.apply(ctx, id, *c.egressOf(p)); err != nil {
+			return err
+		}
+	}
+	c.srv.SetPolicy(id, toEgress(p))
+	return nil
+}
+
+func (c *Cluster) Release(ctx context.Context, id string) error {
+	if !sandboxIDRE.MatchString(id) {
+		return nil
+	}
+	c.srv.Detach(id)
+	var err error
+	for _, p := range []string{c.policyPath(id), c.tokenPath(id), c.trustPath(id)} {
+		if rerr := os.Remove(p); rerr != nil && !os.IsNotExist(rerr) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return err
+}
+
+func (c *Cluster) List() []string {
+	ents, _ := os.ReadDir(filepath.Join(c.dir, "policies"))
+	var out []string
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && sandboxIDRE.MatchString(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
