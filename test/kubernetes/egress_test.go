@@ -3,12 +3,15 @@ package kubernetes_test
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -25,6 +28,11 @@ import (
 type upstreamHost struct {
 	addr   netip.Addr   // the host's address inside its namespace
 	permit netip.Prefix // the /30 of the veth
+	// caFile is the certificate of its HTTPS server (port 443, for the
+	// name example.com, httptest's), for PADDOCK_EGRESS_UPSTREAM_CA.
+	caFile string
+	// auth is the Authorization header of each HTTPS request, in order.
+	auth chan string
 }
 
 // newUpstreamHost makes it in 192.0.2.0/24 (TEST-NET-1), at a /30 derived
@@ -57,7 +65,67 @@ func newUpstreamHost(t *testing.T, c *cluster.Cluster) upstreamHost {
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
+	up.auth = make(chan string, 16)
+	tlsSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case up.auth <- r.Header.Get("Authorization"):
+		default:
+		}
+		fmt.Fprintf(w, "tls hello from %s, auth %q", r.Host, r.Header.Get("Authorization"))
+	}))
+	tlsSrv.Listener.Close()
+	tlsSrv.Listener = listenInNetns(t, "/run/netns/"+ns, net.JoinHostPort(up.addr.String(), "443"))
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	up.caFile = filepath.Join(t.TempDir(), "upstream-ca.pem")
+	if err := os.WriteFile(up.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return up
+}
+
+// httpsGetSource is a client for inside a sandbox whose image has none
+// with TLS (busybox): a GET through HTTPS_PROXY, trusting SSL_CERT_FILE,
+// as most TLS clients do.
+const httpsGetSource = `package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+)
+
+func main() {
+	resp, err := http.Get(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Printf("%d %s", resp.StatusCode, b)
+}
+`
+
+// buildHTTPSGet builds httpsGetSource, static, and returns its path.
+func buildHTTPSGet(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(httpsGetSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module httpsget\n\ngo 1.22\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "httpsget")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the HTTPS client: %v: %s", err, out)
+	}
+	return bin
 }
 
 // listenInNetns opens a TCP listener inside the network namespace at
@@ -134,7 +202,8 @@ func TestEgressOnKubernetes(t *testing.T) {
 	pl.Close()
 	d := startPaddockEnv(t, c, []string{
 		"PADDOCK_EGRESS_PERMIT=" + up.permit.String(),
-		"PADDOCK_EGRESS_DNS_STATIC=up.test=" + up.addr.String() + "; other.test=" + up.addr.String(),
+		"PADDOCK_EGRESS_DNS_STATIC=up.test=" + up.addr.String() + "; other.test=" + up.addr.String() + "; example.com=" + up.addr.String(),
+		"PADDOCK_EGRESS_UPSTREAM_CA=" + up.caFile,
 	}, "--kube-egress-proxy", proxyAt)
 	importImage(ctx, t, d, "busybox")
 
@@ -244,6 +313,44 @@ func TestEgressOnKubernetes(t *testing.T) {
 
 	d.must("rm", sb.ID)
 	checkGone(ctx, t, c, sb.ID)
+
+	// Credential injection: the sandbox calls an HTTPS API with a secret
+	// it never sees; the proxy terminates its TLS with the egress CA,
+	// which the pod trusts through the mounted bundle, and adds the
+	// header.
+	secretFile := filepath.Join(d.dir, "api-token")
+	const secret = "k8s-injected-secret-0123456789"
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.must("secret", "set", "api-token", "--from-file", secretFile)
+	var inj struct{ ID string }
+	if err := json.Unmarshal([]byte(d.must("--json", "create", "--image", "busybox", "--allow-host", "example.com")), &inj); err != nil {
+		t.Fatal(err)
+	}
+	d.must("net", "inject", inj.ID, "--host", "example.com", "--header", "Authorization: Bearer {{secret:api-token}}")
+	d.must("cp", buildHTTPSGet(t), inj.ID+":/tmp/httpsget")
+	d.must("exec", inj.ID, "--", "chmod", "755", "/tmp/httpsget")
+	out, errOut, code = d.run("exec", inj.ID, "--", "/tmp/httpsget", "https://example.com/api")
+	if code != 0 || !strings.HasPrefix(out, "200 tls hello from example.com") {
+		t.Fatalf("an HTTPS call with injection: exit %d, %q %q", code, out, errOut)
+	}
+	if strings.Contains(out, secret) {
+		t.Errorf("the secret came back to the sandbox: %q", out)
+	}
+	select {
+	case got := <-up.auth:
+		if got != "Bearer "+secret {
+			t.Errorf("the upstream got Authorization %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("the upstream saw no request")
+	}
+	if env := d.must("exec", inj.ID, "--", "env"); strings.Contains(env, secret) {
+		t.Errorf("the secret is in the sandbox's environment")
+	}
+	d.must("rm", inj.ID)
+	checkGone(ctx, t, c, inj.ID)
 }
 
 // dumpEvents logs the namespace's events and pods' statuses: why a pod
