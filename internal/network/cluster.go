@@ -190,15 +190,16 @@ func (c *Cluster) SetPolicy(ctx context.Context, id string, p api.NetworkPolicy)
 	if _, ok := c.Policy(id); !ok {
 		return fmt.Errorf("sandbox %s has no network: %w", id, errdefs.ErrConflict)
 	}
-	if err := c.writePolicy(id, p); err != nil {
-		return err
-	}
-	// The pod's reach and the proxy's rules change together; a sandbox
-	// whose pod is not running gets its reach at its next start.
+	// The pod's reach and the proxy's rules change together, the reach
+	// first: if the cluster refuses, nothing has changed. A sandbox whose
+	// pod is not running gets its reach at its next start.
 	if c.apply != nil {
 		if err := c.apply(ctx, id, *c.egressOf(p)); err != nil {
 			return err
 		}
+	}
+	if err := c.writePolicy(id, p); err != nil {
+		return err
 	}
 	c.srv.SetPolicy(id, toEgress(p))
 	return nil

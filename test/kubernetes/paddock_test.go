@@ -381,26 +381,32 @@ func TestPaddockOnKubernetes(t *testing.T) {
 // Sandbox, Secret, pod, NetworkPolicy or home PersistentVolumeClaim.
 func checkGone(ctx context.Context, t *testing.T, c *cluster.Cluster, id string) {
 	t.Helper()
+	checkGoneIn(ctx, t, c, "default", id)
+}
+
+// checkGoneIn is checkGone in namespace ns.
+func checkGoneIn(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, id string) {
+	t.Helper()
 	dc, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	name := "paddock-" + id
-	if _, err := dc.Resource(sandboxResource).Namespace("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := dc.Resource(sandboxResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Sandbox after rm: %v", err)
 	}
 	for _, sec := range []string{name, name + "-egress"} {
-		if _, err := c.Client.CoreV1().Secrets("default").Get(ctx, sec, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := c.Client.CoreV1().Secrets(ns).Get(ctx, sec, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("Secret %s after rm: %v", sec, err)
 		}
 	}
-	if _, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("pod after rm: %v", err)
 	}
-	if _, err := c.Client.NetworkingV1().NetworkPolicies("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := c.Client.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("NetworkPolicy after rm: %v", err)
 	}
-	if _, err := c.Client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "home-"+name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "home-"+name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("home PersistentVolumeClaim after rm: %v", err)
 	}
 }
