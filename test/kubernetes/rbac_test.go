@@ -103,7 +103,23 @@ func TestDeployedRBACOnKubernetes(t *testing.T) {
 		t.Fatalf("exec in the claimed sandbox: %q", got)
 	}
 
-	for _, id := range []string{sb.ID, rs.ID, warm.ID} {
+	// A create with egress is never served from the cluster's pool: its
+	// pods started without the proxy's settings.
+	var cold struct {
+		ID     string
+		Labels map[string]string
+	}
+	if err := json.Unmarshal([]byte(d.must("--json", "create", "--pool", "rbacpool", "--allow-host", "up.test")), &cold); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cold.Labels["paddock.dev/cluster-pool"]; ok {
+		t.Errorf("a create with egress was served by the cluster's pool: %+v", cold.Labels)
+	}
+	if got := d.must("exec", cold.ID, "--", "sh", "-c", "echo $HTTP_PROXY"); !strings.HasPrefix(got, "http://"+cold.ID+":") {
+		t.Errorf("the pool's create with egress has no proxy settings: %q", got)
+	}
+
+	for _, id := range []string{sb.ID, rs.ID, warm.ID, cold.ID} {
 		d.must("rm", id)
 		checkGoneIn(ctx, t, c, sandboxes, id)
 	}
