@@ -154,17 +154,9 @@ func (c *Cluster) egressOf(p api.NetworkPolicy) *runtime.Egress {
 }
 
 func (c *Cluster) Prepare(ctx context.Context, id string, p *api.NetworkPolicy) (controller.NetSetup, error) {
-	if !sandboxIDRE.MatchString(id) {
-		return controller.NetSetup{}, errdefs.Invalid("sandbox id %q", id)
-	}
-	if p != nil {
-		if err := c.writePolicy(id, *p); err != nil {
-			return controller.NetSetup{}, err
-		}
-	}
-	pol, ok := c.Policy(id)
-	if !ok {
-		return controller.NetSetup{}, errors.New("no network policy recorded")
+	pol, err := c.recordedPolicy(id, p) // network.go
+	if err != nil {
+		return controller.NetSetup{}, err
 	}
 	tok, err := c.token(id)
 	if err != nil {
@@ -219,13 +211,4 @@ func (c *Cluster) Release(ctx context.Context, id string) error {
 	return err
 }
 
-func (c *Cluster) List() []string {
-	ents, _ := os.ReadDir(filepath.Join(c.dir, "policies"))
-	var out []string
-	for _, e := range ents {
-		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && sandboxIDRE.MatchString(id) {
-			out = append(out, id)
-		}
-	}
-	return out
-}
+func (c *Cluster) List() []string { return c.policyIDs() }

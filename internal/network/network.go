@@ -232,18 +232,40 @@ func toEgress(p api.NetworkPolicy) egress.Policy {
 	}
 }
 
-func (n *Manager) Prepare(ctx context.Context, id string, p *api.NetworkPolicy) (controller.NetSetup, error) {
+// recordedPolicy records p as id's policy when it is given, and returns
+// the recorded one: Prepare's first step on both networks.
+func (n *base) recordedPolicy(id string, p *api.NetworkPolicy) (api.NetworkPolicy, error) {
 	if !sandboxIDRE.MatchString(id) {
-		return controller.NetSetup{}, errdefs.Invalid("sandbox id %q", id)
+		return api.NetworkPolicy{}, errdefs.Invalid("sandbox id %q", id)
 	}
 	if p != nil {
 		if err := n.writePolicy(id, *p); err != nil {
-			return controller.NetSetup{}, err
+			return api.NetworkPolicy{}, err
 		}
 	}
 	pol, ok := n.Policy(id)
 	if !ok {
-		return controller.NetSetup{}, errors.New("no network policy recorded")
+		return api.NetworkPolicy{}, errors.New("no network policy recorded")
+	}
+	return pol, nil
+}
+
+// policyIDs are the sandboxes with a recorded policy.
+func (n *base) policyIDs() []string {
+	ents, _ := os.ReadDir(filepath.Join(n.dir, "policies"))
+	var out []string
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && sandboxIDRE.MatchString(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (n *Manager) Prepare(ctx context.Context, id string, p *api.NetworkPolicy) (controller.NetSetup, error) {
+	pol, err := n.recordedPolicy(id, p)
+	if err != nil {
+		return controller.NetSetup{}, err
 	}
 	direct := n.srv.DirectRoutes(toEgress(pol))
 	link, err := n.mgr.Setup(ctx, id, direct)
@@ -332,11 +354,8 @@ func (n *Manager) List() []string {
 	for _, id := range n.mgr.List() {
 		seen[id] = true
 	}
-	ents, _ := os.ReadDir(filepath.Join(n.dir, "policies"))
-	for _, e := range ents {
-		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && sandboxIDRE.MatchString(id) {
-			seen[id] = true
-		}
+	for _, id := range n.policyIDs() {
+		seen[id] = true
 	}
 	out := make([]string, 0, len(seen))
 	for id := range seen {
