@@ -17,7 +17,6 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
-	"github.com/paddock-dev/paddock/internal/egress"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/runtime"
 )
@@ -81,20 +80,7 @@ func OpenCluster(o ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	var reveal func(sandbox, name string) (string, error)
-	if o.Secrets != nil {
-		reveal = o.Secrets.RevealFor
-	}
-	srv := egress.New(egress.Options{
-		Logger:        log,
-		Resolver:      &egress.Resolver{Static: o.Config.DNSStatic, Upstream: o.Config.DNSUpstream},
-		Permitted:     o.Config.Permit,
-		MaxConns:      o.Config.MaxConns,
-		OnRefuse:      refusalRecorder(o.Record),
-		CA:            ca,
-		UpstreamRoots: roots,
-		Secret:        reveal,
-	})
+	srv := newEgressServer(log, o.Config, nil, ca, roots, o.Secrets, o.Record) // network.go
 	ln, err := net.Listen("tcp4", ap.String())
 	if err != nil {
 		srv.Close()

@@ -7,6 +7,7 @@ package network
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,22 +145,29 @@ func Open(ctx context.Context, o Options) (*Manager, error) {
 		_ = mgr.Close(ctx) // gives the range up
 		return nil, err
 	}
+	srv := newEgressServer(log, nc, []netip.Prefix{nc.Range}, ca, roots, o.Secrets, o.Record)
+	return &Manager{base: base{log: log, srv: srv, dir: dir, ca: ca, sec: o.Secrets}, mgr: mgr}, nil
+}
+
+// newEgressServer is the egress server of both networks: the configured
+// resolver, permitted and own ranges, connection limit, interception CA
+// and secrets, refusals to the ledger through record.
+func newEgressServer(log *slog.Logger, nc config.Network, own []netip.Prefix, ca *egress.CA, roots *x509.CertPool, sec Revealer, record func(context.Context, string, api.LedgerEntry) error) *egress.Server {
 	var reveal func(sandbox, name string) (string, error)
-	if o.Secrets != nil {
-		reveal = o.Secrets.RevealFor
+	if sec != nil {
+		reveal = sec.RevealFor
 	}
-	srv := egress.New(egress.Options{
+	return egress.New(egress.Options{
 		Logger:        log,
 		Resolver:      &egress.Resolver{Static: nc.DNSStatic, Upstream: nc.DNSUpstream},
 		Permitted:     nc.Permit,
-		OwnRanges:     []netip.Prefix{nc.Range},
+		OwnRanges:     own,
 		MaxConns:      nc.MaxConns,
-		OnRefuse:      refusalRecorder(o.Record),
+		OnRefuse:      refusalRecorder(record),
 		CA:            ca,
 		UpstreamRoots: roots,
 		Secret:        reveal,
 	})
-	return &Manager{base: base{log: log, srv: srv, dir: dir, ca: ca, sec: o.Secrets}, mgr: mgr}, nil
 }
 
 // Close stops the proxies; sandboxes keep their namespaces and rules
