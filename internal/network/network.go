@@ -306,17 +306,18 @@ func (n *Manager) SetPolicy(ctx context.Context, id string, p api.NetworkPolicy)
 	if _, ok := n.Policy(id); !ok {
 		return fmt.Errorf("sandbox %s has no network: %w", id, errdefs.ErrConflict)
 	}
-	if err := n.writePolicy(id, p); err != nil {
-		return err
-	}
-	// The firewall's address rules and the proxy's rules change together;
-	// a sandbox without plumbing yet gets its address rules at its start.
+	// The firewall's address rules and the proxy's rules change together,
+	// the firewall first: if it fails, nothing has changed. A sandbox
+	// without plumbing yet gets its address rules at its start.
 	if _, ok := n.mgr.Get(id); ok {
 		direct := n.srv.DirectRoutes(toEgress(p))
 		if err := n.mgr.SetDirect(ctx, id, direct); err != nil {
 			return err
 		}
 		n.warnForwarding(id, direct)
+	}
+	if err := n.writePolicy(id, p); err != nil {
+		return err
 	}
 	n.srv.SetPolicy(id, toEgress(p)) // not attached (stopped): applies at next start
 	return nil
