@@ -44,7 +44,7 @@ for s in $SUITES; do
 	case $s in
 	oci) suite oci oci.test "$OCI_RUN" 40m "$OCI_SKIP" ;;
 	e2e) suite e2e e2e.test "$E2E_RUN" 30m ;;
-	unit) suite unit cgroupv2.test '^TestInsideSystemdUnit$' 10m ;;
+	unit) suite unit cgroupv2.test '^(TestInsideSystemdUnit|TestInsideOOMKill)$' 15m ;;
 	esac
 done
 echo "done $(cut -d' ' -f1 /proc/uptime)" >>"$out/times"
