@@ -20,7 +20,8 @@ deps:
 run: deps build
 	./$(BIN) serve
 
-## test: every test (unit, runtime suites on runc and runsc, end to end).
+## test: every test (unit, runtime suites on runc and runsc, end to end,
+## Kubernetes) and a subset of test-cgroupv2 (about 3 minutes warm).
 test:
 	@PADDOCK_TEST_DEPS=1 ./scripts/install-deps.sh
 	./scripts/test.sh
@@ -32,7 +33,8 @@ unit:
 
 ## test-cgroupv2: the runtime suite, an end-to-end subset and the systemd
 ## unit inside a Debian VM with only cgroup v2 (QEMU, no KVM needed); the VM
-## image is built once into /var/cache/paddock-test/cgroupv2.
+## image is built once into /var/cache/paddock-test/cgroupv2. `make test`
+## runs a subset of it (scripts/test.sh); this target runs all of it.
 test-cgroupv2:
 	@PADDOCK_CGROUPV2_DEPS=1 ./scripts/install-deps.sh
 	$(GO) test -tags cgroupv2vm -count=1 -v -timeout 90m -run '^TestCgroupV2$$' ./test/cgroupv2/

@@ -14,7 +14,7 @@
 # set by `make test-kubernetes`; `make test` installs them too). The cgroup v2
 # suite boots a Debian VM under QEMU (software emulation, no KVM needed) and
 # builds its disk with qemu-img and mmdebstrap (PADDOCK_CGROUPV2_DEPS=1, set by
-# `make test-cgroupv2`).
+# `make test-cgroupv2`; `make test` runs a subset of it and installs them too).
 set -euo pipefail
 
 need=()
@@ -52,7 +52,8 @@ if [ "${PADDOCK_K8S_DEPS:-0}" = 1 ] || [ "${PADDOCK_TEST_DEPS:-0}" = 1 ]; then
 	{ have containerd && have ctr && have containerd-shim-runc-v2; } || need+=(containerd)
 	[ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] || need+=(containernetworking-plugins)
 fi
-if [ "${PADDOCK_CGROUPV2_DEPS:-0}" = 1 ]; then
+# `make test` runs a subset of the cgroup v2 VM suite too.
+if [ "${PADDOCK_CGROUPV2_DEPS:-0}" = 1 ] || [ "${PADDOCK_TEST_DEPS:-0}" = 1 ]; then
 	have qemu-system-x86_64 || need+=(qemu-system-x86)
 	have qemu-img || need+=(qemu-utils)
 fi

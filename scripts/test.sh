@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of the project: formatting and vet, unit tests (with the
 # race detector, scripts/unit.sh), the shared runtime suite on runc and
-# runsc, end-to-end tests that drive the real CLI against a real daemon, and
-# the Kubernetes suite on a one-node cluster. Tests that need root or a runtime skip with a
+# runsc, end-to-end tests that drive the real CLI against a real daemon, the
+# Kubernetes suite on a one-node cluster, and a subset of the cgroup v2 VM
+# suite. Tests that need root or a runtime skip with a
 # reason when those are absent; the summary lists every skip.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -68,6 +69,24 @@ else
 	krc=1
 fi
 [ "$krc" -eq 0 ] || rc=$krc
+# A subset of the cgroup v2 VM suite (test/cgroupv2, docs/cgroupv2.md): a
+# Debian VM under QEMU with only cgroup2 and systemd as PID 1, its image
+# built once into /var/cache/paddock-test/cgroupv2. Inside: limits read back
+# from memory.max, memory.swap.max, pids.max and cpu.max on runc and crun,
+# freezing through cgroup.freeze, the crun probe and the shared runtime
+# suite on crun, `paddock info` and pause and resume through a daemon, the
+# systemd unit (install, restart and stop keeping a sandbox), and an OOM
+# kill counted in the sandbox's own cgroup. About 3 minutes warm;
+# `make test-cgroupv2` runs the whole suite.
+echo "running the cgroup v2 VM subset (test/cgroupv2; log: $log)"
+PADDOCK_CGROUPV2_SUITES="oci e2e unit" \
+	PADDOCK_CGROUPV2_OCI_RUN='^(TestHostCgroupLimits|TestFastFreeze|TestProbe)$/^(runc|crun)$|^TestSuite$/^crun$' \
+	PADDOCK_CGROUPV2_E2E_RUN='^(TestInfoRuntimesSizesLimits|TestPauseResume)$' \
+	PADDOCK_CGROUPV2_RUNTIMES=runc,crun \
+	PADDOCK_CGROUPV2_VM_TIMEOUT=20m \
+	go test -tags cgroupv2vm -count=1 -v -timeout 45m -run '^TestCgroupV2$' ./test/cgroupv2/ >>"$log" 2>&1
+vrc=$?
+[ "$vrc" -eq 0 ] || rc=$vrc
 grep -E '^(ok|FAIL|---|panic:)|^\s+--- (FAIL|SKIP)' "$log" | grep -v -- '--- PASS' || true
 
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
