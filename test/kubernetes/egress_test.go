@@ -35,14 +35,17 @@ type upstreamHost struct {
 	auth chan string
 }
 
-// newUpstreamHost makes it in 192.0.2.0/24 (TEST-NET-1), at a /30 derived
-// from the cluster's pod subnet, which no other cluster on this host has.
+// newUpstreamHost makes it in 198.18.64.0/19 (benchmarking addresses; the
+// other tests' test hosts use 198.18.100.0 and up, and 198.19.0.0/16), at a
+// /30 derived from the cluster's pod subnet, which no other cluster on this
+// host has. Never in a range a host may really use (the documentation
+// ranges are some machines' own addresses).
 func newUpstreamHost(t *testing.T, c *cluster.Cluster) upstreamHost {
 	t.Helper()
-	k := int(c.PodSubnet().Addr().As4()[2]) % 64
+	k := int(c.PodSubnet().Addr().As4()[2]) % 32
 	ns, hostIf := fmt.Sprintf("pk8s-up%d", k), fmt.Sprintf("pk8sup%d", k)
-	hostAddr := netip.AddrFrom4([4]byte{192, 0, 2, byte(4*k + 1)})
-	up := upstreamHost{addr: hostAddr.Next(), permit: netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(4 * k)}), 30)}
+	hostAddr := netip.AddrFrom4([4]byte{198, 18, byte(64 + k), 1})
+	up := upstreamHost{addr: hostAddr.Next(), permit: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(64 + k), 0}), 30)}
 	run := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
