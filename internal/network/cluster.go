@@ -154,10 +154,8 @@ func (c *Cluster) Prepare(ctx context.Context, id string, p *api.NetworkPolicy) 
 	proxy := (&url.URL{Scheme: "http", User: url.UserPassword(id, tok), Host: c.addr.String()}).String()
 	noProxy := "localhost,127.0.0.1,::1"
 	return controller.NetSetup{
-		Env: append([]string{"NO_PROXY=" + noProxy, "no_proxy=" + noProxy}, trustEnv()...), // inject.go
-		SecretEnv: []string{
-			"HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "http_proxy=" + proxy, "https_proxy=" + proxy,
-		},
+		Env:         append([]string{"NO_PROXY=" + noProxy, "no_proxy=" + noProxy}, trustEnv()...), // inject.go
+		SecretEnv:   proxyEnv(proxy),                                                               // network.go
 		Egress:      c.egressOf(pol),
 		CACert:      c.ca.CertPEM(),
 		TrustBundle: c.trustPath(id),

@@ -291,15 +291,17 @@ func (n *Manager) Prepare(ctx context.Context, id string, p *api.NetworkPolicy) 
 	proxy := fmt.Sprintf("http://%s:%d", gw, egress.ProxyPort)
 	noProxy := "localhost,127.0.0.1,::1"
 	return controller.NetSetup{
-		NetNSPath:  link.NetNS,
-		ResolvConf: n.resolvPath(id),
-		Env: append([]string{
-			"HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "http_proxy=" + proxy, "https_proxy=" + proxy,
-			"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
-		}, trustEnv()...), // inject.go
+		NetNSPath:   link.NetNS,
+		ResolvConf:  n.resolvPath(id),
+		Env:         append(append(proxyEnv(proxy), "NO_PROXY="+noProxy, "no_proxy="+noProxy), trustEnv()...), // inject.go
 		CACert:      n.ca.CertPEM(),
 		TrustBundle: n.trustPath(id),
 	}, nil
+}
+
+// proxyEnv are the variables that point the usual clients at proxy.
+func proxyEnv(proxy string) []string {
+	return []string{"HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "http_proxy=" + proxy, "https_proxy=" + proxy}
 }
 
 func (n *Manager) SetPolicy(ctx context.Context, id string, p api.NetworkPolicy) error {
