@@ -43,6 +43,10 @@ type RuntimeInfo struct {
 	// Paddock's pinned runsc, or runsc from PATH).
 	Note    string `json:"note,omitempty"`
 	Default bool   `json:"default,omitempty"`
+	// UserNamespaces, for runc and crun: "on" (root in a sandbox is an
+	// unprivileged id of a range of its own on the host), or "off: " and
+	// why.
+	UserNamespaces string `json:"user_namespaces,omitempty"`
 }
 
 // InfoDefaults is what a create gets for what it leaves out.

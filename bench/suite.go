@@ -197,6 +197,8 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 		case ItemConsole:
 			cs, fs := s.measureConsole(ctx)
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
+		case ItemUserns:
+			r.Comparisons = append(r.Comparisons, s.measureUserns(ctx))
 		case ItemImages:
 			cs, fs := s.measureImages(ctx)
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)

@@ -81,7 +81,7 @@ fi
 echo "running the cgroup v2 VM subset (test/cgroupv2; log: $log)"
 PADDOCK_CGROUPV2_SUITES="oci e2e unit" \
 	PADDOCK_CGROUPV2_OCI_RUN='^(TestHostCgroupLimits|TestFastFreeze|TestProbe)$/^(runc|crun)$|^TestSuite$/^crun$' \
-	PADDOCK_CGROUPV2_E2E_RUN='^(TestInfoRuntimesSizesLimits|TestPauseResume)$' \
+	PADDOCK_CGROUPV2_E2E_RUN='^(TestInfoRuntimesSizesLimits|TestPauseResume|TestUserNamespaces)$' \
 	PADDOCK_CGROUPV2_RUNTIMES=runc,crun \
 	PADDOCK_CGROUPV2_VM_TIMEOUT=20m \
 	go test -tags cgroupv2vm -count=1 -v -timeout 45m -run '^TestCgroupV2$' ./test/cgroupv2/ >>"$log" 2>&1

@@ -46,6 +46,9 @@ func printInfo(w io.Writer, in *api.Info) error {
 				notes = append(notes, n)
 			}
 		}
+		if r.UserNamespaces != "" {
+			notes = append(notes, "user namespaces "+r.UserNamespaces)
+		}
 		t.row(r.Name, fmt.Sprint(r.Available), r.Version, r.Path, strings.Join(notes, "; "))
 	}
 	if err := t.flush(); err != nil {

@@ -119,6 +119,10 @@ type Config struct {
 	// systrap, ptrace, or "" for systrap where the runsc has it (the
 	// pinned build does, Debian's does not) and ptrace otherwise.
 	RunscPlatform string `json:"runsc_platform,omitempty"`
+	// UserNamespaces is "auto" (the default: each runc and crun sandbox
+	// in a user namespace of its own where the host allows it; `paddock
+	// info` says) or "off" ($PADDOCK_USER_NAMESPACES).
+	UserNamespaces string `json:"user_namespaces,omitempty"`
 	// Network is sandboxes' egress networking on the local backend
 	// (network.go).
 	Network Network `json:"network"`

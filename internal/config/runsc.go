@@ -43,9 +43,17 @@ func (c *Config) applyRunscEnv(getenv func(string) string) {
 	if v := getenv("PADDOCK_RUNSC_PLATFORM"); v != "" {
 		c.RunscPlatform = v
 	}
+	if v := getenv("PADDOCK_USER_NAMESPACES"); v != "" {
+		c.UserNamespaces = v
+	}
 }
 
 func (c *Config) validateRunsc() []error {
+	switch c.UserNamespaces {
+	case "", "auto", "off":
+	default:
+		return []error{fmt.Errorf("user_namespaces %.32q: want auto or off", c.UserNamespaces)}
+	}
 	switch c.RunscPlatform {
 	case "", "systrap", "ptrace":
 	default:

@@ -57,8 +57,16 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if os.Geteuid() != 0 {
 		return errors.New("paddock serve must run as root: it creates containers, mounts and cgroups (try: sudo make run)")
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
-		return err
+	// 0711 down to each runtime's directory: a sandbox in a user namespace
+	// passes through them to its own directory (internal/runtime/oci's
+	// userns.go); nothing in them can be listed.
+	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "runtime")} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return err
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return err
+		}
 	}
 	unlock, err := lockStateDir(cfg.StateDir)
 	if err != nil {

@@ -57,7 +57,7 @@ func probeRuntimes(ctx context.Context, cfg config.Config, agentBin string, log 
 			pr := oci.Probe(ctx, rt.bin, bin, filepath.Join(cfg.StateDir, "runtime", "probe"), agentBin)
 			info := api.RuntimeInfo{Name: rt.api, Binary: rt.bin, Path: pr.Path, Version: pr.Version, Available: pr.Available, Reason: pr.Reason, Note: note}
 			if pr.Available {
-				opts := oci.Options{Runtime: rt.bin, Binary: pr.Path, Root: cfg.RuntimeDir(rt.bin), Logger: log.With("part", "runtime", "runtime", rt.api), DiskPool: diskPoolPerSize}
+				opts := oci.Options{Runtime: rt.bin, Binary: pr.Path, Root: cfg.RuntimeDir(rt.bin), Logger: log.With("part", "runtime", "runtime", rt.api), DiskPool: diskPoolPerSize, UserNamespaces: cfg.UserNamespaces}
 				if rt.bin == oci.KindRunsc {
 					opts.Platform = cfg.RunscPlatform
 				}
@@ -66,6 +66,12 @@ func probeRuntimes(ctx context.Context, cfg config.Config, agentBin string, log 
 					info.Available, info.Reason = false, err.Error()
 				} else {
 					backends[i] = b
+					if rt.bin != oci.KindRunsc {
+						info.UserNamespaces = "on"
+						if on, why := b.UserNamespaces(); !on {
+							info.UserNamespaces = "off: " + why
+						}
+					}
 					if p := b.Platform(); p != "" {
 						info.Note = strings.TrimPrefix(info.Note+", platform "+p, ", ")
 					}

@@ -119,3 +119,22 @@ func TestDebianRecipes(t *testing.T) {
 		t.Fatal("adding a package keeps the recipe")
 	}
 }
+
+// TestStoreDirPrivate: only root passes into the store, whatever mode its
+// directory had (its layers hold images' setuid programs with their owners).
+func TestStoreDirPrivate(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Dir: dir, Logger: testLogger(t)}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("store directory mode %#o, want 0700", fi.Mode().Perm())
+	}
+}

@@ -149,6 +149,14 @@ func New(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("image store: %w", err)
 		}
 	}
+	// Only root may pass into the store: its layers are images as pulled,
+	// setuid programs with their owners included, and an image is a
+	// tenant's input. Were the store reachable, any host user (or a
+	// sandbox's root escaped into the host as its unprivileged id) could
+	// run a root-owned setuid program an image planted.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("image store: %w", err)
+	}
 	// Anything in tmp/ while no process holds the build lock is a build
 	// that died with its process (recover.go). Another process may share
 	// the store and be building right now: then tmp/ is left alone.

@@ -36,6 +36,11 @@ import (
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("/tmp", "pv")
+	if err == nil {
+		// Searchable, as a daemon's state dir's parents must be for its
+		// sandboxes to run in user namespaces.
+		err = os.Chmod(dir, 0o711)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -36,6 +36,11 @@ func TestMain(m *testing.M) {
 	// Short paths: a sandbox's agent socket lives under the state dir, and
 	// unix socket paths are limited to 107 bytes.
 	dir, err := os.MkdirTemp("/tmp", "pd")
+	if err == nil {
+		// Searchable, as a daemon's state dir's parents must be for its
+		// sandboxes to run in user namespaces.
+		err = os.Chmod(dir, 0o711)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

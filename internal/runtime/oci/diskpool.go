@@ -306,5 +306,11 @@ func (r *Runtime) Close() error {
 		r.disks.close()
 	}
 	r.unpinNullNetNS()
+	r.usernsMu.Lock()
+	for base, f := range r.usernsCache {
+		f.Close()
+		delete(r.usernsCache, base)
+	}
+	r.usernsMu.Unlock()
 	return nil
 }

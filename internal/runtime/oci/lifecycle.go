@@ -156,10 +156,66 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, restoreDir strin
 	if err := os.Chmod(l.run, 0o700); err != nil {
 		return runtime.Info{}, fmt.Errorf("oci: chmod run dir: %w", err)
 	}
+	paths := bundlePaths{rootfs: l.rootfs, runDir: l.run, agentBinary: spec.AgentBinary}
+	layers, upper, work := spec.Layers, l.upper, l.work
+	if r.userns.on {
+		// Each start maps the layers with the range it claims (userns.go),
+		// so mounts a previous run left are not reused.
+		if err := unmount(l.rootfs); err != nil {
+			return runtime.Info{}, err
+		}
+		m := l.idmap()
+		if err := unmountIdmapped(m); err != nil {
+			return runtime.Info{}, err
+		}
+		base, err := r.claimRange(l, id)
+		if err != nil {
+			return runtime.Info{}, err
+		}
+		undo = append(undo, func() error { r.releaseRange(l, id); return nil })
+		undo = append(undo, func() error { return unmountIdmapped(m) })
+		upperNS, doneUpper, err := r.mountUserns(base, true)
+		if err != nil {
+			return runtime.Info{}, err
+		}
+		defer doneUpper()
+		layersNS, doneLayers, err := r.mountUserns(base, false)
+		if err != nil {
+			return runtime.Info{}, err
+		}
+		defer doneLayers()
+		if layers, err = mountIdmappedTree(m, l.scratch, spec.Layers, upperNS, layersNS); err != nil {
+			return runtime.Info{}, err
+		}
+		upper, work = filepath.Join(m.upper, "upper"), filepath.Join(m.upper, "work")
+		paths.runDir, paths.idBase = filepath.Join(m.upper, "run"), base
+		if err := shareWith(base, l.dir, m.dir); err != nil {
+			return runtime.Info{}, err
+		}
+		for _, f := range []struct {
+			src *string
+			dst string
+		}{{&paths.agentBinary, m.agent}, {&spec.ResolvConf, m.resolv}, {&spec.TrustBundle, m.trust}} {
+			if *f.src == "" {
+				continue
+			}
+			if err := bindFile(*f.src, f.dst); err != nil {
+				return runtime.Info{}, err
+			}
+			*f.src = f.dst
+		}
+		if spec.NetNSPath != "" {
+			if err := mountSysfsIn(spec.NetNSPath, m.sys); err != nil {
+				return runtime.Info{}, err
+			}
+			paths.sysfs = m.sys
+		}
+		steps.mark("idmap")
+	}
 	if ok, err := r.mountedUnlessFresh(fresh, l.rootfs); err != nil {
 		return runtime.Info{}, err
 	} else if !ok {
-		if err := mountOverlay(spec.Layers, l.upper, l.work, l.rootfs); err != nil {
+		if err := mountOverlay(layers, upper, work, l.rootfs); err != nil {
 			return runtime.Info{}, err
 		}
 		undo = append(undo, func() error { return unmount(l.rootfs) })
@@ -173,7 +229,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, restoreDir strin
 		return runtime.Info{}, err
 	}
 
-	cfg := r.buildSpec(spec, bundlePaths{rootfs: l.rootfs, runDir: l.run, agentBinary: spec.AgentBinary})
+	cfg := r.buildSpec(spec, paths)
 	data, err := json.MarshalIndent(cfg, "", "\t")
 	if err != nil {
 		return runtime.Info{}, fmt.Errorf("oci: encode config: %w", err)
@@ -202,6 +258,14 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, restoreDir strin
 	}
 	if st.Status != "running" {
 		return runtime.Info{}, fmt.Errorf("sandbox %s exited at start (%s): %s: %w", id, st.Status, logTail(l.agentLog, 1024), errdefs.ErrFailedPrecondition)
+	}
+	if paths.idBase != 0 {
+		// Set up: the sandbox's ids need not pass through its directory
+		// any more. A process that escaped as one of them finds it closed,
+		// and the idmapped mounts in it out of reach.
+		if err := shareWith(0, l.dir, l.idmap().dir); err != nil {
+			return runtime.Info{}, err
+		}
 	}
 	// gVisor's own cgroup of a restored container is named after the
 	// sandbox the checkpoint was taken of.
@@ -435,12 +499,18 @@ func (r *Runtime) Stop(ctx context.Context, id string) error {
 	}
 	steps.mark("kill_delete")
 	l := r.layout(id)
-	for _, p := range []string{l.rootfs, l.scratch} {
-		if err := unmount(p); err != nil {
-			return fmt.Errorf("sandbox %s: %w", id, err)
-		}
-		steps.mark("umount_" + filepath.Base(p))
+	if err := unmount(l.rootfs); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
+	steps.mark("umount_rootfs")
+	if err := unmountIdmapped(l.idmap()); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	if err := unmount(l.scratch); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	steps.mark("umount_scratch")
+	r.releaseRange(l, id)
 	log.Debug("sandbox stopped")
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -57,6 +58,9 @@ type Options struct {
 	// Platform is gVisor's platform, systrap or ptrace; "" takes systrap
 	// where the binary has it (runsc_platform.go). runsc only.
 	Platform string
+	// UserNamespaces is UsernsAuto ("" too: a user namespace for each runc
+	// and crun sandbox where the host allows it) or UsernsOff (userns.go).
+	UserNamespaces string
 }
 
 // Runtime drives one OCI runtime binary. It implements runtime.Backend,
@@ -73,6 +77,9 @@ type Runtime struct {
 	platform     string    // runsc: gVisor's platform
 	pidsInside   bool      // runsc: pids limit enforced inside (runsc_pids.go)
 	runscPre2023 bool      // runsc: a release before 2023 (no systrap), e.g. Debian 12's
+	userns       usernsState
+	usernsMu     sync.Mutex
+	usernsCache  map[usernsKey]*os.File // userns.go
 }
 
 var (
@@ -142,6 +149,9 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	r.host = host
+	// With user namespaces (userns.go) the root and its sandboxes
+	// directory become 0711: a sandbox's root passes through them to its
+	// own directory, which only it and root may enter.
 	for _, d := range []string{root, r.stateDir(), filepath.Join(root, "sandboxes")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("oci: create state dir: %w", err)
@@ -150,6 +160,10 @@ func New(opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("oci: chmod state dir: %w", err)
 		}
 	}
+	if opts.UserNamespaces != "" && opts.UserNamespaces != UsernsAuto && opts.UserNamespaces != UsernsOff {
+		return nil, errdefs.Invalid("oci: user namespaces %q: want auto or off", opts.UserNamespaces)
+	}
+	r.setupUserns(opts.UserNamespaces)
 	if err := r.openDiskPool(opts.DiskPool); err != nil {
 		return nil, err
 	}

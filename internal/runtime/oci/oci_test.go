@@ -163,6 +163,8 @@ func TestSuite(t *testing.T) {
 				AgentBinary:       os.Getenv("PADDOCK_TEST_AGENT"),
 				SandboxWideLimits: tc.kind == KindRunsc,
 				TasksLimitInside:  pidsInside,
+				// Every host this suite runs on has kernel 5.19 or later.
+				UserNamespace: tc.kind != KindRunsc,
 			})
 		})
 	}

@@ -48,6 +48,12 @@ type bundlePaths struct {
 	rootfs      string
 	runDir      string
 	agentBinary string
+	// idBase is the first host id of the sandbox's user namespace (its
+	// root); 0: no user namespace (userns.go).
+	idBase uint32
+	// sysfs, if set, is a sysfs mounted for the sandbox's network
+	// namespace, bound at /sys instead of a mount of its own.
+	sysfs string
 }
 
 // buildSpec turns a validated Spec into the container's OCI config.
@@ -131,6 +137,18 @@ func (r *Runtime) buildSpec(spec runtime.Spec, p bundlePaths) *specs.Spec {
 		s.Process.OOMScoreAdj = &adj
 	}
 	applyNetwork(s, spec)
+	if p.idBase != 0 {
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+		m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: p.idBase, Size: usernsSize}}
+		s.Linux.UIDMappings, s.Linux.GIDMappings = m, append([]specs.LinuxIDMapping(nil), m...)
+	}
+	if p.sysfs != "" {
+		for i, m := range s.Mounts {
+			if m.Destination == "/sys" {
+				s.Mounts[i] = specs.Mount{Destination: "/sys", Type: "bind", Source: p.sysfs, Options: []string{"rbind", "ro", "nosuid", "noexec", "nodev"}}
+			}
+		}
+	}
 	return s
 }
 

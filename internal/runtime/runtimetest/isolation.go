@@ -66,6 +66,18 @@ func (s *suite) testIsolation(t *testing.T) {
 			t.Errorf("default uid = %q, want 1000", out)
 		}
 	})
+	t.Run("UserNamespace", func(t *testing.T) {
+		out := strings.Fields(ex.ok(ctx, t, "root", "cat", "/proc/self/uid_map"))
+		mapped := len(out) == 3 && out[0] == "0" && out[1] != "0" && out[2] == "65536"
+		if !s.opts.UserNamespace {
+			// Without one, root is the host's (or gVisor's own kernel's)
+			// and no range is set.
+			mapped = !mapped
+		}
+		if !mapped {
+			t.Errorf("uid_map %q, user namespace expected: %v", out, s.opts.UserNamespace)
+		}
+	})
 	t.Run("LoopbackOnly", func(t *testing.T) {
 		out := ex.ok(ctx, t, "user", "cat", "/proc/net/dev")
 		for _, line := range strings.Split(out, "\n") {

@@ -56,6 +56,9 @@ type Options struct {
 	// inside: forks past it fail (gVisor releases with an in-sandbox
 	// cgroup v2 tree; not Debian's runsc).
 	TasksLimitInside bool
+	// UserNamespace says root in the sandbox is a user namespace's, mapped
+	// to an unprivileged range of 65,536 host ids (runc and crun).
+	UserNamespace bool
 }
 
 type suite struct {

@@ -49,6 +49,9 @@ func startDaemon(t *testing.T, env ...string) *daemon {
 	t.Helper()
 	// Short paths: agent sockets live under the state dir (107-byte limit).
 	dir, err := os.MkdirTemp("/tmp", "pdc-")
+	if err == nil {
+		err = os.Chmod(dir, 0o711) // reachable for sandboxes in user namespaces
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
