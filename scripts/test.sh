@@ -75,11 +75,13 @@ fi
 # from memory.max, memory.swap.max, pids.max and cpu.max on runc and crun,
 # freezing through cgroup.freeze, the crun probe and the shared runtime
 # suite on crun, `paddock info` and pause and resume through a daemon, the
-# systemd unit (install, restart and stop keeping a sandbox), and an OOM
-# kill counted in the sandbox's own cgroup. About 3 minutes warm;
+# systemd unit (install, restart and stop keeping a sandbox), an OOM kill
+# counted in the sandbox's own cgroup, user namespaces (runc and crun), and
+# test/adversarial's escape probes, OOM deaths and fork bomb. About 5
+# minutes warm;
 # `make test-cgroupv2` runs the whole suite.
 echo "running the cgroup v2 VM subset (test/cgroupv2; log: $log)"
-PADDOCK_CGROUPV2_SUITES="oci e2e unit" \
+PADDOCK_CGROUPV2_SUITES="oci e2e unit adversarial" \
 	PADDOCK_CGROUPV2_OCI_RUN='^(TestHostCgroupLimits|TestFastFreeze|TestProbe)$/^(runc|crun)$|^TestSuite$/^crun$' \
 	PADDOCK_CGROUPV2_E2E_RUN='^(TestInfoRuntimesSizesLimits|TestPauseResume|TestUserNamespaces)$' \
 	PADDOCK_CGROUPV2_RUNTIMES=runc,crun \

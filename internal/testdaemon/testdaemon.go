@@ -60,9 +60,13 @@ func repoRoot() string {
 }
 
 // Binary builds bin/paddock as `make build` does, once per test process,
-// into a directory removed by Cleanup.
+// into a directory removed by Cleanup; $PADDOCK_TEST_BIN names a prebuilt
+// one instead (the cgroup v2 VM has no Go toolchain).
 func Binary(t testing.TB) string {
 	t.Helper()
+	if prebuilt := os.Getenv("PADDOCK_TEST_BIN"); prebuilt != "" {
+		return prebuilt
+	}
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "pdbin")
 		if buildErr != nil {

@@ -76,9 +76,13 @@ var (
 	probeErr  error
 )
 
-// probeBinary builds the static probe once.
+// probeBinary builds the static probe once; $PADDOCK_TEST_PROBE names a
+// prebuilt one instead (the cgroup v2 VM has no Go toolchain).
 func probeBinary(t *testing.T) string {
 	t.Helper()
+	if prebuilt := os.Getenv("PADDOCK_TEST_PROBE"); prebuilt != "" {
+		return prebuilt
+	}
 	probeOnce.Do(func() {
 		probeDir, probeErr = os.MkdirTemp("", "pdprobe")
 		if probeErr != nil {

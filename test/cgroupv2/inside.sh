@@ -11,7 +11,7 @@ mkdir -p "$out"
 export PADDOCK_TEST_RUNTIMES PADDOCK_TEST_TIME_SCALE
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root CGO_ENABLED=0
-export PADDOCK_TEST_AGENT=$share/bin/paddock-agent PADDOCK_TEST_BIN=$share/bin/paddock
+export PADDOCK_TEST_AGENT=$share/bin/paddock-agent PADDOCK_TEST_BIN=$share/bin/paddock PADDOCK_TEST_PROBE=$share/bin/probe
 export PADDOCK_CGROUPV2_INSIDE=1 PADDOCK_CGROUPV2_SHARE=$share
 # Under systemd, start once the boot has finished, as a user's daemon would.
 if [ "$(cat /proc/1/comm)" = systemd ]; then
@@ -44,6 +44,7 @@ for s in $SUITES; do
 	case $s in
 	oci) suite oci oci.test "$OCI_RUN" 40m "$OCI_SKIP" ;;
 	e2e) suite e2e e2e.test "$E2E_RUN" 30m ;;
+	adversarial) suite adversarial adversarial.test "$ADVERSARIAL_RUN" 30m ;;
 	unit) suite unit cgroupv2.test '^(TestInsideSystemdUnit|TestInsideOOMKill)$' 15m ;;
 	esac
 done

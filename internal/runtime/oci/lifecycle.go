@@ -161,12 +161,14 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, restoreDir strin
 	if r.userns.on {
 		// Each start maps the layers with the range it claims (userns.go),
 		// so mounts a previous run left are not reused.
-		if err := unmount(l.rootfs); err != nil {
-			return runtime.Info{}, err
-		}
 		m := l.idmap()
-		if err := unmountIdmapped(m); err != nil {
-			return runtime.Info{}, err
+		if !fresh {
+			if err := unmount(l.rootfs); err != nil {
+				return runtime.Info{}, err
+			}
+			if err := unmountIdmapped(m); err != nil {
+				return runtime.Info{}, err
+			}
 		}
 		base, err := r.claimRange(l, id)
 		if err != nil {

@@ -80,6 +80,7 @@ type Runtime struct {
 	userns       usernsState
 	usernsMu     sync.Mutex
 	usernsCache  map[usernsKey]*os.File // userns.go
+	freeSlots    []int                  // ranges given back lately, newest last
 }
 
 var (

@@ -319,6 +319,11 @@ func unmountIdmapped(m idmapLayout) error {
 		return err
 	}
 	for _, p := range mounts {
+		// Each is a mount point as just read; unmount's checks and
+		// retries are for one that is busy.
+		if unix.Unmount(p, 0) == nil {
+			continue
+		}
 		if err := unmount(p); err != nil {
 			return err
 		}
@@ -465,6 +470,26 @@ func (r *Runtime) claimRange(l layout, id string) (uint32, error) {
 			}
 		}
 	}
+	// A range this runtime gave back lately first: its namespaces for the
+	// idmapped mounts are still open (mountUserns), so the start makes no
+	// process for them.
+	for {
+		r.usernsMu.Lock()
+		n := len(r.freeSlots)
+		slot := -1
+		if n > 0 {
+			slot, r.freeSlots = r.freeSlots[n-1], r.freeSlots[:n-1]
+		}
+		r.usernsMu.Unlock()
+		if slot < 0 {
+			break
+		}
+		if ok, err := try(slot); err != nil {
+			return 0, err
+		} else if ok {
+			return done(slot)
+		}
+	}
 	var rb [4]byte
 	_, _ = rand.Read(rb[:])
 	start := int(binary.LittleEndian.Uint32(rb[:]) % usernsSlots)
@@ -493,7 +518,13 @@ func (r *Runtime) releaseRange(l layout, id string) {
 func (r *Runtime) releaseSlot(slot int, id string) {
 	p := filepath.Join(r.userns.claimDir, strconv.Itoa(slot))
 	if b, err := os.ReadFile(p); err == nil && string(b) == r.root+"\n"+id+"\n" {
-		_ = os.Remove(p)
+		if os.Remove(p) == nil {
+			r.usernsMu.Lock()
+			if len(r.freeSlots) < maxCachedUserns {
+				r.freeSlots = append(r.freeSlots, slot)
+			}
+			r.usernsMu.Unlock()
+		}
 	}
 }
 
