@@ -179,3 +179,37 @@ func ownClaims(t *testing.T, d *daemon, id string) []string {
 	}
 	return out
 }
+
+// TestGVisorLimitsInside: a gVisor sandbox reads its limits where
+// docs/admission.md says: the memory limit as /proc/meminfo's MemTotal
+// (gVisor sizes its memory to it) and the process limit in its own cgroup
+// of gVisor's cgroupfs, pids.max under /sys/fs/cgroup at the path
+// /proc/self/cgroup names.
+func TestGVisorLimitsInside(t *testing.T) {
+	requireGVisor(t)
+	d := startDaemon(t, daemonOpts{})
+	sb := create(t, d, api.CreateSandboxRequest{Image: "busybox", Runtime: api.RuntimeGVisor, Resources: api.Resources{MemoryMB: 256, Pids: 100}})
+	out, code := execOut(t, d, sb.ID, "sh", "-c", "awk '/^MemTotal:/ {print $2}' /proc/meminfo; cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/pids.max 2>/dev/null || echo none")
+	f := strings.Fields(out)
+	if code != 0 || len(f) != 2 {
+		t.Fatalf("exit %d: %q", code, out)
+	}
+	kb, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || kb > 256<<10 || kb < 240<<10 {
+		t.Errorf("MemTotal %s kB, want about 256 MiB (the limit)", f[0])
+	}
+	// Debian's runsc (2022) has no cgroup of the sandbox's own inside.
+	var in api.Info
+	if err := json.Unmarshal([]byte(d.must("info", "--json")), &in); err != nil {
+		t.Fatal(err)
+	}
+	pinned := false
+	for _, r := range in.Runtimes {
+		pinned = pinned || r.Name == api.RuntimeGVisor && strings.HasPrefix(r.Note, "pinned build")
+	}
+	if pinned && f[1] != "100" {
+		t.Errorf("pids.max %q, want 100 (the pinned runsc enforces it inside)", f[1])
+	} else if !pinned {
+		t.Logf("runsc from PATH: the process limit is not readable inside (%q)", f[1])
+	}
+}
