@@ -13,6 +13,9 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root CGO_ENABLED=0
 export PADDOCK_TEST_AGENT=$share/bin/paddock-agent PADDOCK_TEST_BIN=$share/bin/paddock PADDOCK_TEST_PROBE=$share/bin/probe
 export PADDOCK_CGROUPV2_INSIDE=1 PADDOCK_CGROUPV2_SHARE=$share
+if [ -x "$share/bin/runsc-pinned" ]; then
+	export PADDOCK_RUNSC=$share/bin/runsc-pinned
+fi
 # Under systemd, start once the boot has finished, as a user's daemon would.
 if [ "$(cat /proc/1/comm)" = systemd ]; then
 	systemctl is-system-running --wait >"$out/system-state" 2>&1

@@ -159,58 +159,8 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, restoreDir strin
 	paths := bundlePaths{rootfs: l.rootfs, runDir: l.run, agentBinary: spec.AgentBinary}
 	layers, upper, work := spec.Layers, l.upper, l.work
 	if r.userns.on {
-		// Each start maps the layers with the range it claims (userns.go),
-		// so mounts a previous run left are not reused.
-		m := l.idmap()
-		if !fresh {
-			if err := unmount(l.rootfs); err != nil {
-				return runtime.Info{}, err
-			}
-			if err := unmountIdmapped(m); err != nil {
-				return runtime.Info{}, err
-			}
-		}
-		base, err := r.claimRange(l, id)
-		if err != nil {
+		if layers, upper, work, err = r.startIdmapped(l, &spec, &paths, fresh, &undo); err != nil {
 			return runtime.Info{}, err
-		}
-		undo = append(undo, func() error { r.releaseRange(l, id); return nil })
-		undo = append(undo, func() error { return unmountIdmapped(m) })
-		upperNS, doneUpper, err := r.mountUserns(base, true)
-		if err != nil {
-			return runtime.Info{}, err
-		}
-		defer doneUpper()
-		layersNS, doneLayers, err := r.mountUserns(base, false)
-		if err != nil {
-			return runtime.Info{}, err
-		}
-		defer doneLayers()
-		if layers, err = mountIdmappedTree(m, l.scratch, spec.Layers, upperNS, layersNS); err != nil {
-			return runtime.Info{}, err
-		}
-		upper, work = filepath.Join(m.upper, "upper"), filepath.Join(m.upper, "work")
-		paths.runDir, paths.idBase = filepath.Join(m.upper, "run"), base
-		if err := shareWith(base, l.dir, m.dir); err != nil {
-			return runtime.Info{}, err
-		}
-		for _, f := range []struct {
-			src *string
-			dst string
-		}{{&paths.agentBinary, m.agent}, {&spec.ResolvConf, m.resolv}, {&spec.TrustBundle, m.trust}} {
-			if *f.src == "" {
-				continue
-			}
-			if err := bindFile(*f.src, f.dst); err != nil {
-				return runtime.Info{}, err
-			}
-			*f.src = f.dst
-		}
-		if spec.NetNSPath != "" {
-			if err := mountSysfsIn(spec.NetNSPath, m.sys); err != nil {
-				return runtime.Info{}, err
-			}
-			paths.sysfs = m.sys
 		}
 		steps.mark("idmap")
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
 )
 
 // User namespaces for runc and crun sandboxes. Root in the sandbox is a
@@ -551,4 +552,66 @@ func (r *Runtime) sweepClaims() {
 		}
 		_ = os.Remove(p)
 	}
+}
+
+// startIdmapped is a start's part with user namespaces: it claims a range
+// for the sandbox, mounts its layers and disk idmapped, binds the files its
+// mounts are made from into the sandbox's directory and opens that to the
+// range while the runtime sets the container up. It points spec and paths
+// at what it mounted, adds its undo steps, and returns the overlay's
+// layers, upper and work directories.
+func (r *Runtime) startIdmapped(l layout, spec *runtime.Spec, paths *bundlePaths, fresh bool, undo *[]func() error) (layers []string, upper, work string, err error) {
+	// Each start maps the layers with the range it claims, so mounts a
+	// previous run left are not reused.
+	m := l.idmap()
+	if !fresh {
+		if err := unmount(l.rootfs); err != nil {
+			return nil, "", "", err
+		}
+		if err := unmountIdmapped(m); err != nil {
+			return nil, "", "", err
+		}
+	}
+	base, err := r.claimRange(l, spec.ID)
+	if err != nil {
+		return nil, "", "", err
+	}
+	*undo = append(*undo, func() error { r.releaseRange(l, spec.ID); return nil })
+	*undo = append(*undo, func() error { return unmountIdmapped(m) })
+	upperNS, doneUpper, err := r.mountUserns(base, true)
+	if err != nil {
+		return nil, "", "", err
+	}
+	defer doneUpper()
+	layersNS, doneLayers, err := r.mountUserns(base, false)
+	if err != nil {
+		return nil, "", "", err
+	}
+	defer doneLayers()
+	if layers, err = mountIdmappedTree(m, l.scratch, spec.Layers, upperNS, layersNS); err != nil {
+		return nil, "", "", err
+	}
+	paths.runDir, paths.idBase = filepath.Join(m.upper, "run"), base
+	if err := shareWith(base, l.dir, m.dir); err != nil {
+		return nil, "", "", err
+	}
+	for _, f := range []struct {
+		src *string
+		dst string
+	}{{&paths.agentBinary, m.agent}, {&spec.ResolvConf, m.resolv}, {&spec.TrustBundle, m.trust}} {
+		if *f.src == "" {
+			continue
+		}
+		if err := bindFile(*f.src, f.dst); err != nil {
+			return nil, "", "", err
+		}
+		*f.src = f.dst
+	}
+	if spec.NetNSPath != "" {
+		if err := mountSysfsIn(spec.NetNSPath, m.sys); err != nil {
+			return nil, "", "", err
+		}
+		paths.sysfs = m.sys
+	}
+	return layers, filepath.Join(m.upper, "upper"), filepath.Join(m.upper, "work"), nil
 }
