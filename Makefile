@@ -21,7 +21,7 @@ run: deps build
 	./$(BIN) serve
 
 ## test: every test (unit, runtime suites on runc and runsc, end to end,
-## Kubernetes) and a subset of test-cgroupv2 (about 3 minutes warm).
+## Kubernetes) and a subset of test-cgroupv2 (about 7 minutes warm).
 test:
 	@PADDOCK_TEST_DEPS=1 ./scripts/install-deps.sh
 	./scripts/test.sh
@@ -37,7 +37,8 @@ unit:
 ## runs a subset of it (scripts/test.sh); this target runs all of it.
 test-cgroupv2:
 	@PADDOCK_CGROUPV2_DEPS=1 ./scripts/install-deps.sh
-	$(GO) test -tags cgroupv2vm -count=1 -v -timeout 90m -run '^TestCgroupV2$$' ./test/cgroupv2/
+	PADDOCK_RUNSC=$${PADDOCK_RUNSC:-/var/cache/paddock-test/bin/runsc-$$(cat internal/config/runsc.version)} \
+		$(GO) test -tags cgroupv2vm -count=1 -v -timeout 90m -run '^TestCgroupV2$$' ./test/cgroupv2/
 
 ## test-kubernetes: the Kubernetes suite alone, on a one-node cluster it
 ## builds (or reuses from /var/cache/paddock-test/k8s), starts and tears down.

@@ -41,8 +41,9 @@ func usernsBase(t *testing.T, d *daemon, id string) uint64 {
 	return base
 }
 
-// TestUserNamespaces: a runc sandbox's root is an id of a range of its own
-// on the host, its files keep the owners the sandbox sees (the image's
+// TestUserNamespaces: a sandbox of the daemon's default runtime (runc; in
+// the cgroup v2 VM also crun) has a root that is an id of a range of its
+// own on the host, its files keep the owners the sandbox sees (the image's
 // layers are not changed), its /sys shows its own network only, and its
 // range is given back when it stops.
 func TestUserNamespaces(t *testing.T) {
@@ -51,13 +52,17 @@ func TestUserNamespaces(t *testing.T) {
 	if err := json.Unmarshal([]byte(d.must("info", "--json")), &in); err != nil {
 		t.Fatal(err)
 	}
+	var def api.RuntimeInfo
 	for _, r := range in.Runtimes {
-		if r.Name == "runc" && r.UserNamespaces != "on" {
-			t.Fatalf("runc: user namespaces %q, want on (kernel 5.19 or later, which this suite's hosts have)", r.UserNamespaces)
+		if r.Default {
+			def = r
 		}
 		if r.Name == "gvisor" && r.UserNamespaces != "" {
 			t.Errorf("gvisor: user namespaces %q, want none said", r.UserNamespaces)
 		}
+	}
+	if def.Binary != "runc" && def.Binary != "crun" || def.UserNamespaces != "on" {
+		t.Fatalf("default runtime %+v: want runc or crun with user namespaces on (kernel 5.19 or later, which this suite's hosts have)", def)
 	}
 	if !strings.Contains(d.must("info"), "user namespaces on") {
 		t.Error("paddock info does not say user namespaces are on")
@@ -89,7 +94,7 @@ func TestUserNamespaces(t *testing.T) {
 	}
 	// Once it runs, its directory is closed to its own ids: a process
 	// that escaped as one of them reaches none of its mounts.
-	sbDir := filepath.Join(d.stateDir, "runtime", "runc", "sandboxes", a.ID)
+	sbDir := filepath.Join(d.stateDir, "runtime", def.Binary, "sandboxes", a.ID)
 	var dst unix.Stat_t
 	if err := unix.Stat(sbDir, &dst); err != nil {
 		t.Fatal(err)
@@ -120,7 +125,7 @@ func TestUserNamespaces(t *testing.T) {
 
 	// Stop gives the range back; a start claims one again, files kept.
 	d.must("stop", a.ID)
-	if claims := ownClaims(t, d, a.ID); len(claims) != 0 {
+	if claims := ownClaims(t, d, def.Binary, a.ID); len(claims) != 0 {
 		t.Errorf("a stopped sandbox still claims %v", claims)
 	}
 	d.must("start", a.ID)
@@ -128,13 +133,13 @@ func TestUserNamespaces(t *testing.T) {
 	if out, code := execOut(t, d, a.ID, "ls", "/by-root"); code != 0 {
 		t.Errorf("after a restart: %q", out)
 	}
-	if claims := ownClaims(t, d, a.ID); len(claims) != 1 {
+	if claims := ownClaims(t, d, def.Binary, a.ID); len(claims) != 1 {
 		t.Errorf("a running sandbox claims %v, want one range", claims)
 	}
 	d.must("rm", a.ID)
 	// The removal finishes in the background.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		claims := ownClaims(t, d, a.ID)
+		claims := ownClaims(t, d, def.Binary, a.ID)
 		if len(claims) == 0 {
 			break
 		}
@@ -162,15 +167,16 @@ func hostProcsOwnedBy(t *testing.T, uid uint64) int {
 	return n
 }
 
-// ownClaims lists the host's range claims that name sandbox id of d.
-func ownClaims(t *testing.T, d *daemon, id string) []string {
+// ownClaims lists the host's range claims that name sandbox id of d's
+// runtime binary.
+func ownClaims(t *testing.T, d *daemon, binary, id string) []string {
 	t.Helper()
 	const dir = "/run/paddock/userns"
 	ents, err := os.ReadDir(dir)
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	want := filepath.Join(d.stateDir, "runtime", "runc") + "\n" + id + "\n"
+	want := filepath.Join(d.stateDir, "runtime", binary) + "\n" + id + "\n"
 	var out []string
 	for _, e := range ents {
 		if b, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil && string(b) == want {
