@@ -41,9 +41,10 @@ func Connect(ctx context.Context, kubeconfig string) (*Cluster, error) {
 		return nil, fmt.Errorf("kubernetes config: %w", err)
 	}
 	cfg.UserAgent = "paddock"
-	// Every call the backend makes is a short one (it polls rather than
-	// watches), so a server that does not answer within this is taken as
-	// away: a create fails in tens of seconds, not minutes.
+	// Every call the backend makes is a short one, so a server that does
+	// not answer within this is taken as away: a create fails in tens of
+	// seconds, not minutes. The watches it keeps while it waits (follow.go)
+	// end at this too and are opened again.
 	cfg.Timeout = apiTimeout
 	cfg.QPS, cfg.Burst = 100, 200
 	scheme, err := Scheme()
@@ -61,7 +62,7 @@ func Connect(ctx context.Context, kubeconfig string) (*Cluster, error) {
 	if _, err := dc.ServerResourcesForGroupVersion(sandboxv1.GroupVersion.String()); err != nil {
 		return nil, fmt.Errorf("kubernetes API server %s does not serve %s (install agent-sandbox's CRDs and controller: deploy/kubernetes): %w", cfg.Host, sandboxv1.GroupVersion, err)
 	}
-	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}

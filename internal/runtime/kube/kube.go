@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,6 +90,9 @@ type Backend struct {
 	o Options
 	// names caches sandboxName's answers (warmpool.go).
 	names sync.Map // id -> Sandbox and pod name
+	// poolTokens keeps the pools' tokens this daemon read or made
+	// (warmpool.go), so a claim does not read them again.
+	poolTokens sync.Map // pool object -> token
 }
 
 // New returns a backend; it checks nothing until used (see Probe).
@@ -136,31 +140,43 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 		if _, err := egressData(spec); err != nil { // egress.go; checked before anything is made
 			return runtime.Info{}, err
 		}
-	}
-	token, err := b.ensureSecret(ctx, spec.ID)
-	if err != nil {
-		return runtime.Info{}, err
-	}
-	if spec.Egress != nil {
 		// A warm pool's pods started without the proxy's settings.
 		spec.WarmPool = ""
-		if err := b.ensureEgressSecret(ctx, spec); err != nil { // egress.go
-			return runtime.Info{}, err
-		}
 	}
-	name, err := b.sandboxName(ctx, spec.ID) // warmpool.go
-	if err != nil {
-		return runtime.Info{}, err
-	}
+	// The sandbox's Secrets, and where it stands: independent reads and
+	// writes, made at once (each is a round trip to the API server).
+	var token, name string
 	var sb sandboxv1.Sandbox
-	err = b.o.Client.Get(ctx, b.nsName(name), &sb)
-	if apierrors.IsNotFound(err) && spec.WarmPool != "" && name == objectName(spec.ID) {
+	var sbErr error // reading the Sandbox
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		var err error
+		if token, err = b.ensureSecret(gctx, spec.ID); err != nil {
+			return err
+		}
+		if spec.Egress != nil {
+			return b.ensureEgressSecret(gctx, spec) // egress.go
+		}
+		return nil
+	})
+	g.Go(func() error {
+		var nerr error
+		if name, nerr = b.sandboxName(gctx, spec.ID); nerr != nil { // warmpool.go
+			return nerr
+		}
+		sbErr = b.o.Client.Get(gctx, b.nsName(name), &sb)
+		return nil
+	})
+	if gerr := g.Wait(); gerr != nil {
+		return runtime.Info{}, gerr
+	}
+	if apierrors.IsNotFound(sbErr) && spec.WarmPool != "" && name == objectName(spec.ID) {
 		return b.claim(ctx, spec, token) // warmpool.go
 	}
 	if err := b.ensureNetworkPolicy(ctx, spec.ID, spec.Egress); err != nil { // netpol.go
 		return runtime.Info{}, err
 	}
-	switch {
+	switch err := sbErr; {
 	case apierrors.IsNotFound(err):
 		sb = b.sandboxObject(spec)
 		if len(spec.SnapshotLayers) > 0 {
@@ -359,32 +375,36 @@ func cutEnv(kv string) (string, string, bool) {
 func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
 	defer cancel()
-	var last string
-	var delay backoff // warmpool.go
-	for {
-		var pod corev1.Pod
-		err := b.o.Client.Get(ctx, b.nsName(name), &pod)
+	var last, ip string
+	var ended error
+	err := b.follow(ctx, name, &corev1.Pod{}, &corev1.PodList{}, func(o client.Object, err error) (bool, error) {
 		switch {
 		case err == nil:
+			pod := o.(*corev1.Pod)
 			if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
-				return "", fmt.Errorf("sandbox %s: its pod ended (%s): %s: %w", id, pod.Status.Phase, podReason(&pod), errdefs.ErrUnavailable)
+				ended = fmt.Errorf("sandbox %s: its pod ended (%s): %s: %w", id, pod.Status.Phase, podReason(pod), errdefs.ErrUnavailable)
+				return true, ended
 			}
 			if pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "" {
-				return pod.Status.PodIP, nil
+				ip = pod.Status.PodIP
+				return true, nil
 			}
-			last = podReason(&pod)
+			last = podReason(pod)
 		case !apierrors.IsNotFound(err):
 			last = err.Error()
 		}
-		select {
-		case <-ctx.Done():
-			if last == "" {
-				last = "no pod yet" + b.sandboxSays(id, name)
-			}
-			return "", fmt.Errorf("sandbox %s: pod not running within %s (%s): %w", id, b.o.StartTimeout, last, errdefs.ErrUnavailable)
-		case <-time.After(delay.next()):
-		}
+		return false, nil
+	})
+	switch {
+	case ended != nil:
+		return "", ended
+	case err == nil:
+		return ip, nil
 	}
+	if last == "" {
+		last = "no pod yet" + b.sandboxSays(id, name)
+	}
+	return "", fmt.Errorf("sandbox %s: pod not running within %s (%s): %w", id, b.o.StartTimeout, last, errdefs.ErrUnavailable)
 }
 
 // sandboxSays is what the Sandbox's conditions say that is not true

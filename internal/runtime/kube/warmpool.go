@@ -77,9 +77,11 @@ func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spe
 	obj := b.poolObject(name)
 	labels := b.poolLabels(obj)
 	meta := metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace, Labels: labels, Annotations: map[string]string{annotationPool: name}}
-	if _, err := b.ensureToken(ctx, meta); err != nil {
+	tok, err := b.ensureToken(ctx, meta)
+	if err != nil {
 		return fmt.Errorf("pool %s: %w", name, err)
 	}
+	b.poolTokens.Store(obj, tok)
 	np := b.policy(meta, map[string]string{LabelWarmPool: obj, LabelInstance: b.o.Instance})
 	if err := b.o.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("pool %s: create NetworkPolicy: %w", name, apiErr(err))
@@ -98,7 +100,7 @@ func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spe
 		},
 	}
 	var cur extv1.SandboxTemplate
-	err := b.o.Client.Get(ctx, b.nsName(obj), &cur)
+	err = b.o.Client.Get(ctx, b.nsName(obj), &cur)
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := b.o.Client.Create(ctx, &tpl); err != nil {
@@ -156,6 +158,7 @@ func (b *Backend) DeleteWarmPool(ctx context.Context, name string) error {
 	obj := b.poolObject(name)
 	om := metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace}
 	fg := client.PropagationPolicy(metav1.DeletePropagationForeground)
+	b.poolTokens.Delete(obj)
 	if err := b.o.Client.Delete(ctx, &extv1.SandboxWarmPool{ObjectMeta: om}, fg); err != nil && !gone(err) {
 		return fmt.Errorf("pool %s: delete SandboxWarmPool: %w", name, apiErr(err))
 	}
@@ -282,7 +285,7 @@ func (b *Backend) claim(ctx context.Context, spec runtime.Spec, token string) (r
 	id, pool := spec.ID, spec.WarmPool
 	start := time.Now()
 	obj := b.poolObject(pool)
-	poolToken, err := b.ensureToken(ctx, metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace, Labels: b.poolLabels(obj), Annotations: map[string]string{annotationPool: pool}})
+	poolToken, err := b.poolToken(ctx, pool)
 	if err != nil {
 		return runtime.Info{}, fmt.Errorf("sandbox %s: pool %s: %w", id, pool, err)
 	}
@@ -322,6 +325,8 @@ func (b *Backend) claim(ctx context.Context, spec runtime.Spec, token string) (r
 		cctx, cancel := context.WithTimeout(gctx, b.o.StartTimeout)
 		defer cancel()
 		if err := agentclient.Claim(cctx, info.AgentAddr, poolToken, token); err != nil {
+			// The pool's Secret may have been made again meanwhile.
+			b.poolTokens.Delete(obj)
 			return fmt.Errorf("sandbox %s: pool %s: %w", id, pool, err)
 		}
 		return nil
@@ -334,36 +339,54 @@ func (b *Backend) claim(ctx context.Context, spec runtime.Spec, token string) (r
 	return info, nil
 }
 
+// poolToken is the token of pool's pods: the one kept, or its Secret's.
+func (b *Backend) poolToken(ctx context.Context, pool string) (string, error) {
+	obj := b.poolObject(pool)
+	if t, ok := b.poolTokens.Load(obj); ok {
+		return t.(string), nil
+	}
+	t, err := b.ensureToken(ctx, metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace, Labels: b.poolLabels(obj), Annotations: map[string]string{annotationPool: pool}})
+	if err != nil {
+		return "", err
+	}
+	b.poolTokens.Store(obj, t)
+	return t, nil
+}
+
 // waitClaimed waits until id's claim names its Sandbox, and returns that
 // name and the claim's uid.
 func (b *Backend) waitClaimed(ctx context.Context, id string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
 	defer cancel()
-	var last string
-	var delay backoff
-	for {
-		var cl extv1.SandboxClaim
-		err := b.o.Client.Get(ctx, b.key(id), &cl)
+	var last, name, uid string
+	var deleted error
+	err := b.follow(ctx, objectName(id), &extv1.SandboxClaim{}, &extv1.SandboxClaimList{}, func(o client.Object, err error) (bool, error) {
 		switch {
 		case err == nil:
-			if n := claimedName(&cl); n != "" {
-				return n, string(cl.UID), nil
+			cl := o.(*extv1.SandboxClaim)
+			if n := claimedName(cl); n != "" {
+				name, uid = n, string(cl.UID)
+				return true, nil
 			}
 			last = "no Sandbox yet"
 			if c := meta.FindStatusCondition(cl.Status.Conditions, string(sandboxv1.SandboxConditionReady)); c != nil && c.Reason != "" {
 				last = c.Reason + ": " + c.Message
 			}
 		case apierrors.IsNotFound(err):
-			return "", "", fmt.Errorf("sandbox %s: its SandboxClaim was deleted: %w", id, errdefs.ErrUnavailable)
+			deleted = fmt.Errorf("sandbox %s: its SandboxClaim was deleted: %w", id, errdefs.ErrUnavailable)
+			return true, deleted
 		default:
 			last = err.Error()
 		}
-		select {
-		case <-ctx.Done():
-			return "", "", fmt.Errorf("sandbox %s: the warm pool's claim was not satisfied within %s (%s): %w", id, b.o.StartTimeout, last, errdefs.ErrUnavailable)
-		case <-time.After(delay.next()):
-		}
+		return false, nil
+	})
+	switch {
+	case deleted != nil:
+		return "", "", deleted
+	case err == nil:
+		return name, uid, nil
 	}
+	return "", "", fmt.Errorf("sandbox %s: the warm pool's claim was not satisfied within %s (%s): %w", id, b.o.StartTimeout, last, errdefs.ErrUnavailable)
 }
 
 // adopt makes the claimed Sandbox name the sandbox id's: its labels (so

@@ -1,0 +1,123 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// countingClient counts the reads a wait makes.
+type countingClient struct {
+	client.WithWatch
+	gets atomic.Int32
+}
+
+func (c *countingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets.Add(1)
+	return c.WithWatch.Get(ctx, key, obj, opts...)
+}
+
+// TestWaitClaimedWatches: a wait for a claim reads it once and then
+// follows its changes as the API server sends them (no polling), sees the
+// claim satisfied when it is, and sees a claim deleted under it.
+func TestWaitClaimedWatches(t *testing.T) {
+	ctx := context.Background()
+	b, cl := fakeBackend(t, "runc", "pd-a")
+	cc := &countingClient{WithWatch: cl.(client.WithWatch)}
+	b.o.Client, b.o.StartTimeout = cc, 10*time.Second
+	for _, id := range []string{"w1", "w2"} {
+		if err := cl.Create(ctx, &extv1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: "ns"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Satisfied after a while, with other claims changing meanwhile.
+	go func() {
+		time.Sleep(400 * time.Millisecond)
+		var other extv1.SandboxClaim
+		if err := cl.Get(ctx, b.key("w2"), &other); err == nil {
+			other.Labels = map[string]string{"x": "y"}
+			cl.Update(ctx, &other)
+		}
+		time.Sleep(400 * time.Millisecond)
+		var c extv1.SandboxClaim
+		if err := cl.Get(ctx, b.key("w1"), &c); err != nil {
+			t.Error(err)
+			return
+		}
+		c.Status.SandboxStatus.Name = "paddock-pool-x-abcde"
+		if err := cl.Status().Update(ctx, &c); err != nil {
+			t.Error(err)
+		}
+	}()
+	start := time.Now()
+	name, _, err := b.waitClaimed(ctx, "w1")
+	if err != nil || name != "paddock-pool-x-abcde" {
+		t.Fatalf("waitClaimed = %q, %v", name, err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("waitClaimed took %s", took)
+	}
+	if n := cc.gets.Load(); n != 1 {
+		t.Errorf("the wait read the claim %d times in %s; want one read and a watch", n, time.Since(start))
+	}
+
+	// Deleted under the wait.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		cl.Delete(ctx, &extv1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: objectName("w2"), Namespace: "ns"}})
+	}()
+	if _, _, err := b.waitClaimed(ctx, "w2"); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "deleted") {
+		t.Fatalf("waitClaimed of a claim deleted meanwhile: %v", err)
+	}
+}
+
+// TestWaitPodIPFollowsThePod: a wait for a pod that does not exist yet
+// polls until it does, then follows it to Running with an address; a pod
+// that fails says so with its reason.
+func TestWaitPodIPFollowsThePod(t *testing.T) {
+	ctx := context.Background()
+	b, cl := fakeBackend(t, "runc", "pd-a")
+	b.o.StartTimeout = 10 * time.Second
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+		if err := cl.Create(ctx, pod); err != nil {
+			t.Error(err)
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.213.0.9"}
+		if err := cl.Status().Update(ctx, pod); err != nil {
+			t.Error(err)
+		}
+	}()
+	if ip, err := b.waitPodIP(ctx, "s1", "p1"); err != nil || ip != "10.213.0.9" {
+		t.Fatalf("waitPodIP = %q, %v", ip, err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p2", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	if err := cl.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "the node ran low on memory"}
+		cl.Status().Update(ctx, pod)
+	}()
+	if _, err := b.waitPodIP(ctx, "s2", "p2"); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "the node ran low on memory") {
+		t.Fatalf("waitPodIP of a failed pod: %v", err)
+	}
+	b.o.StartTimeout = 300 * time.Millisecond
+	if _, err := b.waitPodIP(ctx, "s3", "p3"); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "no pod yet") {
+		t.Fatalf("waitPodIP of a pod never made: %v", err)
+	}
+}
