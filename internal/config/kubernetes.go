@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/paddock-dev/paddock/internal/image"
 )
@@ -50,10 +51,21 @@ type Kubernetes struct {
 	// `serve --kube-egress-proxy`): IPV4:PORT, an address the pods reach
 	// (port 0 picks one). Empty: network egress is refused.
 	EgressProxy string `json:"egress_proxy,omitempty"`
+	// StartTimeout bounds the wait for a sandbox's pod to run
+	// ($PADDOCK_KUBE_START_TIMEOUT, `serve --kube-start-timeout`; default
+	// 3m): scheduling, volumes and the image's pull included. A pod that
+	// does not run by then fails the start with the cluster's reason.
+	StartTimeout time.Duration `json:"start_timeout"`
 }
 
+// Bounds of Kubernetes.StartTimeout.
+const (
+	minKubeStartTimeout = 5 * time.Second
+	maxKubeStartTimeout = time.Hour
+)
+
 func defaultKubernetes() Kubernetes {
-	return Kubernetes{Namespace: "default", ImagePrefix: "paddock.local", RuntimeClasses: map[string]string{"runc": ""}, HomeVolume: true}
+	return Kubernetes{Namespace: "default", ImagePrefix: "paddock.local", RuntimeClasses: map[string]string{"runc": ""}, HomeVolume: true, StartTimeout: 3 * time.Minute}
 }
 
 // ParseRuntimeClasses reads a runtime-to-RuntimeClass map written as
@@ -99,6 +111,13 @@ func (c *Config) applyKubernetesEnv(getenv func(string) string) error {
 	if v := getenv("PADDOCK_KUBE_EGRESS_PROXY"); v != "" {
 		c.Kubernetes.EgressProxy = v
 	}
+	if v := getenv("PADDOCK_KUBE_START_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("PADDOCK_KUBE_START_TIMEOUT: %w", err)
+		}
+		c.Kubernetes.StartTimeout = d
+	}
 	if v := getenv("PADDOCK_KUBE_RUNTIME_CLASSES"); v != "" {
 		m, err := ParseRuntimeClasses(v)
 		if err != nil {
@@ -140,6 +159,9 @@ func (c *Config) validateKubernetes() []error {
 		if ap, err := netip.ParseAddrPort(k.EgressProxy); err != nil || !ap.Addr().Is4() || ap.Addr().IsUnspecified() {
 			errs = append(errs, fmt.Errorf("kubernetes egress_proxy %q: want IPV4:PORT, an address the pods reach (not 0.0.0.0)", k.EgressProxy))
 		}
+	}
+	if k.StartTimeout < minKubeStartTimeout || k.StartTimeout > maxKubeStartTimeout {
+		errs = append(errs, fmt.Errorf("kubernetes start_timeout %s: want %s to %s", k.StartTimeout, minKubeStartTimeout, maxKubeStartTimeout))
 	}
 	if len(k.RuntimeClasses) == 0 {
 		errs = append(errs, fmt.Errorf("kubernetes runtime_classes is empty: no runtime would be offered"))

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseRuntimeClasses(t *testing.T) {
@@ -78,5 +79,27 @@ func TestKubeEgressProxy(t *testing.T) {
 		if ok && err != nil || !ok && (err == nil || !strings.Contains(err.Error(), "egress_proxy")) {
 			t.Errorf("%q: Validate() = %v", v, err)
 		}
+	}
+}
+
+func TestKubeStartTimeout(t *testing.T) {
+	if d := Default().Kubernetes.StartTimeout; d != 3*time.Minute {
+		t.Fatalf("default start timeout %s", d)
+	}
+	for v, want := range map[string]string{"20s": "", "1h": "", "4s": "start_timeout", "2h": "start_timeout", "-1m": "start_timeout"} {
+		env := map[string]string{"PADDOCK_BACKEND": "kubernetes", "PADDOCK_KUBE_START_TIMEOUT": v}
+		c := Default()
+		if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Validate()
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%q: Validate() = %v", v, err)
+		}
+	}
+	env := map[string]string{"PADDOCK_KUBE_START_TIMEOUT": "soon"}
+	c := Default()
+	if err := c.ApplyEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "PADDOCK_KUBE_START_TIMEOUT") {
+		t.Fatalf("ApplyEnv with a malformed value = %v", err)
 	}
 }

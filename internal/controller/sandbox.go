@@ -147,7 +147,7 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	log.Info("creating sandbox", "name", rec.Name, "image", imgRef, "runtime", rtName)
 	// Starting is not abandoned half-way when the caller goes away: it
 	// runs to a final state under its own deadline.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReadyTimeout+teardownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.startBudget(rtName))
 	defer cancel()
 	if netPolicy != nil {
 		if _, err := c.prepareNetwork(sctx, rec.ID, netPolicy); err != nil {
@@ -256,6 +256,19 @@ func (c *Controller) launchCompute(ctx context.Context, e *entry, rec *store.San
 	e.agent = ag
 	c.armWatch(e, rec.ID, rec.Runtime) // death.go
 	return nil
+}
+
+// startBudget bounds a start on runtime rt: the agent's ReadyTimeout and
+// a rollback, and the backend's own wait where it has one
+// (runtime.StartBounder: a cluster's scheduling and image pulls).
+func (c *Controller) startBudget(rt string) time.Duration {
+	d := c.cfg.ReadyTimeout + teardownTimeout
+	if b, err := c.backend(rt); err == nil {
+		if sb, ok := b.(runtime.StartBounder); ok {
+			d += sb.StartTimeout()
+		}
+	}
+	return d
 }
 
 // failStart rolls back a failed start: no compute is left, and the record
@@ -396,7 +409,7 @@ func (c *Controller) startLocked(ctx context.Context, e *entry, id, reason strin
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: its image %s is gone: %w", rec.ID, rec.ImageDigest, err)
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReadyTimeout+teardownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.startBudget(rec.Runtime))
 	defer cancel()
 	why, restoring := c.restoring(sctx, rec, reason) // fork.go
 	if err := c.setState(sctx, rec, api.StateCreating, why, false); err != nil {

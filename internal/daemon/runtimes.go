@@ -120,7 +120,8 @@ func kubeRuntimes(ctx context.Context, cfg config.Config, log *slog.Logger) (map
 			Name: rt.api, Client: cl.Client, Namespace: cfg.Kubernetes.Namespace, Instance: cfg.KubeInstance(),
 			ImagePrefix: cfg.Kubernetes.ImagePrefix, RuntimeClass: class,
 			HomeVolume: cfg.Kubernetes.HomeVolume, HomeStorageClass: cfg.Kubernetes.HomeStorageClass,
-			Logger: log.With("part", "runtime", "runtime", rt.api, "backend", config.BackendKubernetes),
+			StartTimeout: cfg.Kubernetes.StartTimeout,
+			Logger:       log.With("part", "runtime", "runtime", rt.api, "backend", config.BackendKubernetes),
 		})
 		if err != nil {
 			return nil, nil, err

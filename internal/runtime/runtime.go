@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/netip"
 	"syscall"
+	"time"
 )
 
 // Status is what the runtime says about one sandbox's container.
@@ -126,6 +127,15 @@ type WarmPooler interface {
 	DeleteWarmPool(ctx context.Context, name string) error
 	// WarmPools lists the pools this backend keeps.
 	WarmPools(ctx context.Context) ([]string, error)
+}
+
+// StartBounder is a backend whose Start may wait much longer than a local
+// start (a cluster schedules the pod, binds its volumes, pulls its image):
+// StartTimeout is the longest its Start waits before it fails with the
+// platform's reason, and the controller gives a start that long on top of
+// its own bounds.
+type StartBounder interface {
+	StartTimeout() time.Duration
 }
 
 // Info says where to reach a started sandbox's agent.

@@ -67,6 +67,10 @@ func (b *Backend) watchOne(ctx context.Context, wc client.WithWatch, name, rv st
 		Raw:           &metav1.ListOptions{ResourceVersion: rv},
 	})
 	if err != nil {
+		if ctx.Err() == nil && b.watchRefused.CompareAndSwap(false, true) {
+			// Polling still works; say once why it is used.
+			b.o.Logger.Warn("cannot watch objects on the cluster; waits poll instead", "err", err)
+		}
 		return false, nil
 	}
 	defer w.Stop()

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -93,6 +94,8 @@ type Backend struct {
 	// poolTokens keeps the pools' tokens this daemon read or made
 	// (warmpool.go), so a claim does not read them again.
 	poolTokens sync.Map // pool object -> token
+	// watchRefused is set once a watch was refused (follow.go).
+	watchRefused atomic.Bool
 }
 
 // New returns a backend; it checks nothing until used (see Probe).
@@ -108,6 +111,11 @@ func New(o Options) (*Backend, error) {
 	}
 	return &Backend{o: o}, nil
 }
+
+// StartTimeout implements runtime.StartBounder.
+func (b *Backend) StartTimeout() time.Duration { return b.o.StartTimeout }
+
+var _ runtime.StartBounder = (*Backend)(nil)
 
 // Name implements runtime.Backend.
 func (b *Backend) Name() string { return b.o.Name }
@@ -373,6 +381,7 @@ func cutEnv(kv string) (string, string, bool) {
 // waitPodIP polls the sandbox's pod until it runs with an address, fails,
 // or StartTimeout passes.
 func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error) {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
 	defer cancel()
 	var last, ip string
@@ -404,7 +413,7 @@ func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error
 	if last == "" {
 		last = "no pod yet" + b.sandboxSays(id, name)
 	}
-	return "", fmt.Errorf("sandbox %s: pod not running within %s (%s): %w", id, b.o.StartTimeout, last, errdefs.ErrUnavailable)
+	return "", fmt.Errorf("sandbox %s: pod not running after %s (%s): %w", id, time.Since(start).Round(time.Second), last, errdefs.ErrUnavailable)
 }
 
 // sandboxSays is what the Sandbox's conditions say that is not true

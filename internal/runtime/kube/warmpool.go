@@ -356,6 +356,7 @@ func (b *Backend) poolToken(ctx context.Context, pool string) (string, error) {
 // waitClaimed waits until id's claim names its Sandbox, and returns that
 // name and the claim's uid.
 func (b *Backend) waitClaimed(ctx context.Context, id string) (string, string, error) {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
 	defer cancel()
 	var last, name, uid string
@@ -386,7 +387,7 @@ func (b *Backend) waitClaimed(ctx context.Context, id string) (string, string, e
 	case err == nil:
 		return name, uid, nil
 	}
-	return "", "", fmt.Errorf("sandbox %s: the warm pool's claim was not satisfied within %s (%s): %w", id, b.o.StartTimeout, last, errdefs.ErrUnavailable)
+	return "", "", fmt.Errorf("sandbox %s: the warm pool's claim was not satisfied after %s (%s): %w", id, time.Since(start).Round(time.Second), last, errdefs.ErrUnavailable)
 }
 
 // adopt makes the claimed Sandbox name the sandbox id's: its labels (so
