@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
 )
 
 // countingClient counts the reads a wait makes.
@@ -119,5 +120,84 @@ func TestWaitPodIPFollowsThePod(t *testing.T) {
 	b.o.StartTimeout = 300 * time.Millisecond
 	if _, err := b.waitPodIP(ctx, "s3", "p3"); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "no pod yet") {
 		t.Fatalf("waitPodIP of a pod never made: %v", err)
+	}
+}
+
+// TestWaitFollowsThePodsWatch: Wait follows a running pod through the
+// backend's one watch of its pods (no read per sandbox per second), and
+// says at once when the pod ends and when it is deleted.
+func TestWaitFollowsThePodsWatch(t *testing.T) {
+	ctx := context.Background()
+	b, cl := fakeBackend(t, "runc", "pd-a")
+	t.Cleanup(func() { b.Close() })
+	cc := &countingClient{WithWatch: cl.(client.WithWatch)}
+	b.o.Client = cc
+	running := corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.213.0.9",
+		ContainerStatuses: []corev1.ContainerStatus{{Name: containerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	for _, id := range []string{"s1", "s2"} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Namespace: "ns", Labels: b.labels(id)}}
+		if err := cl.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status = running
+		if err := cl.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type result struct {
+		exit runtime.Exit
+		err  error
+	}
+	wait := func(id string) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			e, err := b.Wait(ctx, id)
+			ch <- result{e, err}
+		}()
+		return ch
+	}
+	w1, w2 := wait("s1"), wait("s2")
+	time.Sleep(2500 * time.Millisecond)
+	select {
+	case r := <-w1:
+		t.Fatalf("Wait of a running pod returned %+v", r)
+	default:
+	}
+	if n := cc.gets.Load(); n > 4 {
+		t.Errorf("two waits read their pods %d times in 2.5 s; want the watch to serve them", n)
+	}
+
+	// The agent is OOM-killed.
+	var pod corev1.Pod
+	if err := cl.Get(ctx, b.key("s1"), &pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}}
+	if err := cl.Status().Update(ctx, &pod); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-w1:
+		if r.err != nil || r.exit.Reason != "out of memory" {
+			t.Fatalf("Wait after an OOM kill: %+v", r)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Wait did not see the pod end")
+	}
+	// The other pod is deleted.
+	if err := cl.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: objectName("s2"), Namespace: "ns"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-w2:
+		if r.err != nil || r.exit.Reason != "its pod was deleted" {
+			t.Fatalf("Wait after the pod was deleted: %+v", r)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Wait did not see the pod deleted")
+	}
+	// A sandbox without a pod: at once.
+	if e, err := b.Wait(ctx, "s3"); err != nil || e.Reason != "no pod runs" {
+		t.Fatalf("Wait without a pod: %+v %v", e, err)
 	}
 }

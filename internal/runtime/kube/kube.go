@@ -96,6 +96,11 @@ type Backend struct {
 	poolTokens sync.Map // pool object -> token
 	// watchRefused is set once a watch was refused (follow.go).
 	watchRefused atomic.Bool
+	// pods follows the pods of running sandboxes for Wait (podwatch.go),
+	// until ctx ends (Close).
+	pods   podWatch
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // New returns a backend; it checks nothing until used (see Probe).
@@ -109,7 +114,16 @@ func New(o Options) (*Backend, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{o: o}, nil
+	b := &Backend{o: o}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.pods.b = b
+	return b, nil
+}
+
+// Close stops the backend's background work (the pods' watch).
+func (b *Backend) Close() error {
+	b.cancel()
+	return nil
 }
 
 // StartTimeout implements runtime.StartBounder.

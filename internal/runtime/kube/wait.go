@@ -12,57 +12,69 @@ import (
 	"github.com/paddock-dev/paddock/internal/runtime"
 )
 
-// waitPoll is how often Wait looks at a running sandbox's pod.
+// waitPoll is how often Wait reads a pod the backend's watch of pods
+// does not hold.
 const waitPoll = time.Second
 
 // Wait implements runtime.Watcher: it follows the sandbox's pod (the one
 // running when Wait is called) until that pod ends, is deleted or is
 // replaced, and says why in the cluster's words: evicted, OOMKilled, the
 // agent's exit code, or deleted by someone else.
+//
+// The pod's state comes from the backend's one watch of its pods
+// (podwatch.go). A pod the watch does not hold (not listed yet, just
+// made, or gone) is read from the API server, which alone may say it is
+// gone; while the server cannot be read, the pod is not taken for dead.
 func (b *Backend) Wait(ctx context.Context, id string) (runtime.Exit, error) {
 	name, err := b.sandboxName(ctx, id)
 	if err != nil {
 		return runtime.Exit{}, err
 	}
 	var uid types.UID
-	t := time.NewTicker(waitPoll)
-	defer t.Stop()
+	seen := false // a pod of uid was seen
 	misses := 0
 	for {
-		var pod corev1.Pod
-		err := b.o.Client.Get(ctx, b.nsName(name), &pod)
-		switch {
-		case apierrors.IsNotFound(err):
-			if uid == "" {
-				return runtime.Exit{Reason: "no pod runs"}, nil
+		pod, synced, changed := b.pods.state(name)
+		var again <-chan time.Time
+		if !synced || pod == nil {
+			var p corev1.Pod
+			err := b.o.Client.Get(ctx, b.nsName(name), &p)
+			switch {
+			case apierrors.IsNotFound(err):
+				if !seen {
+					return runtime.Exit{Reason: "no pod runs"}, nil
+				}
+				return runtime.Exit{Reason: "its pod was deleted"}, nil
+			case err != nil:
+				if ctx.Err() != nil {
+					return runtime.Exit{}, ctx.Err()
+				}
+				misses++
+				if misses%30 == 1 {
+					b.o.Logger.Warn("cannot read the sandbox's pod", "sandbox", id, "err", err)
+				}
+			default:
+				misses = 0
+				pod = &p
 			}
-			return runtime.Exit{Reason: "its pod was deleted"}, nil
-		case err != nil:
-			if ctx.Err() != nil {
-				return runtime.Exit{}, ctx.Err()
-			}
-			// The API server may be away for a while; the pod may be
-			// fine. Keep looking rather than declare a death.
-			misses++
-			if misses%30 == 1 {
-				b.o.Logger.Warn("cannot read the sandbox's pod", "sandbox", id, "err", err)
-			}
-		default:
-			misses = 0
-			if uid == "" {
-				uid = pod.UID
+			again = time.After(waitPoll)
+		}
+		if pod != nil {
+			if !seen {
+				uid, seen = pod.UID, true
 			}
 			if pod.UID != uid {
 				return runtime.Exit{Reason: "its pod was replaced"}, nil
 			}
-			if exit, ended := podEnded(&pod); ended {
+			if exit, ended := podEnded(pod); ended {
 				return exit, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return runtime.Exit{}, ctx.Err()
-		case <-t.C:
+		case <-changed:
+		case <-again:
 		}
 	}
 }
