@@ -61,7 +61,7 @@ func TestWaitClaimedWatches(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	name, _, err := b.waitClaimed(ctx, "w1")
+	name, _, _, err := b.waitClaimed(ctx, "w1")
 	if err != nil || name != "paddock-pool-x-abcde" {
 		t.Fatalf("waitClaimed = %q, %v", name, err)
 	}
@@ -77,7 +77,7 @@ func TestWaitClaimedWatches(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		cl.Delete(ctx, &extv1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: objectName("w2"), Namespace: "ns"}})
 	}()
-	if _, _, err := b.waitClaimed(ctx, "w2"); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "deleted") {
+	if _, _, _, err := b.waitClaimed(ctx, "w2"); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "deleted") {
 		t.Fatalf("waitClaimed of a claim deleted meanwhile: %v", err)
 	}
 }

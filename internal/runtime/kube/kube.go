@@ -20,7 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -165,33 +164,42 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 		// A warm pool's pods started without the proxy's settings.
 		spec.WarmPool = ""
 	}
-	// The sandbox's Secrets, and where it stands: independent reads and
-	// writes, made at once (each is a round trip to the API server).
-	var token, name string
-	var sb sandboxv1.Sandbox
-	var sbErr error // reading the Sandbox
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		var err error
-		if token, err = b.ensureSecret(gctx, spec.ID); err != nil {
-			return err
-		}
-		if spec.Egress != nil {
-			return b.ensureEgressSecret(gctx, spec) // egress.go
-		}
-		return nil
-	})
-	g.Go(func() error {
-		var nerr error
-		if name, nerr = b.sandboxName(gctx, spec.ID); nerr != nil { // warmpool.go
-			return nerr
-		}
-		sbErr = b.o.Client.Get(gctx, b.nsName(name), &sb)
-		return nil
-	})
-	if gerr := g.Wait(); gerr != nil {
-		return runtime.Info{}, gerr
+	// Where the sandbox stands (its claim, its Sandbox) is read while its
+	// Secret is made; a Secret made now says the sandbox is new, and the
+	// reads are not waited for.
+	type where struct {
+		name  string
+		sb    sandboxv1.Sandbox
+		sbErr error // reading the Sandbox
+		err   error
 	}
+	wctx, stopReads := context.WithCancel(ctx)
+	defer stopReads()
+	read := make(chan where, 1)
+	go func() {
+		var w where
+		if w.name, w.err = b.sandboxName(wctx, spec.ID); w.err == nil { // warmpool.go
+			w.sbErr = b.o.Client.Get(wctx, b.nsName(w.name), &w.sb)
+		}
+		read <- w
+	}()
+	token, fresh, err := b.ensureSecret(ctx, spec.ID)
+	if err != nil {
+		return runtime.Info{}, err
+	}
+	if spec.Egress != nil {
+		if err := b.ensureEgressSecret(ctx, spec); err != nil { // egress.go
+			return runtime.Info{}, err
+		}
+	}
+	var w where
+	if fresh {
+		stopReads()
+		w = where{name: objectName(spec.ID), sbErr: apierrors.NewNotFound(sandboxv1.GroupVersion.WithResource("sandboxes").GroupResource(), objectName(spec.ID))}
+	} else if w = <-read; w.err != nil {
+		return runtime.Info{}, w.err
+	}
+	name, sb, sbErr := w.name, w.sb, w.sbErr
 	if apierrors.IsNotFound(sbErr) && spec.WarmPool != "" && name == objectName(spec.ID) {
 		return b.claim(ctx, spec, token) // warmpool.go
 	}
@@ -244,13 +252,15 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 }
 
 // ensureSecret returns the sandbox's token, creating its Secret with a
-// fresh one if there is none.
-func (b *Backend) ensureSecret(ctx context.Context, id string) (string, error) {
-	t, err := b.ensureToken(ctx, metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace, Labels: b.labels(id)}) // warmpool.go
+// fresh one if there is none; created says it did, and so that the
+// sandbox is new: its Secret is the first of its objects a start makes,
+// so no claim or Sandbox of it exists yet.
+func (b *Backend) ensureSecret(ctx context.Context, id string) (token string, created bool, err error) {
+	t, created, err := b.ensureToken(ctx, metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace, Labels: b.labels(id)}) // warmpool.go
 	if err != nil {
-		return "", fmt.Errorf("sandbox %s: %w", id, err)
+		return "", false, fmt.Errorf("sandbox %s: %w", id, err)
 	}
-	return t, nil
+	return t, created, nil
 }
 
 // sandboxObject is the Sandbox for spec: one pod (podSpec) that finds its

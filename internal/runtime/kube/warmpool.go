@@ -5,9 +5,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -17,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,7 +81,7 @@ func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spe
 	obj := b.poolObject(name)
 	labels := b.poolLabels(obj)
 	meta := metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace, Labels: labels, Annotations: map[string]string{annotationPool: name}}
-	tok, err := b.ensureToken(ctx, meta)
+	tok, _, err := b.ensureToken(ctx, meta)
 	if err != nil {
 		return fmt.Errorf("pool %s: %w", name, err)
 	}
@@ -222,30 +226,31 @@ func (b *Backend) WarmPools(ctx context.Context) ([]string, error) {
 }
 
 // ensureToken returns the token in the Secret m names, creating the
-// Secret with a fresh token if there is none. It tries the create first:
-// a new sandbox has none, and a start again pays one refused create.
-func (b *Backend) ensureToken(ctx context.Context, m metav1.ObjectMeta) (string, error) {
+// Secret with a fresh token if there is none (created says it did). It
+// tries the create first: a new sandbox has none, and a start again pays
+// one refused create.
+func (b *Backend) ensureToken(ctx context.Context, m metav1.ObjectMeta) (token string, created bool, err error) {
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
-		return "", err
+		return "", false, err
 	}
-	token := hex.EncodeToString(raw)
+	token = hex.EncodeToString(raw)
 	immutable := true
 	sec := corev1.Secret{ObjectMeta: m, Immutable: &immutable, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{tokenKey: []byte(token)}}
-	err := b.o.Client.Create(ctx, &sec)
+	err = b.o.Client.Create(ctx, &sec)
 	if err == nil {
-		return token, nil
+		return token, true, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create Secret: %w", apiErr(err))
+		return "", false, fmt.Errorf("create Secret: %w", apiErr(err))
 	}
 	if err := b.o.Client.Get(ctx, b.nsName(m.Name), &sec); err != nil {
-		return "", apiErr(err)
+		return "", false, apiErr(err)
 	}
 	if t := string(sec.Data[tokenKey]); len(t) >= 32 {
-		return t, nil
+		return t, false, nil
 	}
-	return "", fmt.Errorf("its Secret %s holds no usable token: %w", m.Name, errdefs.ErrFailedPrecondition)
+	return "", false, fmt.Errorf("its Secret %s holds no usable token: %w", m.Name, errdefs.ErrFailedPrecondition)
 }
 
 // sandboxName is the name of id's Sandbox and pod: objectName(id) for a
@@ -296,7 +301,7 @@ func (b *Backend) claim(ctx context.Context, spec runtime.Spec, token string) (r
 	if err := b.o.Client.Create(ctx, &cl); err != nil && !apierrors.IsAlreadyExists(err) {
 		return runtime.Info{}, fmt.Errorf("sandbox %s: create SandboxClaim: %w", id, apiErr(err))
 	}
-	name, uid, err := b.waitClaimed(ctx, id)
+	name, uid, ips, err := b.waitClaimed(ctx, id)
 	if err != nil {
 		return runtime.Info{}, err
 	}
@@ -317,9 +322,14 @@ func (b *Backend) claim(ctx context.Context, spec runtime.Spec, token string) (r
 	})
 	g.Go(func() error { return b.adopt(gctx, id, name) })
 	g.Go(func() error {
-		ip, err := b.waitPodIP(gctx, id, name)
-		if err != nil {
-			return err
+		// The claim mirrors its pod's address once the pod runs (a warm
+		// pool's pods do); otherwise the pod is waited for.
+		ip := firstIPv4(ips)
+		if ip == "" {
+			var err error
+			if ip, err = b.waitPodIP(gctx, id, name); err != nil {
+				return err
+			}
 		}
 		info = runtime.Info{AgentAddr: net.JoinHostPort(ip, strconv.Itoa(agentPort)), AgentToken: token}
 		cctx, cancel := context.WithTimeout(gctx, b.o.StartTimeout)
@@ -345,7 +355,7 @@ func (b *Backend) poolToken(ctx context.Context, pool string) (string, error) {
 	if t, ok := b.poolTokens.Load(obj); ok {
 		return t.(string), nil
 	}
-	t, err := b.ensureToken(ctx, metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace, Labels: b.poolLabels(obj), Annotations: map[string]string{annotationPool: pool}})
+	t, _, err := b.ensureToken(ctx, metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace, Labels: b.poolLabels(obj), Annotations: map[string]string{annotationPool: pool}})
 	if err != nil {
 		return "", err
 	}
@@ -354,19 +364,20 @@ func (b *Backend) poolToken(ctx context.Context, pool string) (string, error) {
 }
 
 // waitClaimed waits until id's claim names its Sandbox, and returns that
-// name and the claim's uid.
-func (b *Backend) waitClaimed(ctx context.Context, id string) (string, string, error) {
+// name, the claim's uid and the pod's addresses the claim shows (none
+// while its pod does not run).
+func (b *Backend) waitClaimed(ctx context.Context, id string) (name, uid string, ips []string, err error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
 	defer cancel()
-	var last, name, uid string
+	var last string
 	var deleted error
-	err := b.follow(ctx, objectName(id), &extv1.SandboxClaim{}, &extv1.SandboxClaimList{}, func(o client.Object, err error) (bool, error) {
+	err = b.follow(ctx, objectName(id), &extv1.SandboxClaim{}, &extv1.SandboxClaimList{}, func(o client.Object, err error) (bool, error) {
 		switch {
 		case err == nil:
 			cl := o.(*extv1.SandboxClaim)
 			if n := claimedName(cl); n != "" {
-				name, uid = n, string(cl.UID)
+				name, uid, ips = n, string(cl.UID), cl.Status.SandboxStatus.PodIPs
 				return true, nil
 			}
 			last = "no Sandbox yet"
@@ -383,18 +394,48 @@ func (b *Backend) waitClaimed(ctx context.Context, id string) (string, string, e
 	})
 	switch {
 	case deleted != nil:
-		return "", "", deleted
+		return "", "", nil, deleted
 	case err == nil:
-		return name, uid, nil
+		return name, uid, ips, nil
 	}
-	return "", "", fmt.Errorf("sandbox %s: the warm pool's claim was not satisfied after %s (%s): %w", id, time.Since(start).Round(time.Second), last, errdefs.ErrUnavailable)
+	return "", "", nil, fmt.Errorf("sandbox %s: the warm pool's claim was not satisfied after %s (%s): %w", id, time.Since(start).Round(time.Second), last, errdefs.ErrUnavailable)
+}
+
+// firstIPv4 is the first IPv4 address of ips, or "".
+func firstIPv4(ips []string) string {
+	for _, s := range ips {
+		if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
+			return a.String()
+		}
+	}
+	return ""
 }
 
 // adopt makes the claimed Sandbox name the sandbox id's: its labels (so
 // List finds it) and, for its pods after a stop, the sandbox's own token
 // instead of the pool's. The running pod keeps its spec.
+//
+// One JSON patch does it when the Sandbox is as the pool's template made
+// it (the pool's token first in the agent's environment, which the patch
+// tests); otherwise the Sandbox is read and patched where the token is.
 func (b *Backend) adopt(ctx context.Context, id, name string) error {
-	var sb sandboxv1.Sandbox
+	ops := []map[string]any{
+		{"op": "test", "path": "/spec/podTemplate/spec/containers/0/env/0/name", "value": wire.EnvPoolToken},
+		{"op": "replace", "path": "/spec/podTemplate/spec/containers/0/env/0", "value": secretEnv(wire.EnvToken, objectName(id))},
+	}
+	for k, v := range b.labels(id) {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(k), "value": v})
+	}
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	sb := sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.o.Namespace}}
+	if err := b.o.Client.Patch(ctx, &sb, client.RawPatch(types.JSONPatchType, raw)); err == nil {
+		return nil
+	} else if ctx.Err() != nil {
+		return fmt.Errorf("sandbox %s: label its claimed Sandbox %s: %w", id, name, apiErr(err))
+	}
 	if err := b.o.Client.Get(ctx, b.nsName(name), &sb); err != nil {
 		return fmt.Errorf("sandbox %s: its claimed Sandbox %s: %w", id, name, apiErr(err))
 	}
@@ -417,6 +458,11 @@ func (b *Backend) adopt(ctx context.Context, id, name string) error {
 		return fmt.Errorf("sandbox %s: label its claimed Sandbox %s: %w", id, name, apiErr(err))
 	}
 	return nil
+}
+
+// jsonPointerEscape escapes s as one token of a JSON pointer (RFC 6901).
+func jsonPointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // deleteClaim deletes id's SandboxClaim, if it has one.

@@ -177,6 +177,10 @@ func TestClaimedSandboxName(t *testing.T) {
 func TestClaimedSandboxStartsWithItsToken(t *testing.T) {
 	ctx := context.Background()
 	b, cl := fakeBackend(t, "runc", "pd-a")
+	// The first start made the sandbox's Secret, then its claim.
+	if _, _, err := b.ensureSecret(ctx, "s4"); err != nil {
+		t.Fatal(err)
+	}
 	claim := &extv1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: objectName("s4"), Namespace: "ns", Labels: b.labels("s4")}}
 	if err := cl.Create(ctx, claim); err != nil {
 		t.Fatal(err)
@@ -207,5 +211,41 @@ func TestClaimedSandboxStartsWithItsToken(t *testing.T) {
 	}
 	if sb.Spec.OperatingMode != sandboxv1.SandboxOperatingModeRunning || sb.Labels[LabelSandbox] != "s4" {
 		t.Errorf("Sandbox after start: mode %s, labels %v", sb.Spec.OperatingMode, sb.Labels)
+	}
+}
+
+// TestAdoptPatchesOnce: a claimed Sandbox as the pool's template made it
+// is made the sandbox's own with one patch (no read): its labels added to
+// the pool's, the pool's token replaced by the sandbox's; other env kept.
+func TestAdoptPatchesOnce(t *testing.T) {
+	ctx := context.Background()
+	b, cl := fakeBackend(t, "runc", "pd-a")
+	obj := b.poolObject("py")
+	pod, _ := b.podSpec(runtime.Spec{Image: busybox, Env: []string{"A=1"}}, secretEnv(wire.EnvPoolToken, obj))
+	sb := &sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "paddock-pool-abc-q2", Namespace: "ns", Labels: b.poolLabels(obj)}}
+	sb.Spec.PodTemplate.Spec = pod
+	if err := cl.Create(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	cc := &countingClient{WithWatch: cl.(client.WithWatch)}
+	b.o.Client = cc
+	if err := b.adopt(ctx, "s5", sb.Name); err != nil {
+		t.Fatal(err)
+	}
+	if n := cc.gets.Load(); n != 0 {
+		t.Errorf("adopt read the Sandbox %d times; want one patch", n)
+	}
+	if err := cl.Get(ctx, b.nsName(sb.Name), sb); err != nil {
+		t.Fatal(err)
+	}
+	env := sb.Spec.PodTemplate.Spec.Containers[0].Env
+	if env[0].Name != wire.EnvToken || env[0].ValueFrom.SecretKeyRef.Name != objectName("s5") {
+		t.Errorf("the pod template's token: %+v", env[0])
+	}
+	if !slices.ContainsFunc(env, func(e corev1.EnvVar) bool { return e.Name == "A" && e.Value == "1" }) {
+		t.Errorf("the template's other variables: %+v", env)
+	}
+	if sb.Labels[LabelSandbox] != "s5" || sb.Labels[LabelWarmPool] != obj || sb.Labels[LabelInstance] != "pd-a" {
+		t.Errorf("labels %v", sb.Labels)
 	}
 }
