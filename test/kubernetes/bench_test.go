@@ -190,7 +190,7 @@ func setBenchPool(t *testing.T, d *paddockd, min int) {
 	}
 	d.must("template", "build", "-f", tpl)
 	// Small pods: the one test node has two CPUs to request.
-	d.must("pool", "set", "bpool", "--min-ready", strconv.Itoa(min), "--cpu", "0.2", "--memory", "128M")
+	d.must("pool", "set", "bpool", "--min-ready", strconv.Itoa(min), "--cpu", "0.1", "--memory", "128M")
 	poolReady(t, d, "bpool", min)
 }
 
@@ -201,14 +201,14 @@ type burstFigure struct{ label, spread, rate string }
 // PADDOCK_K8S_BENCH_POOL (default 5) ready sandboxes, and reports claims
 // per second over the burst. Claims beyond the ready ones are served cold
 // (by agent-sandbox from the template, or by Paddock when the pool shows
-// none ready). The test cluster's node runs at most 60 pods, which bounds
+// none ready). The test cluster's node runs at most 140 pods, which bounds
 // claims plus twice the pool, and has two CPUs for their requests (the
-// pool's sandboxes are small: 0.2 CPU, requesting 20m).
+// pool's sandboxes are small: 0.1 CPU, requesting 10m).
 func claimBurst(t *testing.T, c *cluster.Cluster, d *paddockd) burstFigure {
 	t.Helper()
 	pool, claims := envInt(t, "PADDOCK_K8S_BENCH_POOL", 5), envInt(t, "PADDOCK_K8S_BENCH_CLAIMS", 10)
-	if claims+2*pool > 50 {
-		t.Fatalf("%d claims against a pool of %d do not fit the test node's 60 pods", claims, pool)
+	if claims+2*pool > 130 {
+		t.Fatalf("%d claims against a pool of %d do not fit the test node's 140 pods", claims, pool)
 	}
 	setBenchPool(t, d, pool)
 	type result struct {

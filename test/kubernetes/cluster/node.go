@@ -134,7 +134,7 @@ makeIPTablesUtilChains: false
 podLogsDir: %s
 volumePluginDir: %s
 resolvConf: /etc/resolv.conf
-maxPods: 60
+maxPods: 140
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
