@@ -202,12 +202,12 @@ type burstFigure struct{ label, spread, rate string }
 // per second over the burst. Claims beyond the ready ones are served cold
 // (by agent-sandbox from the template, or by Paddock when the pool shows
 // none ready). The test cluster's node runs at most 140 pods, which bounds
-// claims plus twice the pool, and has two CPUs for their requests (the
+// the claims plus the pool's refill, and has two CPUs for their requests (the
 // pool's sandboxes are small: 0.1 CPU, requesting 10m).
 func claimBurst(t *testing.T, c *cluster.Cluster, d *paddockd) burstFigure {
 	t.Helper()
 	pool, claims := envInt(t, "PADDOCK_K8S_BENCH_POOL", 5), envInt(t, "PADDOCK_K8S_BENCH_CLAIMS", 10)
-	if claims+2*pool > 130 {
+	if claims+pool > 130 {
 		t.Fatalf("%d claims against a pool of %d do not fit the test node's 140 pods", claims, pool)
 	}
 	setBenchPool(t, d, pool)

@@ -164,25 +164,6 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 		// A warm pool's pods started without the proxy's settings.
 		spec.WarmPool = ""
 	}
-	// Where the sandbox stands (its claim, its Sandbox) is read while its
-	// Secret is made; a Secret made now says the sandbox is new, and the
-	// reads are not waited for.
-	type where struct {
-		name  string
-		sb    sandboxv1.Sandbox
-		sbErr error // reading the Sandbox
-		err   error
-	}
-	wctx, stopReads := context.WithCancel(ctx)
-	defer stopReads()
-	read := make(chan where, 1)
-	go func() {
-		var w where
-		if w.name, w.err = b.sandboxName(wctx, spec.ID); w.err == nil { // warmpool.go
-			w.sbErr = b.o.Client.Get(wctx, b.nsName(w.name), &w.sb)
-		}
-		read <- w
-	}()
 	token, fresh, err := b.ensureSecret(ctx, spec.ID)
 	if err != nil {
 		return runtime.Info{}, err
@@ -192,14 +173,17 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 			return runtime.Info{}, err
 		}
 	}
-	var w where
-	if fresh {
-		stopReads()
-		w = where{name: objectName(spec.ID), sbErr: apierrors.NewNotFound(sandboxv1.GroupVersion.WithResource("sandboxes").GroupResource(), objectName(spec.ID))}
-	} else if w = <-read; w.err != nil {
-		return runtime.Info{}, w.err
+	// A Secret made now says the sandbox is new: it has no claim or
+	// Sandbox to read yet.
+	name := objectName(spec.ID)
+	var sb sandboxv1.Sandbox
+	sbErr := error(apierrors.NewNotFound(sandboxv1.GroupVersion.WithResource("sandboxes").GroupResource(), name))
+	if !fresh {
+		if name, err = b.sandboxName(ctx, spec.ID); err != nil { // warmpool.go
+			return runtime.Info{}, err
+		}
+		sbErr = b.o.Client.Get(ctx, b.nsName(name), &sb)
 	}
-	name, sb, sbErr := w.name, w.sb, w.sbErr
 	if apierrors.IsNotFound(sbErr) && spec.WarmPool != "" && name == objectName(spec.ID) {
 		return b.claim(ctx, spec, token) // warmpool.go
 	}
