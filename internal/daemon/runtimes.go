@@ -117,7 +117,7 @@ func kubeRuntimes(ctx context.Context, cfg config.Config, log *slog.Logger) (map
 			continue
 		}
 		b, err := kube.New(kube.Options{
-			Name: rt.api, Client: cl.Client, Namespace: cfg.Kubernetes.Namespace, Instance: cfg.KubeInstance(),
+			Name: rt.api, Client: cl.Client, Watcher: cl.Watcher, Namespace: cfg.Kubernetes.Namespace, Instance: cfg.KubeInstance(),
 			ImagePrefix: cfg.Kubernetes.ImagePrefix, RuntimeClass: class,
 			HomeVolume: cfg.Kubernetes.HomeVolume, HomeStorageClass: cfg.Kubernetes.HomeStorageClass,
 			StartTimeout: cfg.Kubernetes.StartTimeout,

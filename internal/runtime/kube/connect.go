@@ -22,6 +22,10 @@ const apiTimeout = 15 * time.Second
 // Cluster is a connection to a cluster's API server.
 type Cluster struct {
 	Client client.Client
+	// Watcher opens the backend's watches: the same server, without the
+	// per-request timeout (a watch asks the server for at most
+	// watchSeconds, and is given up a little after that).
+	Watcher client.WithWatch
 	// Server is the API server's URL, Version its Kubernetes version.
 	Server, Version string
 }
@@ -41,10 +45,10 @@ func Connect(ctx context.Context, kubeconfig string) (*Cluster, error) {
 		return nil, fmt.Errorf("kubernetes config: %w", err)
 	}
 	cfg.UserAgent = "paddock"
-	// Every call the backend makes is a short one, so a server that does
-	// not answer within this is taken as away: a create fails in tens of
-	// seconds, not minutes. The watches it keeps while it waits (follow.go)
-	// end at this too and are opened again.
+	// Every call the backend makes but a watch is a short one, so a
+	// server that does not answer within this is taken as away: a create
+	// fails in tens of seconds, not minutes.
+	wcfg := rest.CopyConfig(cfg)
 	cfg.Timeout = apiTimeout
 	cfg.QPS, cfg.Burst = 100, 200
 	scheme, err := Scheme()
@@ -62,11 +66,16 @@ func Connect(ctx context.Context, kubeconfig string) (*Cluster, error) {
 	if _, err := dc.ServerResourcesForGroupVersion(sandboxv1.GroupVersion.String()); err != nil {
 		return nil, fmt.Errorf("kubernetes API server %s does not serve %s (install agent-sandbox's CRDs and controller: deploy/kubernetes): %w", cfg.Host, sandboxv1.GroupVersion, err)
 	}
-	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return &Cluster{Client: cl, Server: cfg.Host, Version: ver.GitVersion}, nil
+	wcfg.UserAgent = "paddock"
+	wcl, err := client.NewWithWatch(wcfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &Cluster{Client: cl, Watcher: wcl, Server: cfg.Host, Version: ver.GitVersion}, nil
 }
 
 // Scheme holds the kinds the backend uses: pods, Secrets, PVCs,

@@ -12,6 +12,30 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// watchSeconds is how long a watch asks the API server to run; it is given
+// up watchGrace later if the server did not end it (a connection lost
+// without a word), and opened again after a read.
+const (
+	watchSeconds = 300
+	watchGrace   = 30 * time.Second
+)
+
+// watcher is the client that opens watches, if there is one.
+func (b *Backend) watcher() (client.WithWatch, bool) {
+	if b.o.Watcher != nil {
+		return b.o.Watcher, true
+	}
+	wc, ok := b.o.Client.(client.WithWatch)
+	return wc, ok
+}
+
+// watchContext bounds one watch (watchSeconds and watchGrace).
+func watchContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, watchSeconds*time.Second+watchGrace)
+}
+
+func ptr[T any](v T) *T { return &v }
+
 // follow reads the object name (of obj's kind, list being its list kind)
 // and hands each state it sees to see until see says it is done or fails,
 // or ctx ends (ctx's error). see gets the object, or nil and the read's
@@ -25,7 +49,7 @@ import (
 // ends (the client's timeout ends every request), it reads again after a
 // short, growing delay.
 func (b *Backend) follow(ctx context.Context, name string, obj client.Object, list client.ObjectList, see func(client.Object, error) (bool, error)) error {
-	wc, canWatch := b.o.Client.(client.WithWatch)
+	wc, canWatch := b.watcher()
 	var delay backoff // warmpool.go
 	for {
 		err := b.o.Client.Get(ctx, b.nsName(name), obj)
@@ -61,10 +85,12 @@ func (b *Backend) follow(ctx context.Context, name string, obj client.Object, li
 // state; it returns when see is done or fails, or when the watch ends
 // (false, nil: the caller reads again).
 func (b *Backend) watchOne(ctx context.Context, wc client.WithWatch, name, rv string, list client.ObjectList, see func(client.Object, error) (bool, error)) (bool, error) {
-	w, err := wc.Watch(ctx, list, &client.ListOptions{
+	wctx, cancel := watchContext(ctx)
+	defer cancel()
+	w, err := wc.Watch(wctx, list, &client.ListOptions{
 		Namespace:     b.o.Namespace,
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", name),
-		Raw:           &metav1.ListOptions{ResourceVersion: rv},
+		Raw:           &metav1.ListOptions{ResourceVersion: rv, TimeoutSeconds: ptr(int64(watchSeconds))},
 	})
 	if err != nil {
 		if ctx.Err() == nil && b.watchRefused.CompareAndSwap(false, true) {
@@ -76,7 +102,7 @@ func (b *Backend) watchOne(ctx context.Context, wc client.WithWatch, name, rv st
 	defer w.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-wctx.Done():
 			return false, ctx.Err()
 		case ev, ok := <-w.ResultChan():
 			if !ok {

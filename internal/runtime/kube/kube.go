@@ -62,6 +62,8 @@ type Options struct {
 	Name string
 	// Client reaches the cluster's API server.
 	Client client.Client
+	// Watcher opens watches (Cluster.Watcher); nil: Client, if it can.
+	Watcher client.WithWatch
 	// Namespace holds every object of this daemon's sandboxes.
 	Namespace string
 	// Instance tells this daemon's objects from another's in the same

@@ -79,25 +79,28 @@ func (w *podWatch) run(ctx context.Context) {
 			}
 			w.synced = true
 		})
-		wc, ok := b.o.Client.(client.WithWatch)
+		wc, ok := b.watcher() // follow.go
 		if !ok {
 			// No watch: the list again, a second later.
 			delay = time.Second
 			continue
 		}
-		wi, err := wc.Watch(ctx, &corev1.PodList{}, &client.ListOptions{
+		wctx, cancel := watchContext(ctx)
+		wi, err := wc.Watch(wctx, &corev1.PodList{}, &client.ListOptions{
 			Namespace: b.o.Namespace, LabelSelector: sel,
-			Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion},
+			Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion, TimeoutSeconds: ptr(int64(watchSeconds))},
 		})
 		if err != nil {
+			cancel()
 			if ctx.Err() == nil && b.watchRefused.CompareAndSwap(false, true) {
 				b.o.Logger.Warn("cannot watch the sandboxes' pods; listing them instead", "err", err)
 			}
 			continue
 		}
-		if w.follow(ctx, wi, sel) {
+		if w.follow(wctx, wi, sel) {
 			delay = 0 // a watch that ran for a while: list again at once
 		}
+		cancel()
 	}
 }
 
