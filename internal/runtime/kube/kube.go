@@ -551,7 +551,7 @@ func (b *Backend) Stop(ctx context.Context, id string) error {
 			return fmt.Errorf("sandbox %s: suspend: %w", id, apiErr(err))
 		}
 	}
-	return b.waitGone(ctx, id, name, &corev1.Pod{})
+	return b.waitGone(ctx, id, name, &corev1.Pod{}, &corev1.PodList{})
 }
 
 // Destroy deletes the Sandbox (its pod and volumes go with it), and its
@@ -570,19 +570,19 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	if err := b.o.Client.Delete(ctx, &sb, fg); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("sandbox %s: delete Sandbox: %w", id, apiErr(err))
 	}
-	if err := b.waitGone(ctx, id, name, &corev1.Pod{}); err != nil {
+	if err := b.waitGone(ctx, id, name, &corev1.Pod{}, &corev1.PodList{}); err != nil {
 		return err
 	}
-	if err := b.waitGone(ctx, id, homeVolume+"-"+name, &corev1.PersistentVolumeClaim{}); err != nil {
+	if err := b.waitGone(ctx, id, homeVolume+"-"+name, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{}); err != nil {
 		return err
 	}
 	// Foreground deletion keeps the Sandbox (and a claim) until the
 	// garbage collector has removed what they own: a delete that returns
 	// leaves nothing behind.
-	if err := b.waitGone(ctx, id, name, &sandboxv1.Sandbox{}); err != nil {
+	if err := b.waitGone(ctx, id, name, &sandboxv1.Sandbox{}, &sandboxv1.SandboxList{}); err != nil {
 		return err
 	}
-	if err := b.waitGone(ctx, id, objectName(id), &extv1.SandboxClaim{}); err != nil {
+	if err := b.waitGone(ctx, id, objectName(id), &extv1.SandboxClaim{}, &extv1.SandboxClaimList{}); err != nil {
 		return err
 	}
 	// The Secret and the NetworkPolicy go once the pod is gone: a pod
@@ -601,23 +601,18 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
-// waitGone waits up to a minute until the object name of obj's kind no
-// longer exists.
-func (b *Backend) waitGone(ctx context.Context, id, name string, obj client.Object) error {
+// waitGone waits up to a minute until the object name of obj's kind (list
+// being its list kind) no longer exists, watching it (follow.go).
+func (b *Backend) waitGone(ctx context.Context, id, name string, obj client.Object, list client.ObjectList) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	key := types.NamespacedName{Namespace: b.o.Namespace, Name: name}
-	for {
-		err := b.o.Client.Get(ctx, key, obj)
-		if gone(err) { // warmpool.go
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("sandbox %s: %T %s is still there after a minute: %w", id, obj, name, errdefs.ErrUnavailable)
-		case <-time.After(200 * time.Millisecond):
-		}
+	err := b.follow(ctx, name, obj, list, func(_ client.Object, err error) (bool, error) {
+		return gone(err), nil // warmpool.go
+	})
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %T %s is still there after a minute: %w", id, obj, name, errdefs.ErrUnavailable)
 	}
+	return nil
 }
 
 // List implements runtime.Backend: the sandboxes of this daemon's

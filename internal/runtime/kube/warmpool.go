@@ -166,7 +166,7 @@ func (b *Backend) DeleteWarmPool(ctx context.Context, name string) error {
 	if err := b.o.Client.Delete(ctx, &extv1.SandboxWarmPool{ObjectMeta: om}, fg); err != nil && !gone(err) {
 		return fmt.Errorf("pool %s: delete SandboxWarmPool: %w", name, apiErr(err))
 	}
-	if err := b.waitGone(ctx, "pool "+name, obj, &extv1.SandboxWarmPool{}); err != nil {
+	if err := b.waitGone(ctx, "pool "+name, obj, &extv1.SandboxWarmPool{}, &extv1.SandboxWarmPoolList{}); err != nil {
 		return err
 	}
 	ctx2, cancel := context.WithTimeout(ctx, time.Minute)
