@@ -388,8 +388,8 @@ func cutEnv(kv string) (string, string, bool) {
 	return kv, "", false
 }
 
-// waitPodIP polls the sandbox's pod until it runs with an address, fails,
-// or StartTimeout passes.
+// waitPodIP follows the sandbox's pod (follow.go) until it runs with an
+// address, fails, or StartTimeout passes.
 func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, b.o.StartTimeout)
