@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/controller/controllertest"
 	"github.com/paddock-dev/paddock/internal/runtime"
@@ -27,12 +28,22 @@ type poolingBackend struct {
 	ready   int
 	starts  []runtime.Spec
 	deleted []string
+	// gate, when set, holds starts whose spec carries GATE=1 until it is
+	// closed.
+	gate chan struct{}
 }
 
 func (p *poolingBackend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, error) {
 	p.mu.Lock()
 	p.starts = append(p.starts, spec)
 	p.mu.Unlock()
+	if p.gate != nil && slices.Contains(spec.Env, "GATE=1") {
+		select {
+		case <-p.gate:
+		case <-ctx.Done():
+			return runtime.Info{}, ctx.Err()
+		}
+	}
 	return p.Backend.Start(ctx, spec)
 }
 
@@ -206,5 +217,79 @@ func TestPoolOnAWarmPoolingBackend(t *testing.T) {
 	}
 	if got, err := c.Get(ctx, warm.ID); err != nil || got.State != api.StateRunning {
 		t.Errorf("the served sandbox after the pool's deletion: %+v, %v", got, err)
+	}
+}
+
+// TestClusterPoolClaimTakesNoCreateSlot: a create served by the cluster's
+// pool starts nothing on this host, so, like a claim from Paddock's own
+// pool, it does not wait for the caller's create slots: with the one slot
+// held by a cold create that waits for its start, a claim goes ahead.
+func TestClusterPoolClaimTakesNoCreateSlot(t *testing.T) {
+	var pb *poolingBackend
+	gate := make(chan struct{})
+	env := controllertest.New(t, controllertest.Options{
+		Config: func(c *config.Config) { c.CreatesPerCaller = 1 },
+		Wrap: func(b *processbackend.Backend) runtime.Backend {
+			pb = &poolingBackend{Backend: b, sizes: map[string]int{}, specs: map[string]runtime.Spec{}, gate: gate, ready: 1}
+			return pb
+		},
+	})
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			close(gate)
+		}
+	}
+	t.Cleanup(open)
+	c := env.Controller
+	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 2*time.Minute)
+	defer cancel()
+	img := env.Images[controllertest.Image]
+	if err := env.Store.PutTemplate(ctx, &store.Template{Name: "plain", Image: img.Name, ImageDigest: img.Digest, BuildID: "b1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetPool(ctx, "wp", api.SetPoolRequest{Template: "plain", MinReady: 1}); err != nil {
+		t.Fatal(err)
+	}
+	pb.mu.Lock()
+	pb.sizes["wp"] = 1 // as the pool loop would set it
+	pb.mu.Unlock()
+
+	coldDone := make(chan error, 1)
+	go func() {
+		_, err := c.Create(ctx, api.CreateSandboxRequest{Image: controllertest.Image, Env: map[string]string{"GATE": "1"}})
+		coldDone <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pb.mu.Lock()
+		n := len(pb.starts)
+		pb.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cold create never reached the runtime")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
+	defer ccancel()
+	warm, err := c.Create(cctx, api.CreateSandboxRequest{Pool: "wp"})
+	if err != nil {
+		t.Fatalf("a claim from the cluster's pool while the caller's one create slot is held: %v", err)
+	}
+	if warm.Labels["paddock.dev/cluster-pool"] != "wp" {
+		t.Fatalf("the create was not served by the cluster's pool: %v", warm.Labels)
+	}
+	select {
+	case err := <-coldDone:
+		t.Fatalf("the cold create ended before its start was let go: %v", err)
+	default:
+	}
+	open()
+	if err := <-coldDone; err != nil {
+		t.Fatalf("the cold create: %v", err)
 	}
 }

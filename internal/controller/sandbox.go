@@ -43,15 +43,20 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	if err := validateLabels(req.Labels); err != nil {
 		return nil, err
 	}
-	caller, limit := Caller(ctx), c.cfg.EffectiveCreatesPerCaller()
-	if n := c.slots.inFlight(caller); n >= limit {
-		c.log.Debug("create waits for the caller's earlier creates", "caller", caller, "starting", n)
+	// A claim from a pool the cluster keeps starts nothing on this host
+	// (clusterpools.go): like a claim from Paddock's own pool, it takes
+	// none of the caller's create slots.
+	if tp == nil || tp.labels[labelClusterPool] == "" {
+		caller, limit := Caller(ctx), c.cfg.EffectiveCreatesPerCaller()
+		if n := c.slots.inFlight(caller); n >= limit {
+			c.log.Debug("create waits for the caller's earlier creates", "caller", caller, "starting", n)
+		}
+		done, err := c.slots.acquire(ctx, caller, limit) // createslots.go
+		if err != nil {
+			return nil, err
+		}
+		defer done()
 	}
-	done, err := c.slots.acquire(ctx, caller, limit) // createslots.go
-	if err != nil {
-		return nil, err
-	}
-	defer done()
 	plan, err := c.planCreate(ctx, &req) // snapshot restore and idle policy (snapshots.go)
 	if err != nil {
 		return nil, err
