@@ -189,7 +189,12 @@ func TestBodyMemoryBounded(t *testing.T) {
 	}
 	grew := (after - before) >> 10
 	t.Logf("daemon VmHWM %d MiB before, %d MiB after %d concurrent %d MiB bodies (half declared); answers %v", before>>10, after>>10, 2*n, size>>20, counts)
-	if grew > 240 {
-		t.Errorf("daemon peak RSS grew by %d MiB, want at most 240 MiB with a 64 MiB body budget (about three times the budget: the JSON decoder grows its buffer by doubling)", grew)
+	// Bytes held are within the budget, but a buffer grown by doubling
+	// may hold up to twice what it read, and the collector lets the heap
+	// reach twice what is live before it runs: about four times the
+	// budget at the peak, plus the runtime's own. Unbounded, the sixteen
+	// bodies would be 1.6 GiB.
+	if grew > 320 {
+		t.Errorf("daemon peak RSS grew by %d MiB, want at most 320 MiB with a 64 MiB body budget (four times the budget and the runtime's own: buffers grown by doubling, and garbage the collector has not yet taken)", grew)
 	}
 }
