@@ -302,15 +302,18 @@ func (c *Controller) setState(ctx context.Context, rec *store.Sandbox, to, reaso
 		rec.ErrorReason = ""
 	}
 	ctx = context.WithoutCancel(ctx)
-	if err := c.opts.Store.UpdateSandbox(ctx, rec); err != nil {
-		return fmt.Errorf("save sandbox %s: %w", rec.ID, err)
-	}
+	// The history and the ledger first: a caller who reads the new state
+	// finds its reason there too (a death's reason was read from the
+	// state before its history row was written, under load).
 	if err := c.opts.Store.AppendStateChange(ctx, store.StateChange{
 		SandboxID: rec.ID, From: from, To: to, Reason: reason, At: time.Now().UTC(),
 	}); err != nil {
 		c.log.Warn("record state change", "sandbox", rec.ID, "err", err)
 	}
 	c.recordTransition(ctx, rec, from, to, reason)
+	if err := c.opts.Store.UpdateSandbox(ctx, rec); err != nil {
+		return fmt.Errorf("save sandbox %s: %w", rec.ID, err)
+	}
 	c.changed(rec, from, to, reason)
 	c.log.Info("sandbox state", "sandbox", rec.ID, "from", from, "to", to, "reason", reason)
 	return nil
