@@ -45,9 +45,9 @@ func ptr[T any](v T) *T { return &v }
 // change is seen when the API server sends it rather than at the next of
 // a series of polls (a claim satisfied or a pod running is often a matter
 // of tens of milliseconds, of which polling added half on average). While
-// the object does not exist yet, or the client cannot watch, or a watch
-// ends (the client's timeout ends every request), it reads again after a
-// short, growing delay.
+// the object does not exist yet, or the client cannot watch, it reads
+// again after a short, growing delay; when a watch ends (the server's
+// timeout, or watchGrace after it) it reads again at once.
 func (b *Backend) follow(ctx context.Context, name string, obj client.Object, list client.ObjectList, see func(client.Object, error) (bool, error)) error {
 	wc, canWatch := b.watcher()
 	var delay backoff // warmpool.go

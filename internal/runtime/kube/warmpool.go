@@ -73,6 +73,13 @@ func (b *Backend) poolLabels(obj string) map[string]string {
 	return map[string]string{LabelWarmPool: obj, LabelInstance: b.o.Instance, LabelRuntime: b.o.Name}
 }
 
+// poolMeta is the metadata of pool name's objects (Secret, NetworkPolicy,
+// SandboxTemplate, SandboxWarmPool).
+func (b *Backend) poolMeta(name string) metav1.ObjectMeta {
+	obj := b.poolObject(name)
+	return metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace, Labels: b.poolLabels(obj), Annotations: map[string]string{annotationPool: name}}
+}
+
 // SetWarmPool implements runtime.WarmPooler.
 func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spec, replicas int) error {
 	if spec.Image.Name == "" || spec.Image.Digest == "" {
@@ -80,7 +87,7 @@ func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spe
 	}
 	obj := b.poolObject(name)
 	labels := b.poolLabels(obj)
-	meta := metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace, Labels: labels, Annotations: map[string]string{annotationPool: name}}
+	meta := b.poolMeta(name)
 	tok, _, err := b.ensureToken(ctx, meta)
 	if err != nil {
 		return fmt.Errorf("pool %s: %w", name, err)
@@ -355,7 +362,7 @@ func (b *Backend) poolToken(ctx context.Context, pool string) (string, error) {
 	if t, ok := b.poolTokens.Load(obj); ok {
 		return t.(string), nil
 	}
-	t, _, err := b.ensureToken(ctx, metav1.ObjectMeta{Name: obj, Namespace: b.o.Namespace, Labels: b.poolLabels(obj), Annotations: map[string]string{annotationPool: pool}})
+	t, _, err := b.ensureToken(ctx, b.poolMeta(pool))
 	if err != nil {
 		return "", err
 	}
