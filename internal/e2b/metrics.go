@@ -182,20 +182,38 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	start, end, err := metricsRange(r.URL.Query(), time.Now())
+	out, err := h.samples.answer(sb.ID, r.URL.Query(), time.Now, sb.State == api.StateRunning, func() error {
+		return h.sampleNow(r.Context(), sb.ID)
+	})
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	out, ok := h.samples.window(sb.ID, start, end)
-	if !ok && sb.State == api.StateRunning {
-		if err := h.sampleNow(r.Context(), sb.ID); err != nil {
-			writeError(w, err)
-			return
-		}
-		out, _ = h.samples.window(sb.ID, start, end)
-	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// answer returns sandbox id's samples in the query's window. A sandbox
+// without any that is running is sampled first (sample). The window is
+// read after that sample: an end left open means now, and the sample is
+// later than the request's arrival (by cpuWindow), often in the next
+// second.
+func (s *sampler) answer(id string, q url.Values, now func() time.Time, running bool, sample func() error) ([]metric, error) {
+	start, end, err := metricsRange(q, now())
+	if err != nil {
+		return nil, err
+	}
+	out, ok := s.window(id, start, end)
+	if ok || !running {
+		return out, nil
+	}
+	if err := sample(); err != nil {
+		return nil, err
+	}
+	if start, end, err = metricsRange(q, now()); err != nil {
+		return nil, err
+	}
+	out, _ = s.window(id, start, end)
+	return out, nil
 }
 
 // sampleNow takes two readings cpuWindow apart, which make one sample.

@@ -73,3 +73,39 @@ func TestMetricsRange(t *testing.T) {
 		}
 	}
 }
+
+// A first getMetrics samples the sandbox on the spot; that sample is
+// taken after the request arrived, here in the next second, and must
+// still be in a window whose end was left open.
+func TestAnswerSamplesOnTheSpot(t *testing.T) {
+	s := newSampler()
+	sb := &api.Sandbox{Resources: api.Resources{CPU: 1, MemoryMB: 256}}
+	clock := time.Unix(1_800_000_000, 900_000_000)
+	now := func() time.Time { return clock }
+	sampled := 0
+	sample := func() error {
+		sampled++
+		s.record("a", runtime.Usage{MemoryBytes: 1}, sb, clock)
+		clock = clock.Add(cpuWindow)
+		s.record("a", runtime.Usage{MemoryBytes: 2}, sb, clock)
+		return nil
+	}
+	out, err := s.answer("a", url.Values{}, now, true, sample)
+	if err != nil || len(out) != 1 || out[0].MemUsed != 2 || sampled != 1 {
+		t.Fatalf("first answer: %+v %v (sampled %d)", out, err, sampled)
+	}
+	// A window that ends before the sample keeps its end.
+	s = newSampler()
+	q, _ := url.ParseQuery("end=1800000000")
+	clock = time.Unix(1_800_000_000, 900_000_000)
+	if out, err := s.answer("a", q, now, true, sample); err != nil || len(out) != 0 {
+		t.Fatalf("closed window: %+v %v", out, err)
+	}
+	// A sandbox that is not running is not sampled.
+	if out, err := newSampler().answer("b", url.Values{}, now, false, func() error { t.Fatal("sampled"); return nil }); err != nil || len(out) != 0 {
+		t.Fatalf("stopped sandbox: %+v %v", out, err)
+	}
+	if _, err := newSampler().answer("b", url.Values{"start": {"x"}}, now, true, sample); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("bad start: %v", err)
+	}
+}
