@@ -175,6 +175,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("GET "+TerminalsPath, a.handleTerminals)
 	mux.HandleFunc("GET "+ProcsPath, a.handleProcs)
 	mux.HandleFunc("POST "+KillAllPath, a.handleKillAll)
+	mux.HandleFunc("GET "+wire.UsagePath, a.handleUsage)
 	mux.HandleFunc("POST /init", a.handleInit)
 	mux.HandleFunc("GET /envs", a.handleEnvs)
 	mux.HandleFunc("GET /files", a.handleDownload)

@@ -37,7 +37,7 @@ func TestBuildEnv(t *testing.T) {
 func TestImportBoundary(t *testing.T) {
 	const mod = "github.com/paddock-dev/paddock/"
 	allowed := map[string][]string{
-		mod + "internal/agent":        {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/wire"},
+		mod + "internal/agent":        {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/wire", mod + "internal/cgroupstat"},
 		mod + "internal/agent/client": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/wire"},
 		mod + "internal/agent/wire":   {mod + "internal/errdefs", mod + "api"},
 	}

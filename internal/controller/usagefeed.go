@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -104,18 +103,11 @@ func (c *Controller) publishUsage(ctx context.Context) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			b, err := c.backend(r.Runtime)
-			if err != nil {
-				return
-			}
-			ur, isReader := b.(runtime.UsageReader)
-			if !isReader {
-				return
-			}
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			u, err := ur.Usage(rctx, r.ID)
+			u, err := c.readUsage(rctx, r.ID, r.Runtime)
 			cancel()
 			if err != nil {
+				c.log.Debug("usage sample", "sandbox", r.ID, "err", err)
 				return
 			}
 			out[i] = api.SandboxUsage{ID: r.ID, MemoryBytes: u.MemoryBytes, MemoryLimitBytes: u.MemoryLimitBytes,

@@ -21,3 +21,11 @@ type Usage struct {
 type UsageReader interface {
 	Usage(ctx context.Context, id string) (Usage, error)
 }
+
+// AgentUsageReporter is a backend whose sandboxes' cgroups the daemon
+// cannot read (they run on other machines, as pods): the controller asks
+// the sandbox's agent instead, which reads the cgroup it runs in. Such
+// figures come from inside the sandbox: fit to show, not to bill.
+type AgentUsageReporter interface {
+	UsageFromAgent()
+}

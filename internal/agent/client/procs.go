@@ -73,3 +73,11 @@ func (c *Client) procsCall(ctx context.Context, method, path string, q url.Value
 	}
 	return nil
 }
+
+// Usage reads the sandbox's CPU, memory and disk use as its agent sees
+// them (wire.UsagePath).
+func (c *Client) Usage(ctx context.Context) (wire.Usage, error) {
+	var out wire.Usage
+	err := c.procsCall(ctx, http.MethodGet, wire.UsagePath, url.Values{}, "read the sandbox's usage", &out)
+	return out, err
+}

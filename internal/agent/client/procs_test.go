@@ -80,3 +80,22 @@ func TestProcsBoundsAnswer(t *testing.T) {
 		t.Fatalf("kill-all with a bad answer: %v, want unavailable", err)
 	}
 }
+
+// The agent reads its own cgroup and root filesystem: here, the test
+// process's, on the real kernel.
+func TestUsageFromTheAgent(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	u, err := e.c.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.MemoryBytes == 0 || u.CPUNanos == 0 || u.DiskTotalBytes == 0 || u.DiskUsedBytes > u.DiskTotalBytes {
+		t.Fatalf("usage: %+v", u)
+	}
+	old := fakeAgent(t, http.NotFoundHandler())
+	if _, err := old.Usage(ctx); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("an agent without the route: %v", err)
+	}
+}

@@ -57,7 +57,22 @@ const (
 	// ClaimPath is where an unclaimed agent takes its claim: a POST with
 	// the pool's token in TokenHeader and a ClaimRequest.
 	ClaimPath = "/paddock/v1/claim"
+	// UsagePath answers the sandbox's CPU, memory and disk use (Usage),
+	// read by the agent from its own cgroup: for backends whose daemon
+	// cannot read the sandbox's cgroup on its host (a pod's node).
+	UsagePath = "/paddock/v1/usage"
 )
+
+// Usage is what UsagePath answers: the cgroup the agent sees as its own
+// (a pod's container) and the filesystem at "/".
+type Usage struct {
+	CPUNanos         uint64 `json:"cpu_nanos"`
+	MemoryBytes      uint64 `json:"memory_bytes"`
+	MemoryCacheBytes uint64 `json:"memory_cache_bytes"`
+	MemoryLimitBytes uint64 `json:"memory_limit_bytes"`
+	DiskUsedBytes    uint64 `json:"disk_used_bytes"`
+	DiskTotalBytes   uint64 `json:"disk_total_bytes"`
+}
 
 // The signals that take the agent off its unix socket and put it back.
 // The daemon sends them through the runtime (`runsc kill`) around a gVisor

@@ -524,6 +524,11 @@ func (b *Backend) Info(ctx context.Context, id string) (runtime.Info, error) {
 	return runtime.Info{AgentAddr: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(agentPort)), AgentToken: string(sec.Data[tokenKey])}, nil
 }
 
+// UsageFromAgent implements runtime.AgentUsageReporter: a pod's cgroup
+// is on its node, which the daemon does not reach; the agent reads it
+// from inside the pod.
+func (b *Backend) UsageFromAgent() {}
+
 // Signal implements runtime.Backend: a pod's init cannot be signalled
 // through the API.
 func (b *Backend) Signal(ctx context.Context, id string, sig syscall.Signal) error {
