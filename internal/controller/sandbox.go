@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"maps"
 	"slices"
 	"time"
@@ -246,7 +247,7 @@ func (c *Controller) launchCompute(ctx context.Context, e *entry, rec *store.San
 		WarmPool:       rec.Labels[labelClusterPool],
 	})
 	if err != nil {
-		return fmt.Errorf("start sandbox %s: %w", rec.ID, err)
+		return startErr(rec.ID, err)
 	}
 	ag := agentClient(info)
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
@@ -588,4 +589,13 @@ func withAgent[T any](ctx context.Context, c *Controller, ref string, fn func(ag
 	}
 	defer done()
 	return fn(ag)
+}
+
+// startErr says a backend's start of sandbox id failed, naming the
+// sandbox once: backends name it in their errors already, mostly.
+func startErr(id string, err error) error {
+	if strings.Contains(err.Error(), id) {
+		return fmt.Errorf("start: %w", err)
+	}
+	return fmt.Errorf("start sandbox %s: %w", id, err)
 }
