@@ -42,11 +42,14 @@ func (c *Controller) templateRuntime(tpl *store.Template) string {
 	return c.cfg.DefaultRuntime
 }
 
-// tendClusterPool sets p's size on the backend that keeps it.
+// tendClusterPool sets p's size on the backend that keeps it: its
+// target, min_ready or more after a burst of creates (pooldemand.go), as
+// for Paddock's own pools. The backend makes and removes the pods.
 func (c *Controller) tendClusterPool(ctx context.Context, wp runtime.WarmPooler, p *store.Pool, tpl *store.Template) {
+	target := poolTarget(p.MinReady, p.MaxReady, c.pools.peak(p.Name, c.opts.Clock())) // pooldemand.go
 	spec, err := c.clusterPoolSpec(ctx, p, tpl)
 	if err == nil {
-		err = wp.SetWarmPool(ctx, p.Name, spec, p.MinReady)
+		err = wp.SetWarmPool(ctx, p.Name, spec, target)
 	}
 	if err != nil {
 		c.log.Warn("pool on the cluster", "pool", p.Name, "err", err)
@@ -54,6 +57,9 @@ func (c *Controller) tendClusterPool(ctx context.Context, wp runtime.WarmPooler,
 		return
 	}
 	c.setPoolErr(p.Name, "")
+	if prev, had := c.pools.setClusterSize(p.Name, target); had && prev != target {
+		c.log.Info("pool on the cluster resized", "pool", p.Name, "from", prev, "to", target, "min_ready", p.MinReady, "max_ready", p.MaxReady)
+	}
 }
 
 // clusterPoolSpec is what the backend's pool keeps ready: the template's
@@ -137,6 +143,7 @@ func (c *Controller) removeClusterPools(ctx context.Context, keep map[string]run
 				c.log.Warn("remove the cluster's pool", "pool", n, "err", err)
 				continue
 			}
+			c.pools.forgetClusterSize(n)
 			c.log.Info("removed the cluster's pool", "pool", n, "runtime", b.Name())
 		}
 	}
@@ -145,6 +152,7 @@ func (c *Controller) removeClusterPools(ctx context.Context, keep map[string]run
 // removeClusterPool deletes the pool name from every backend that keeps
 // pools; its sandboxes already served keep running.
 func (c *Controller) removeClusterPool(ctx context.Context, name string) {
+	c.pools.forgetClusterSize(name)
 	for _, b := range c.opts.Backends {
 		if wp, ok := b.(runtime.WarmPooler); ok {
 			if err := wp.DeleteWarmPool(ctx, name); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -292,4 +293,62 @@ func TestClusterPoolClaimTakesNoCreateSlot(t *testing.T) {
 	if err := <-coldDone; err != nil {
 		t.Fatalf("the cold create: %v", err)
 	}
+}
+
+// TestClusterPoolGrowsWithDemand: a pool kept by the backend grows as
+// Paddock's own pools do: a burst of creates that found it short sets the
+// backend's pool to the burst's size (up to max_ready), which it keeps
+// while the burst is remembered, then it goes back to min_ready.
+func TestClusterPoolGrowsWithDemand(t *testing.T) {
+	var pb *poolingBackend
+	var skew atomic.Int64
+	env := controllertest.New(t, controllertest.Options{
+		Clock: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) },
+		Wrap: func(b *processbackend.Backend) runtime.Backend {
+			pb = &poolingBackend{Backend: b, sizes: map[string]int{}, specs: map[string]runtime.Spec{}}
+			return pb
+		},
+	})
+	c := env.Controller
+	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 2*time.Minute)
+	defer cancel()
+	img := env.Images[controllertest.Image]
+	if err := env.Store.PutTemplate(ctx, &store.Template{Name: "plain", Image: img.Name, ImageDigest: img.Digest, BuildID: "b1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetPool(ctx, "grow", api.SetPoolRequest{Template: "plain", MinReady: 1, MaxReady: 3}); err != nil {
+		t.Fatal(err)
+	}
+	go c.RunPools(ctx)
+	waitSize := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if n, ok := pb.size("grow"); ok && n == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				n, _ := pb.size("grow")
+				t.Fatalf("the backend's pool has size %d, want %d", n, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitSize(1)
+	// Five creates in a burst, none ready on the backend: all cold, and
+	// the pool grows to max_ready (3), not 5.
+	for range 5 {
+		sb, err := c.Create(ctx, api.CreateSandboxRequest{Pool: "grow"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.WithoutCancel(ctx), sb.ID) })
+	}
+	waitSize(3)
+	if p, err := c.GetPool(ctx, "grow"); err != nil || p.Target != 3 {
+		t.Fatalf("GetPool = %+v, %v; want target 3", p, err)
+	}
+	// Past the burst's memory, back to min_ready.
+	skew.Store(int64(11 * time.Minute))
+	waitSize(1)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/controller/controllertest"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
+	"github.com/paddock-dev/paddock/internal/runtime/processbackend"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -22,9 +24,16 @@ import (
 // pool mid-refill leaves none of its sandboxes.
 func TestPoolGrowsAfterABurst(t *testing.T) {
 	var skew atomic.Int64
-	env := controllertest.New(t, controllertest.Options{Clock: func() time.Time {
-		return time.Now().Add(time.Duration(skew.Load()))
-	}})
+	// Refills (the pool loop's starts) wait while held, so that one is
+	// surely in flight when the pool is deleted below.
+	held := &heldRefills{release: make(chan struct{})}
+	env := controllertest.New(t, controllertest.Options{
+		Clock: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) },
+		Wrap: func(b *processbackend.Backend) runtime.Backend {
+			held.Backend = b
+			return held
+		},
+	})
 	c := env.Controller
 	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 3*time.Minute)
 	defer cancel()
@@ -131,8 +140,11 @@ func TestPoolGrowsAfterABurst(t *testing.T) {
 
 	// Deleting the pool while it refills leaves none of its unclaimed
 	// sandboxes, those of refills in flight included.
+	held.on.Store(true)
 	more := burst(3)
 	waitPool("a refill in flight", func(p *api.Pool) bool { return p.Starting > 0 })
+	// Deleting waits for the refills in flight, which go on meanwhile.
+	time.AfterFunc(200*time.Millisecond, func() { close(held.release) })
 	if err := c.DeletePool(ctx, "burst"); err != nil {
 		t.Fatal(err)
 	}
@@ -148,4 +160,23 @@ func TestPoolGrowsAfterABurst(t *testing.T) {
 	if len(all) != len(ids)+len(more) {
 		t.Errorf("listed %d sandboxes after the pool's deletion, want the %d served", len(all), len(ids)+len(more))
 	}
+}
+
+// heldRefills holds the pool loop's starts (caller "paddock-pool") while
+// on is set, until release is closed.
+type heldRefills struct {
+	*processbackend.Backend
+	on      atomic.Bool
+	release chan struct{}
+}
+
+func (h *heldRefills) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, error) {
+	if h.on.Load() && controller.Caller(ctx) == "paddock-pool" {
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return runtime.Info{}, ctx.Err()
+		}
+	}
+	return h.Backend.Start(ctx, spec)
 }

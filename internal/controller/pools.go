@@ -29,6 +29,9 @@ type poolState struct {
 	idMu     map[string]*sync.Mutex // identifier bindings, per pool
 	building map[string]bool        // build sandboxes of this daemon
 	demand   map[string]*demand     // arrivals per pool (pooldemand.go)
+	// clusterSize is the size last set on a backend's pool
+	// (clusterpools.go).
+	clusterSize map[string]int
 }
 
 func (p *poolState) init() {
@@ -41,7 +44,26 @@ func (p *poolState) init() {
 		p.idMu = map[string]*sync.Mutex{}
 		p.building = map[string]bool{}
 		p.demand = map[string]*demand{}
+		p.clusterSize = map[string]int{}
 	}
+}
+
+// setClusterSize records the size set on pool's backend pool and returns
+// the one before, if any.
+func (p *poolState) setClusterSize(pool string, n int) (prev int, had bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	prev, had = p.clusterSize[pool]
+	p.clusterSize[pool] = n
+	return prev, had
+}
+
+func (p *poolState) forgetClusterSize(pool string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	delete(p.clusterSize, pool)
 }
 
 // kick asks the pool loop to look again soon.
@@ -218,7 +240,6 @@ func (c *Controller) poolAPI(ctx context.Context, p *store.Pool) (*api.Pool, err
 	if tpl, err := c.opts.Store.GetTemplate(ctx, p.Template); err == nil {
 		if wp, ok := c.clusterPool(p, tpl); ok {
 			out.Ready = c.clusterPoolReady(ctx, wp, p) // clusterpools.go
-			out.Target = p.MinReady                    // the cluster's pool does not grow
 		}
 	}
 	if p.Cooldown > 0 {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"

@@ -81,6 +81,8 @@ func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxR
 	if pool != nil && poolable(req) && sameResources(pool.Resources, req.Resources) {
 		c.pools.arrived(pool.Name, c.opts.Clock())  // pooldemand.go
 		if wp, ok := c.clusterPool(pool, tpl); ok { // clusterpools.go
+			// The pool loop sizes the backend's pool from the demand.
+			c.pools.kickAfterClaim()
 			// A pod of the cluster's pool started without the egress
 			// proxy's settings, which a running pod cannot be given: a
 			// sandbox with egress is created cold.
