@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -110,6 +111,10 @@ type Agent struct {
 	sessions *sessionTable
 	bg       *bgTable
 	contexts *contextTable
+
+	// startState is how the start command given at boot is doing
+	// (startcmd.go).
+	startState atomic.Int32
 }
 
 // New builds an Agent; it starts serving with Serve.
@@ -176,6 +181,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("GET "+ProcsPath, a.handleProcs)
 	mux.HandleFunc("POST "+KillAllPath, a.handleKillAll)
 	mux.HandleFunc("GET "+wire.UsagePath, a.handleUsage)
+	mux.HandleFunc("GET "+wire.StartedPath, a.handleStarted)
 	mux.HandleFunc("POST /init", a.handleInit)
 	mux.HandleFunc("GET /envs", a.handleEnvs)
 	mux.HandleFunc("GET /files", a.handleDownload)

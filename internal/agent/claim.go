@@ -60,6 +60,12 @@ func (g *tokenGate) wrap(next http.Handler) http.Handler {
 			g.claim(w, r, got)
 			return
 		}
+		if r.URL.Path == wire.StartedPath && r.Method == http.MethodGet {
+			// The kubelet's readiness probe carries no token; the
+			// answer is ready or not, nothing else.
+			next.ServeHTTP(w, r)
+			return
+		}
 		g.mu.Lock()
 		tok := g.tok
 		g.mu.Unlock()

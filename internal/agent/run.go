@@ -79,7 +79,8 @@ func RunWith(ctx context.Context, o RunOptions) error {
 		return err
 	}
 	a := New(Options{Logger: log, DefaultUser: os.Getenv(EnvDefaultUser), DefaultCwd: os.Getenv(EnvDefaultCwd), Token: o.Token, PoolToken: o.PoolToken})
-	a.ownHomeFromEnv() // homevolume.go
+	a.ownHomeFromEnv()  // homevolume.go
+	a.startFromEnv(ctx) // startcmd.go
 	log.Info("agent listening", "address", ln.Addr().String(), "pid", os.Getpid(), "envd_version", EnvdVersion)
 	var d Detach
 	if o.Listen == "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -15,8 +16,10 @@ import (
 // starting pooled sandboxes, and a create from the pool is an ordinary
 // create whose first start takes a ready sandbox from the backend's pool.
 // The sandbox is recorded at the claim, under its caller, as a cold create
-// is. Templates the backend's pool cannot reproduce (a start command with
-// a readiness check, or files from build steps) keep Paddock's own pool.
+// is. A template's start command is run by the pool's agents at boot,
+// which check its readiness themselves (runtime.Spec.Start); a claim waits
+// for the same check. Templates whose files come from build steps keep
+// Paddock's own pool: their layers are made on this host.
 
 // labelClusterPool marks a sandbox taken from a backend's warm pool, with
 // the pool's name; its first start claims from that pool.
@@ -24,7 +27,7 @@ const labelClusterPool = "paddock.dev/cluster-pool"
 
 // clusterPool returns the backend that keeps p's pool, if one does.
 func (c *Controller) clusterPool(p *store.Pool, tpl *store.Template) (runtime.WarmPooler, bool) {
-	if tpl == nil || len(tpl.Spec.Start) > 0 || len(tpl.Layers) > 0 {
+	if tpl == nil || len(tpl.Layers) > 0 {
 		return nil, false
 	}
 	b, err := c.backend(c.templateRuntime(tpl))
@@ -74,11 +77,24 @@ func (c *Controller) clusterPoolSpec(ctx context.Context, p *store.Pool, tpl *st
 	if err != nil {
 		return runtime.Spec{}, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
-	return runtime.Spec{
+	spec := runtime.Spec{
 		Image:     runtime.ImageRef{Name: img.Name, Digest: img.Digest},
 		Env:       imageEnv(img, tpl.Spec.Env), // images.go
 		Resources: runtimeResources(res),
-	}, nil
+	}
+	if len(tpl.Spec.Start) > 0 {
+		st := &wire.StartSpec{Cmd: tpl.Spec.Start, Cwd: tpl.Spec.Cwd, User: startUser(tpl)}
+		if r := tpl.Spec.Ready; r != nil {
+			st.ReadyPort, st.ReadyLog = r.Port, r.Log
+			timeout, err := readyTimeout(r)
+			if err != nil {
+				return runtime.Spec{}, fmt.Errorf("pool %s: template %s: %w", p.Name, tpl.Name, err)
+			}
+			st.ReadyTimeoutMs = timeout.Milliseconds()
+		}
+		spec.Start = st
+	}
+	return spec, nil
 }
 
 // claimCluster creates a sandbox for req from p's pool on the backend, or

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -115,7 +116,9 @@ func TestPoolOnAWarmPoolingBackend(t *testing.T) {
 	img := env.Images[controllertest.Image]
 	for _, tpl := range []*store.Template{
 		{Name: "plain", Image: img.Name, ImageDigest: img.Digest, BuildID: "b1", Spec: api.TemplateSpec{Env: map[string]string{"FROM": "template"}}},
-		{Name: "served", Image: img.Name, ImageDigest: img.Digest, BuildID: "b2", Spec: api.TemplateSpec{Start: []string{"sleep", "600"}}},
+		{Name: "served", Image: img.Name, ImageDigest: img.Digest, BuildID: "b2", Spec: api.TemplateSpec{Start: []string{"sleep", "600"}, Cwd: "/tmp",
+			Ready: &api.Readiness{Log: "up", Timeout: "7s"}}},
+		{Name: "layered", Image: img.Name, ImageDigest: img.Digest, BuildID: "b3", Layers: []string{"sha256:" + strings.Repeat("a", 64)}},
 	} {
 		if err := env.Store.PutTemplate(ctx, tpl); err != nil {
 			t.Fatal(err)
@@ -127,7 +130,10 @@ func TestPoolOnAWarmPoolingBackend(t *testing.T) {
 	if _, err := c.SetPool(ctx, "wp", api.SetPoolRequest{Template: "plain", MinReady: 3, Resources: api.Resources{CPU: 0.5, MemoryMB: 256}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.SetPool(ctx, "own", api.SetPoolRequest{Template: "served", MinReady: 0}); err != nil {
+	if _, err := c.SetPool(ctx, "started", api.SetPoolRequest{Template: "served", MinReady: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetPool(ctx, "own", api.SetPoolRequest{Template: "layered", MinReady: 0}); err != nil {
 		t.Fatal(err)
 	}
 	go c.RunPools(ctx)
@@ -144,7 +150,27 @@ func TestPoolOnAWarmPoolingBackend(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if _, ok := pb.size("own"); ok {
-		t.Error("a template with a start command went to the backend's pool")
+		t.Error("a template with build layers went to the backend's pool")
+	}
+	// A start command goes with the pool, for its agents to run at boot.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := pb.size("started"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a template with a start command did not go to the backend's pool")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pb.mu.Lock()
+	st, plain := pb.specs["started"].Start, pb.specs["wp"].Start
+	pb.mu.Unlock()
+	if st == nil || !slices.Equal(st.Cmd, []string{"sleep", "600"}) || st.Cwd != "/tmp" || st.User != "user" || st.ReadyLog != "up" || st.ReadyTimeoutMs != 7000 {
+		t.Errorf("the backend's pool's start command: %+v", st)
+	}
+	if plain != nil {
+		t.Errorf("a template without a start command gave its pool one: %+v", plain)
 	}
 	pb.mu.Lock()
 	spec := pb.specs["wp"]

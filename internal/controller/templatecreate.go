@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
 // startProcessID is the background process id of a template's start command.
-const startProcessID = "start"
+const startProcessID = wire.StartProcessID
 
 // defaultReadyTimeout is how long a readiness check waits by default.
 const defaultReadyTimeout = 30 * time.Second
@@ -234,7 +235,10 @@ func (c *Controller) createFromTemplate(ctx context.Context, req api.CreateSandb
 	if len(tpl.Spec.Start) == 0 {
 		return sb, nil
 	}
-	if err := c.startAndWait(ctx, sb.ID, tpl); err != nil {
+	// A sandbox of the cluster's pool runs its start command from boot
+	// (clusterpools.go); it is waited for all the same.
+	_, fromCluster := extra[labelClusterPool]
+	if err := c.startAndWait(ctx, sb.ID, tpl, !fromCluster); err != nil {
 		if derr := c.destroy(context.WithoutCancel(ctx), sb.ID, "readiness check failed"); derr != nil {
 			c.log.Warn("destroy unready sandbox", "sandbox", sb.ID, "err", derr)
 		}
@@ -243,17 +247,15 @@ func (c *Controller) createFromTemplate(ctx context.Context, req api.CreateSandb
 	return c.Get(ctx, sb.ID)
 }
 
-func (c *Controller) startAndWait(ctx context.Context, id string, tpl *store.Template) error {
-	user := "user"
-	for _, s := range tpl.Spec.Steps {
-		if s.Kind == api.StepUser {
-			user = s.User
+// startAndWait starts tpl's start command in sandbox id (unless it runs
+// already: start false) and waits for its readiness check.
+func (c *Controller) startAndWait(ctx context.Context, id string, tpl *store.Template, start bool) error {
+	if start {
+		if _, err := c.StartProcess(ctx, id, api.StartProcessRequest{
+			ID: startProcessID, Cmd: tpl.Spec.Start, Cwd: tpl.Spec.Cwd, User: startUser(tpl),
+		}); err != nil {
+			return fmt.Errorf("template %s: start command: %w", tpl.Name, err)
 		}
-	}
-	if _, err := c.StartProcess(ctx, id, api.StartProcessRequest{
-		ID: startProcessID, Cmd: tpl.Spec.Start, Cwd: tpl.Spec.Cwd, User: user,
-	}); err != nil {
-		return fmt.Errorf("template %s: start command: %w", tpl.Name, err)
 	}
 	r := tpl.Spec.Ready
 	if r == nil {
@@ -272,6 +274,30 @@ func (c *Controller) startAndWait(ctx context.Context, id string, tpl *store.Tem
 		return fmt.Errorf("template %s: readiness check did not pass: %v: %w", tpl.Name, err, errdefs.ErrUnavailable)
 	}
 	return nil
+}
+
+// startUser is who a template's start command runs as: the user its
+// build steps ended with, "user" without such a step.
+func startUser(tpl *store.Template) string {
+	user := "user"
+	for _, s := range tpl.Spec.Steps {
+		if s.Kind == api.StepUser {
+			user = s.User
+		}
+	}
+	return user
+}
+
+// readyTimeout is how long r's check may take.
+func readyTimeout(r *api.Readiness) (time.Duration, error) {
+	if r.Timeout == "" {
+		return defaultReadyTimeout, nil
+	}
+	d, err := time.ParseDuration(r.Timeout)
+	if err != nil || d <= 0 {
+		return 0, errdefs.Invalid("readiness timeout %q is not a positive duration", r.Timeout)
+	}
+	return d, nil
 }
 
 // poolCaller is the caller pooled sandboxes are recorded under until they

@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"syscall"
 	"time"
+
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 )
 
 // Status is what the runtime says about one sandbox's container.
@@ -84,6 +86,10 @@ type Spec struct {
 	// take it from that warm pool instead of starting it cold. Later
 	// starts of the same sandbox ignore it.
 	WarmPool string
+	// Start, on a WarmPooler's pool (SetWarmPool), is the template's
+	// start command, which the pool's agents run at boot and check
+	// themselves: the daemon cannot reach a pooled pod before its claim.
+	Start *wire.StartSpec
 }
 
 // Egress is what a sandbox with network egress may reach on a backend

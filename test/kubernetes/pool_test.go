@@ -3,35 +3,72 @@ package kubernetes_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 )
 
-// TestPoolOnKubernetes: Paddock's own warm pools on the kubernetes
-// backend, which a template with a start command keeps (the cluster's
-// pool cannot run it; warmpool_test.go has the cluster's). The pool keeps
-// sandboxes (pods) ready; a create from it gets
-// one at once, faster than a cold create, and the pool refills; removing
-// the pool removes its unclaimed pods.
+// TestPoolOnKubernetes: a pool of a template with a start command and a
+// readiness check, kept by the cluster (a SandboxWarmPool; the plain
+// template's case is warmpool_test.go). The pool's agents run the start
+// command at boot and a pod counts as ready only once its check passed
+// (its readiness probe asks the agent); a create from the pool gets one
+// with the command running, faster than a cold create from the same
+// template, which starts it and waits; the pool refills; removing it
+// removes its unclaimed pods and leaves the claimed sandbox running.
 func TestPoolOnKubernetes(t *testing.T) {
 	c := clusterFor(t)
 	d := startPaddock(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	dc, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	importImage(ctx, t, d, "busybox")
 
 	tpl := filepath.Join(d.dir, "kpool.toml")
-	if err := os.WriteFile(tpl, []byte("name = \"kpool\"\nimage = \"busybox\"\nstart = [\"sleep\", \"3600\"]\n"), 0o644); err != nil {
+	spec := `name = "kpool"
+image = "busybox"
+cwd = "/tmp"
+start = ["sh", "-c", "echo starting in $(pwd) as $(id -un); sleep 2; echo serving; exec sleep 3600"]
+
+[ready]
+log = "^serving$"
+timeout = "60s"
+`
+	if err := os.WriteFile(tpl, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d.must("template", "build", "-f", tpl)
 	d.must("pool", "set", "kpool", "--min-ready", "2")
 	poolReady(t, d, "kpool", 2)
+
+	// The cluster keeps the pool; its pods carry the start command and
+	// the probe, and an unclaimed pod's agent answers the probe (only
+	// that) without a token.
+	obj := clusterPool(ctx, t, dc, "kpool").GetName()
+	unclaimed := poolPods(ctx, t, c, obj, false)
+	if len(unclaimed) == 0 {
+		t.Fatal("no unclaimed pod of the pool runs")
+	}
+	ctr := unclaimed[0].Spec.Containers[0]
+	if ctr.ReadinessProbe == nil || ctr.ReadinessProbe.HTTPGet == nil || ctr.ReadinessProbe.HTTPGet.Path != "/paddock/v1/started" {
+		t.Errorf("a pool pod's readiness probe: %+v", ctr.ReadinessProbe)
+	}
+	if code := agentGet(t, unclaimed[0].Status.PodIP, "/paddock/v1/started"); code != http.StatusOK {
+		t.Errorf("an unclaimed ready pod's probe answered %d, want 200", code)
+	}
+	if code := agentGet(t, unclaimed[0].Status.PodIP, "/health"); code != http.StatusUnauthorized {
+		t.Errorf("an unclaimed pod's health without a token answered %d, want 401", code)
+	}
 
 	createToExec := func(args ...string) (string, time.Duration) {
 		t.Helper()
@@ -47,37 +84,38 @@ func TestPoolOnKubernetes(t *testing.T) {
 			t.Fatalf("exec: %q", out)
 		}
 		took := time.Since(start)
-		if (args[0] == "--pool") != (sb.Labels["paddock.dev/pool"] == "kpool") {
+		if (args[0] == "--pool") != (sb.Labels["paddock.dev/cluster-pool"] == "kpool") {
 			t.Fatalf("sandbox from %v has labels %v", args, sb.Labels)
 		}
 		return sb.ID, took
 	}
 	warmID, warm := createToExec("--pool", "kpool")
-	coldID, cold := createToExec("--image", "busybox")
-	t.Logf("figure: kubernetes backend, pool claim to first exec %v, cold create to first exec %v", warm.Round(time.Millisecond), cold.Round(time.Millisecond))
+	coldID, cold := createToExec("--template", "kpool", "--env", "COLD=1")
+	t.Logf("figure: kubernetes backend, start-command pool claim to first exec %v, cold create from the template (start command and its 2 s check) %v", warm.Round(time.Millisecond), cold.Round(time.Millisecond))
 	if warm >= cold {
-		t.Errorf("a claim from the warm pool (%v) was not faster than a cold create (%v)", warm, cold)
+		t.Errorf("a claim from the pool (%v) was not faster than a cold create (%v)", warm, cold)
 	}
-	if _, err := c.Client.CoreV1().Pods("default").Get(ctx, "paddock-"+warmID, metav1.GetOptions{}); err != nil {
-		t.Fatalf("the claimed sandbox's pod: %v", err)
+	// Both run the start command as the process "start", as the template
+	// says (cwd, default user), ready.
+	for _, id := range []string{warmID, coldID} {
+		logs := d.must("proc", "logs", id, "start")
+		if !strings.Contains(logs, "starting in /tmp as user\n") || !strings.Contains(logs, "serving\n") {
+			t.Errorf("sandbox %s's start process output: %q", id, logs)
+		}
+		var p struct{ Status string }
+		if err := json.Unmarshal([]byte(d.must("--json", "proc", "inspect", id, "start")), &p); err != nil || p.Status != "running" {
+			t.Errorf("sandbox %s's start process: %+v, %v", id, p, err)
+		}
 	}
 	poolReady(t, d, "kpool", 2) // refilled
 
-	// Removing the pool removes its unclaimed sandboxes, pods and all; the
-	// claimed one stays.
-	var pooled struct{ Sandboxes []struct{ ID string } }
-	if err := json.Unmarshal([]byte(d.must("--json", "ls", "--label", "paddock.dev/pool=kpool")), &pooled); err != nil {
-		t.Fatal(err)
-	}
-	if len(pooled.Sandboxes) < 3 {
-		t.Fatalf("the pool's sandboxes: %+v", pooled)
-	}
 	d.must("pool", "rm", "kpool")
-	for _, p := range pooled.Sandboxes {
-		if p.ID == warmID {
-			continue
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(poolPods(ctx, t, c, obj, false)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("unclaimed pods of the removed pool are left")
 		}
-		waitPodGone(ctx, t, c, p.ID)
+		time.Sleep(200 * time.Millisecond)
 	}
 	if got := d.must("exec", warmID, "--", "echo", "kept"); got != "kept\n" {
 		t.Fatalf("the claimed sandbox after the pool was removed: %q", got)
@@ -86,7 +124,16 @@ func TestPoolOnKubernetes(t *testing.T) {
 		d.must("rm", id)
 		checkGone(ctx, t, c, id)
 	}
-	if out := d.must("ls"); strings.Contains(out, "kpool") {
-		t.Errorf("sandboxes of the removed pool are listed:\n%s", out)
+}
+
+// agentGet asks the agent at ip for path without a token.
+func agentGet(t *testing.T, ip, path string) int {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get(fmt.Sprintf("http://%s%s", net.JoinHostPort(ip, "49983"), path))
+	if err != nil {
+		t.Fatalf("the agent at %s: %v", ip, err)
 	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

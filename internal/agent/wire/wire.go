@@ -33,7 +33,29 @@ const (
 	// run as, and where (an image's User and WorkingDir).
 	EnvDefaultUser = EnvPrefix + "USER"
 	EnvDefaultCwd  = EnvPrefix + "WORKDIR"
+	// EnvStart carries a template's start command (StartSpec as JSON)
+	// to an agent that runs it itself at boot: a warm pool's pod on a
+	// cluster, which the daemon cannot reach before it is claimed.
+	EnvStart = EnvPrefix + "START"
 )
+
+// StartProcessID is the id of a template's start command among the
+// sandbox's background processes.
+const StartProcessID = "start"
+
+// StartSpec is a template's start command and its readiness check, as
+// EnvStart gives it to the agent.
+type StartSpec struct {
+	Cmd  []string `json:"cmd"`
+	Cwd  string   `json:"cwd,omitempty"`
+	User string   `json:"user,omitempty"`
+	// ReadyPort (a TCP port on the sandbox's loopback) or ReadyLog (a
+	// pattern a line of its output matches) is the check, within
+	// ReadyTimeoutMs; neither: ready once started.
+	ReadyPort      int    `json:"ready_port,omitempty"`
+	ReadyLog       string `json:"ready_log,omitempty"`
+	ReadyTimeoutMs int64  `json:"ready_timeout_ms,omitempty"`
+}
 
 // DefaultPort is the agent's TCP port when it listens on one: envd's.
 const DefaultPort = 49983
@@ -61,6 +83,11 @@ const (
 	// read by the agent from its own cgroup: for backends whose daemon
 	// cannot read the sandbox's cgroup on its host (a pod's node).
 	UsagePath = "/paddock/v1/usage"
+	// StartedPath answers whether the start command the agent was given
+	// (EnvStart) passed its readiness check: 200 when it did (or there is
+	// none), 503 while it is checked, 500 once it failed. It needs no
+	// token (a kubelet's readiness probe asks it) and says nothing more.
+	StartedPath = "/paddock/v1/started"
 )
 
 // Usage is what UsagePath answers: the cgroup the agent sees as its own

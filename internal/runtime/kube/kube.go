@@ -9,6 +9,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -321,6 +323,21 @@ func (b *Backend) podSpec(spec runtime.Spec, token corev1.EnvVar) (corev1.PodSpe
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 		}},
+	}
+	if spec.Start != nil {
+		// The agent runs the template's start command at boot; the pod is
+		// ready, and the cluster's pool counts it, once its check passed.
+		raw, _ := json.Marshal(spec.Start)
+		ctr := &pod.Containers[0]
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: wire.EnvStart, Value: string(raw)})
+		ctr.ReadinessProbe = &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: wire.StartedPath, Port: intstr.FromInt32(agentPort),
+			}},
+			PeriodSeconds:    1,
+			TimeoutSeconds:   1,
+			FailureThreshold: 1,
+		}
 	}
 	if b.o.RuntimeClass != "" {
 		rc := b.o.RuntimeClass
