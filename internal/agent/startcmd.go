@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -26,10 +25,6 @@ const (
 	startWaiting              // started, its check not passed yet
 	startFailed               // it did not start or its check failed
 )
-
-// defaultStartReady is how long a readiness check takes at most when the
-// spec does not say (the controller's default for templates).
-const defaultStartReady = 30 * time.Second
 
 // startFromEnv starts the command EnvStart carries, if any, and follows
 // its readiness check in the background.
@@ -66,7 +61,7 @@ func (a *Agent) runStart(ctx context.Context, spec wire.StartSpec) error {
 	}
 	w := &agentv1.WaitProcessRequest{Id: wire.StartProcessID, TimeoutMs: spec.ReadyTimeoutMs}
 	if w.TimeoutMs <= 0 {
-		w.TimeoutMs = defaultStartReady.Milliseconds()
+		w.TimeoutMs = wire.DefaultReadyTimeout.Milliseconds()
 	}
 	switch {
 	case spec.ReadyPort != 0:

@@ -59,7 +59,15 @@ func (c *Controller) tendClusterPool(ctx context.Context, wp runtime.WarmPooler,
 		c.setPoolErr(p.Name, err.Error())
 		return
 	}
-	c.setPoolErr(p.Name, "")
+	// A pool whose pods do not become ready says why (pool ls).
+	problem := ""
+	if d, ok := wp.(runtime.WarmPoolDiagnoser); ok {
+		problem = d.WarmPoolProblem(ctx, p.Name)
+	}
+	if c.pools.lastError(p.Name) != problem && problem != "" {
+		c.log.Warn("pool on the cluster", "pool", p.Name, "problem", problem)
+	}
+	c.setPoolErr(p.Name, problem)
 	if prev, had := c.pools.setClusterSize(p.Name, target); had && prev != target {
 		c.log.Info("pool on the cluster resized", "pool", p.Name, "from", prev, "to", target, "min_ready", p.MinReady, "max_ready", p.MaxReady)
 	}

@@ -59,6 +59,14 @@ func (p *poolState) setClusterSize(pool string, n int) (prev int, had bool) {
 	return prev, had
 }
 
+// lastError is the error the pool shows.
+func (p *poolState) lastError(pool string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	return p.lastErr[pool]
+}
+
 func (p *poolState) forgetClusterSize(pool string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -19,7 +19,7 @@ import (
 const startProcessID = wire.StartProcessID
 
 // defaultReadyTimeout is how long a readiness check waits by default.
-const defaultReadyTimeout = 30 * time.Second
+const defaultReadyTimeout = wire.DefaultReadyTimeout
 
 // createTemplated serves a create that names a template, a pool or an
 // identifier: from a ready pooled sandbox when one matches, otherwise cold.

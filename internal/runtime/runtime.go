@@ -135,6 +135,14 @@ type WarmPooler interface {
 	WarmPools(ctx context.Context) ([]string, error)
 }
 
+// WarmPoolDiagnoser is a WarmPooler that can say why a pool's sandboxes
+// do not become ready (an image that cannot be pulled, pods no node
+// takes, a start command that fails its check), for the pool's status.
+type WarmPoolDiagnoser interface {
+	// WarmPoolProblem is that reason, or "" when none is seen.
+	WarmPoolProblem(ctx context.Context, name string) string
+}
+
 // StartBounder is a backend whose Start may wait much longer than a local
 // start (a cluster schedules the pod, binds its volumes, pulls its image):
 // StartTimeout is the longest its Start waits before it fails with the

@@ -124,6 +124,46 @@ timeout = "60s"
 		d.must("rm", id)
 		checkGone(ctx, t, c, id)
 	}
+
+	// A start command that fails: the pool's pods run, never ready, and
+	// the pool says why.
+	bad := filepath.Join(d.dir, "kbad.toml")
+	if err := os.WriteFile(bad, []byte("name = \"kbad\"\nimage = \"busybox\"\nstart = [\"sh\", \"-c\", \"echo oops; exit 3\"]\n\n[ready]\nlog = \"never\"\ntimeout = \"3s\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.must("template", "build", "-f", bad)
+	d.must("pool", "set", "kbad", "--min-ready", "1")
+	start := time.Now()
+	deadline = start.Add(2 * time.Minute)
+	for {
+		var list struct {
+			Pools []struct {
+				Name, Error string
+				Ready       int
+			}
+		}
+		if err := json.Unmarshal([]byte(d.must("--json", "pool", "ls")), &list); err != nil {
+			t.Fatal(err)
+		}
+		msg := ""
+		for _, p := range list.Pools {
+			if p.Name == "kbad" {
+				if p.Ready != 0 {
+					t.Fatalf("a pool whose start command fails has %d ready", p.Ready)
+				}
+				msg = p.Error
+			}
+		}
+		if strings.Contains(msg, "without becoming ready: the template's start command failed") {
+			t.Logf("figure: a failing start command reported by the pool after %v: %s", time.Since(start).Round(time.Second), msg)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool of a failing start command does not say so: %q", msg)
+		}
+		time.Sleep(time.Second)
+	}
+	d.must("pool", "rm", "kbad")
 }
 
 // agentGet asks the agent at ip for path without a token.

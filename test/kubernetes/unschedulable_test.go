@@ -91,6 +91,7 @@ func TestUnschedulableOnKubernetes(t *testing.T) {
 	type pool struct {
 		Name  string
 		Ready int
+		Error string
 	}
 	var pools struct{ Pools []pool }
 	if err := json.Unmarshal([]byte(d.must("--json", "pool", "ls")), &pools); err != nil {
@@ -102,10 +103,31 @@ func TestUnschedulableOnKubernetes(t *testing.T) {
 	sb = failedCreate("--pool", "held")
 	d.must("rm", sb.ID)
 	checkGone(ctx, t, c, sb.ID)
+	// The pool says why it has none ready (until the node takes pods).
+	poolError := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var pools struct{ Pools []pool }
+			if err := json.Unmarshal([]byte(d.must("--json", "pool", "ls")), &pools); err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(pools.Pools, func(p pool) bool { return p.Name == "held" })
+			if i >= 0 && (want == "") == (pools.Pools[i].Error == "") && strings.Contains(pools.Pools[i].Error, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pools: %+v; want held's error to say %q", pools.Pools, want)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	poolError("of the pool is not scheduled: 0/1 nodes are available")
 
 	// The node takes pods again: the pool fills and a create from it works.
 	untaint()
 	poolReady(t, d, "held", 1)
+	poolError("")
 	var made struct{ ID string }
 	if err := json.Unmarshal([]byte(d.must("--json", "create", "--pool", "held")), &made); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ package wire
 import (
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
@@ -42,6 +43,10 @@ const (
 // StartProcessID is the id of a template's start command among the
 // sandbox's background processes.
 const StartProcessID = "start"
+
+// DefaultReadyTimeout is how long a start command's readiness check may
+// take when its template names no timeout.
+const DefaultReadyTimeout = 30 * time.Second
 
 // StartSpec is a template's start command and its readiness check, as
 // EnvStart gives it to the agent.

@@ -97,6 +97,10 @@ type Backend struct {
 	// poolTokens keeps the pools' tokens this daemon read or made
 	// (warmpool.go), so a claim does not read them again.
 	poolTokens sync.Map // pool object -> token
+	// poolReadyIn is how long a pool's pod may run before it is ready
+	// (its start command's readiness timeout and a margin), by pool
+	// object (warmpool.go, WarmPoolProblem).
+	poolReadyIn sync.Map
 	// watchRefused is set once a watch was refused (follow.go).
 	watchRefused atomic.Bool
 	// pods follows the pods of running sandboxes for Wait (podwatch.go),

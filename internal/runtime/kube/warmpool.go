@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,6 +95,11 @@ func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spe
 		return fmt.Errorf("pool %s: %w", name, err)
 	}
 	b.poolTokens.Store(obj, tok)
+	readyIn := notReadyGrace
+	if spec.Start != nil {
+		readyIn += cmp.Or(time.Duration(spec.Start.ReadyTimeoutMs)*time.Millisecond, wire.DefaultReadyTimeout)
+	}
+	b.poolReadyIn.Store(obj, readyIn)
 	np := b.policy(meta, map[string]string{LabelWarmPool: obj, LabelInstance: b.o.Instance})
 	if err := b.o.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("pool %s: create NetworkPolicy: %w", name, apiErr(err))
@@ -147,6 +154,64 @@ func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spe
 		}
 	}
 	return nil
+}
+
+// notReadyGrace is how long a pool's pod may run unready beyond its start
+// command's readiness timeout before the pool says so.
+const notReadyGrace = 15 * time.Second
+
+// podFailing is the waiting reasons that say a pod will not run without
+// a change (an image, a configuration): reported at once.
+var podFailing = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true,
+	"RunContainerError": true,
+}
+
+// WarmPoolProblem implements runtime.WarmPoolDiagnoser: the first of the
+// pool's unclaimed pods that cannot run (its image, no node takes it) or
+// runs unready past its start command's readiness timeout, and why.
+func (b *Backend) WarmPoolProblem(ctx context.Context, name string) string {
+	obj := b.poolObject(name)
+	var pods corev1.PodList
+	if err := b.o.Client.List(ctx, &pods, client.InNamespace(b.o.Namespace),
+		client.MatchingLabels{LabelWarmPool: obj, LabelInstance: b.o.Instance}); err != nil {
+		return ""
+	}
+	readyIn := notReadyGrace + wire.DefaultReadyTimeout
+	if d, ok := b.poolReadyIn.Load(obj); ok {
+		readyIn = d.(time.Duration)
+	}
+	return poolProblem(pods.Items, readyIn, time.Now())
+}
+
+// poolProblem is WarmPoolProblem's reading of the pods.
+func poolProblem(pods []corev1.Pod, readyIn time.Duration, now time.Time) string {
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels[extv1.SandboxIDLabel] != "" || p.DeletionTimestamp != nil {
+			continue // claimed, or going
+		}
+		if p.Status.Phase == corev1.PodFailed {
+			return fmt.Sprintf("pod %s of the pool failed: %s", p.Name, podReason(p))
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return fmt.Sprintf("pod %s of the pool is not scheduled: %s", p.Name, c.Message)
+			}
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && podFailing[w.Reason] {
+				return fmt.Sprintf("pod %s of the pool cannot start: %s: %s", p.Name, w.Reason, w.Message)
+			}
+			if r := cs.State.Running; r != nil && !cs.Ready && now.Sub(r.StartedAt.Time) > readyIn {
+				return fmt.Sprintf("pod %s of the pool has run %s without becoming ready: the template's start command failed or its readiness check did not pass (the agent's log in the pod says which)",
+					p.Name, now.Sub(r.StartedAt.Time).Round(time.Second))
+			}
+		}
+	}
+	return ""
 }
 
 // WarmPoolReady implements runtime.WarmPooler.

@@ -249,3 +249,42 @@ func TestAdoptPatchesOnce(t *testing.T) {
 		t.Errorf("labels %v", sb.Labels)
 	}
 }
+
+// poolProblem reads a pool's pods: the first that cannot run or runs
+// unready too long says why; claimed and ready pods, and pods still
+// within their readiness time, say nothing.
+func TestPoolProblem(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	running := func(name string, ready bool, since time.Duration) corev1.Pod {
+		return corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+				Ready: ready, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-since))}},
+			}}},
+		}
+	}
+	claimed := running("c", false, time.Hour)
+	claimed.Labels = map[string]string{extv1.SandboxIDLabel: "uid"}
+	pullFails := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+		ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "no such image"}}}}}}
+	pulling := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+		ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}}}
+	unschedulable := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "u"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available"}}}}
+	readyIn := 45 * time.Second
+	for _, tc := range []struct {
+		name string
+		pods []corev1.Pod
+		want string // a part of the answer; "" for none
+	}{
+		{"all well", []corev1.Pod{running("a", true, time.Hour), running("b", false, 10*time.Second), pulling, claimed}, ""},
+		{"unready too long", []corev1.Pod{running("a", true, time.Hour), running("b", false, time.Minute)}, "pod b of the pool has run 1m0s without becoming ready: the template's start command failed"},
+		{"image", []corev1.Pod{running("a", true, time.Hour), pullFails}, "pod p of the pool cannot start: ImagePullBackOff: no such image"},
+		{"unschedulable", []corev1.Pod{unschedulable}, "pod u of the pool is not scheduled: 0/1 nodes are available"},
+	} {
+		got := poolProblem(tc.pods, readyIn, now)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
