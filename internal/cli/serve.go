@@ -21,6 +21,7 @@ func newServeCmd() *cobra.Command {
 			stateDir, socket, listen, logLevel                                      string
 			backend, kubeconfig, kubeNamespace, kubeRuntimeClasses, kubeEgressProxy string
 			kubeStartTimeout                                                        time.Duration
+			kubeQPS                                                                 int
 		}
 	)
 	cmd := &cobra.Command{
@@ -81,6 +82,9 @@ the cluster the kubeconfig names (docs/kubernetes.md).`,
 			if f.Changed("kube-start-timeout") {
 				cfg.Kubernetes.StartTimeout = flags.kubeStartTimeout
 			}
+			if f.Changed("kube-qps") {
+				cfg.Kubernetes.QPS = flags.kubeQPS
+			}
 			if f.Changed("kube-egress-proxy") {
 				cfg.Kubernetes.EgressProxy = flags.kubeEgressProxy
 			}
@@ -116,6 +120,7 @@ the cluster the kubeconfig names (docs/kubernetes.md).`,
 	f.StringVar(&flags.kubeNamespace, "kube-namespace", "default", "namespace of the sandboxes' objects (--backend kubernetes)")
 	f.StringVar(&flags.kubeRuntimeClasses, "kube-runtime-classes", "runc=", "Paddock runtimes offered and their RuntimeClasses, as RUNTIME=CLASS,... (empty CLASS: the cluster's default; --backend kubernetes)")
 	f.StringVar(&flags.kubeEgressProxy, "kube-egress-proxy", "", "serve the egress proxy for the pods of sandboxes with network egress on this IPV4:PORT, an address the pods reach (--backend kubernetes; without it, egress is refused)")
+	f.IntVar(&flags.kubeQPS, "kube-qps", 100, "requests a second the daemon sends the API server at most, bursts of twice as many (--backend kubernetes)")
 	f.DurationVar(&flags.kubeStartTimeout, "kube-start-timeout", 3*time.Minute, "how long a sandbox's pod may take to run (scheduling, volumes, image pull) before its start fails with the cluster's reason (--backend kubernetes)")
 	f.BoolVar(&printConfig, "print-config", false, "print the resulting configuration and exit")
 	return cmd

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,16 +57,23 @@ type Kubernetes struct {
 	// 3m): scheduling, volumes and the image's pull included. A pod that
 	// does not run by then fails the start with the cluster's reason.
 	StartTimeout time.Duration `json:"start_timeout"`
+	// QPS is how many requests a second the daemon sends the API server
+	// at most, all sandboxes together, with bursts of twice as many
+	// ($PADDOCK_KUBE_QPS, `serve --kube-qps`; default 100). A create
+	// takes about five; watches are not counted.
+	QPS int `json:"qps"`
 }
 
-// Bounds of Kubernetes.StartTimeout.
+// Bounds of Kubernetes.StartTimeout and Kubernetes.QPS.
 const (
 	minKubeStartTimeout = 5 * time.Second
 	maxKubeStartTimeout = time.Hour
+	minKubeQPS          = 5
+	maxKubeQPS          = 5000
 )
 
 func defaultKubernetes() Kubernetes {
-	return Kubernetes{Namespace: "default", ImagePrefix: "paddock.local", RuntimeClasses: map[string]string{"runc": ""}, HomeVolume: true, StartTimeout: 3 * time.Minute}
+	return Kubernetes{Namespace: "default", ImagePrefix: "paddock.local", RuntimeClasses: map[string]string{"runc": ""}, HomeVolume: true, StartTimeout: 3 * time.Minute, QPS: 100}
 }
 
 // ParseRuntimeClasses reads a runtime-to-RuntimeClass map written as
@@ -118,6 +126,13 @@ func (c *Config) applyKubernetesEnv(getenv func(string) string) error {
 		}
 		c.Kubernetes.StartTimeout = d
 	}
+	if v := getenv("PADDOCK_KUBE_QPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("PADDOCK_KUBE_QPS: %q is not a whole number", v)
+		}
+		c.Kubernetes.QPS = n
+	}
 	if v := getenv("PADDOCK_KUBE_RUNTIME_CLASSES"); v != "" {
 		m, err := ParseRuntimeClasses(v)
 		if err != nil {
@@ -162,6 +177,9 @@ func (c *Config) validateKubernetes() []error {
 	}
 	if k.StartTimeout < minKubeStartTimeout || k.StartTimeout > maxKubeStartTimeout {
 		errs = append(errs, fmt.Errorf("kubernetes start_timeout %s: want %s to %s", k.StartTimeout, minKubeStartTimeout, maxKubeStartTimeout))
+	}
+	if k.QPS < minKubeQPS || k.QPS > maxKubeQPS {
+		errs = append(errs, fmt.Errorf("kubernetes qps %d: want %d to %d", k.QPS, minKubeQPS, maxKubeQPS))
 	}
 	if len(k.RuntimeClasses) == 0 {
 		errs = append(errs, fmt.Errorf("kubernetes runtime_classes is empty: no runtime would be offered"))

@@ -103,3 +103,25 @@ func TestKubeStartTimeout(t *testing.T) {
 		t.Fatalf("ApplyEnv with a malformed value = %v", err)
 	}
 }
+
+func TestKubeQPS(t *testing.T) {
+	if n := Default().Kubernetes.QPS; n != 100 {
+		t.Fatalf("default qps %d", n)
+	}
+	for v, want := range map[string]string{"5": "", "5000": "", "4": "qps", "5001": "qps", "-1": "qps"} {
+		env := map[string]string{"PADDOCK_BACKEND": "kubernetes", "PADDOCK_KUBE_QPS": v}
+		c := Default()
+		if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Validate()
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%q: Validate() = %v", v, err)
+		}
+	}
+	env := map[string]string{"PADDOCK_KUBE_QPS": "fast"}
+	c := Default()
+	if err := c.ApplyEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "PADDOCK_KUBE_QPS") {
+		t.Fatalf("ApplyEnv with a malformed value = %v", err)
+	}
+}

@@ -105,7 +105,7 @@ func loadPolicy(ctrl *controller.Controller, cfg config.Config) error {
 // Kubernetes backend per runtime it maps to a RuntimeClass. Unlike a local
 // runtime, a cluster that cannot be reached is fatal: nothing would run.
 func kubeRuntimes(ctx context.Context, cfg config.Config, log *slog.Logger) (map[string]runtime.Backend, []api.RuntimeInfo, error) {
-	cl, err := kube.Connect(ctx, cfg.Kubernetes.Kubeconfig)
+	cl, err := kube.Connect(ctx, cfg.Kubernetes.Kubeconfig, cfg.Kubernetes.QPS)
 	if err != nil {
 		return nil, nil, err
 	}

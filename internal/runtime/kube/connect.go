@@ -33,7 +33,8 @@ type Cluster struct {
 // Connect reaches the API server named by kubeconfig ("" = the pod's own
 // service account), and checks that it answers and serves agent-sandbox's
 // Sandbox kind: a cluster without the CRDs is refused with what to install.
-func Connect(ctx context.Context, kubeconfig string) (*Cluster, error) {
+// qps bounds the requests a second sent to it (bursts of twice as many).
+func Connect(ctx context.Context, kubeconfig string, qps int) (*Cluster, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -50,7 +51,7 @@ func Connect(ctx context.Context, kubeconfig string) (*Cluster, error) {
 	// fails in tens of seconds, not minutes.
 	wcfg := rest.CopyConfig(cfg)
 	cfg.Timeout = apiTimeout
-	cfg.QPS, cfg.Burst = 100, 200
+	cfg.QPS, cfg.Burst = float32(qps), 2*qps
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, err
