@@ -66,7 +66,7 @@ bench-kubernetes:
 	cd test/kubernetes && PADDOCK_K8S_BIN=$$(./build.sh) && \
 		PADDOCK_K8S_BIN=$$PADDOCK_K8S_BIN PADDOCK_K8S_BENCH_N=$${PADDOCK_K8S_BENCH_N:-10} \
 		PADDOCK_K8S_BENCH_POOL=$${PADDOCK_K8S_BENCH_POOL:-20} PADDOCK_K8S_BENCH_CLAIMS=$${PADDOCK_K8S_BENCH_CLAIMS:-100} \
-		PADDOCK_K8S_BENCH_OUT=$(CURDIR)/bench/results/$$(date +%F)-kubernetes-backend-vs-plain-pod.md \
+		PADDOCK_K8S_BENCH_OUT=$(CURDIR)/bench/results/$$(date +%F)-kubernetes-backend-vs-plain-pod$${PADDOCK_KUBE_QPS:+-qps$$PADDOCK_KUBE_QPS}.md \
 		$(GO) test -count=1 -v -timeout 30m -run 'TestKubernetesBench$$' .
 
 ## soak: 100 sandboxes, 10,000 commands and 100 daemon kill -9s, with every

@@ -82,46 +82,38 @@ func TestKubeEgressProxy(t *testing.T) {
 	}
 }
 
-func TestKubeStartTimeout(t *testing.T) {
-	if d := Default().Kubernetes.StartTimeout; d != 3*time.Minute {
-		t.Fatalf("default start timeout %s", d)
-	}
-	for v, want := range map[string]string{"20s": "", "1h": "", "4s": "start_timeout", "2h": "start_timeout", "-1m": "start_timeout"} {
-		env := map[string]string{"PADDOCK_BACKEND": "kubernetes", "PADDOCK_KUBE_START_TIMEOUT": v}
+// kubeSetting checks a numeric setting read from env: each value is
+// valid (want "") or refused by Validate with an error naming want, and a
+// malformed one is refused by ApplyEnv naming env.
+func kubeSetting(t *testing.T, env string, values map[string]string, malformed string) {
+	t.Helper()
+	for v, want := range values {
+		vars := map[string]string{"PADDOCK_BACKEND": "kubernetes", env: v}
 		c := Default()
-		if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+		if err := c.ApplyEnv(func(k string) string { return vars[k] }); err != nil {
 			t.Fatal(err)
 		}
 		err := c.Validate()
 		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
-			t.Errorf("%q: Validate() = %v", v, err)
+			t.Errorf("%s=%q: Validate() = %v", env, v, err)
 		}
 	}
-	env := map[string]string{"PADDOCK_KUBE_START_TIMEOUT": "soon"}
 	c := Default()
-	if err := c.ApplyEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "PADDOCK_KUBE_START_TIMEOUT") {
-		t.Fatalf("ApplyEnv with a malformed value = %v", err)
+	if err := c.ApplyEnv(func(k string) string { return map[string]string{env: malformed}[k] }); err == nil || !strings.Contains(err.Error(), env) {
+		t.Fatalf("ApplyEnv with %s=%q = %v", env, malformed, err)
 	}
+}
+
+func TestKubeStartTimeout(t *testing.T) {
+	if d := Default().Kubernetes.StartTimeout; d != 3*time.Minute {
+		t.Fatalf("default start timeout %s", d)
+	}
+	kubeSetting(t, "PADDOCK_KUBE_START_TIMEOUT", map[string]string{"20s": "", "1h": "", "4s": "start_timeout", "2h": "start_timeout", "-1m": "start_timeout"}, "soon")
 }
 
 func TestKubeQPS(t *testing.T) {
 	if n := Default().Kubernetes.QPS; n != 100 {
 		t.Fatalf("default qps %d", n)
 	}
-	for v, want := range map[string]string{"5": "", "5000": "", "4": "qps", "5001": "qps", "-1": "qps"} {
-		env := map[string]string{"PADDOCK_BACKEND": "kubernetes", "PADDOCK_KUBE_QPS": v}
-		c := Default()
-		if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
-			t.Fatal(err)
-		}
-		err := c.Validate()
-		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
-			t.Errorf("%q: Validate() = %v", v, err)
-		}
-	}
-	env := map[string]string{"PADDOCK_KUBE_QPS": "fast"}
-	c := Default()
-	if err := c.ApplyEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "PADDOCK_KUBE_QPS") {
-		t.Fatalf("ApplyEnv with a malformed value = %v", err)
-	}
+	kubeSetting(t, "PADDOCK_KUBE_QPS", map[string]string{"5": "", "5000": "", "4": "qps", "5001": "qps", "-1": "qps"}, "fast")
 }

@@ -93,8 +93,12 @@ func TestKubernetesBench(t *testing.T) {
 	rows = slices.Insert(rows, 4, claimBreakdown(warmLog)...)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Kubernetes backend against a plain pod, same run\n\n")
-	fmt.Fprintf(&b, "- date: %s\n- machine: %s, %d CPUs, load average %s\n- cluster: the test cluster of test/kubernetes (one node, containerd 1.6, runc), Kubernetes %s\n- rounds: %d, run one after another; the image is already on the node\n\n",
-		time.Now().UTC().Format(time.RFC3339), hostDesc(), runtime.NumCPU(), loadAvg(), serverVersion(c), n)
+	qps := "100 (the default)"
+	if v := os.Getenv("PADDOCK_KUBE_QPS"); v != "" {
+		qps = v + " (PADDOCK_KUBE_QPS)"
+	}
+	fmt.Fprintf(&b, "- date: %s\n- machine: %s, %d CPUs, load average %s\n- cluster: the test cluster of test/kubernetes (one node, containerd 1.6, runc), Kubernetes %s\n- daemon: at most %s requests a second to the API server\n- rounds: %d, run one after another; the image is already on the node\n\n",
+		time.Now().UTC().Format(time.RFC3339), hostDesc(), runtime.NumCPU(), loadAvg(), serverVersion(c), qps, n)
 	b.WriteString("| figure | median (min to max) | ratio to the plain pod, or rate |\n|---|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", r[0], r[1], r[2])
@@ -185,11 +189,7 @@ func plainPodToExec(ctx context.Context, t *testing.T, c *cluster.Cluster, name 
 // to min ready, waiting until they are.
 func setBenchPool(t *testing.T, d *paddockd, min int) {
 	t.Helper()
-	tpl := filepath.Join(d.dir, "bpool.toml")
-	if err := os.WriteFile(tpl, []byte("name = \"bpool\"\nimage = \"busybox\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d.must("template", "build", "-f", tpl)
+	d.buildTemplate("bpool", "name = \"bpool\"\nimage = \"busybox\"\n")
 	// Small pods: the one test node has two CPUs to request.
 	d.must("pool", "set", "bpool", "--min-ready", strconv.Itoa(min), "--cpu", "0.1", "--memory", "128M")
 	poolReady(t, d, "bpool", min)

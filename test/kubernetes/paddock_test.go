@@ -150,6 +150,17 @@ func (d *paddockd) stop() {
 	d.cmd = nil
 }
 
+// buildTemplate writes body as the template file name.toml in d's
+// directory and builds it.
+func (d *paddockd) buildTemplate(name, body string) {
+	d.t.Helper()
+	f := filepath.Join(d.dir, name+".toml")
+	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+		d.t.Fatal(err)
+	}
+	d.must("template", "build", "-f", f)
+}
+
 // importImage exports one of the daemon's images as an OCI archive and
 // imports it into the cluster's node.
 func importImage(ctx context.Context, t *testing.T, d *paddockd, name string) {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,8 +32,7 @@ func TestPoolOnKubernetes(t *testing.T) {
 	}
 	importImage(ctx, t, d, "busybox")
 
-	tpl := filepath.Join(d.dir, "kpool.toml")
-	spec := `name = "kpool"
+	d.buildTemplate("kpool", `name = "kpool"
 image = "busybox"
 cwd = "/tmp"
 start = ["sh", "-c", "echo starting in $(pwd) as $(id -un); sleep 2; echo serving; exec sleep 3600"]
@@ -43,11 +40,7 @@ start = ["sh", "-c", "echo starting in $(pwd) as $(id -un); sleep 2; echo servin
 [ready]
 log = "^serving$"
 timeout = "60s"
-`
-	if err := os.WriteFile(tpl, []byte(spec), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d.must("template", "build", "-f", tpl)
+`)
 	d.must("pool", "set", "kpool", "--min-ready", "2")
 	poolReady(t, d, "kpool", 2)
 
@@ -127,11 +120,7 @@ timeout = "60s"
 
 	// A start command that fails: the pool's pods run, never ready, and
 	// the pool says why.
-	bad := filepath.Join(d.dir, "kbad.toml")
-	if err := os.WriteFile(bad, []byte("name = \"kbad\"\nimage = \"busybox\"\nstart = [\"sh\", \"-c\", \"echo oops; exit 3\"]\n\n[ready]\nlog = \"never\"\ntimeout = \"3s\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d.must("template", "build", "-f", bad)
+	d.buildTemplate("kbad", "name = \"kbad\"\nimage = \"busybox\"\nstart = [\"sh\", \"-c\", \"echo oops; exit 3\"]\n\n[ready]\nlog = \"never\"\ntimeout = \"3s\"\n")
 	d.must("pool", "set", "kbad", "--min-ready", "1")
 	start := time.Now()
 	deadline = start.Add(2 * time.Minute)

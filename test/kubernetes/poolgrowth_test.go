@@ -3,8 +3,6 @@ package kubernetes_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -27,11 +25,7 @@ func TestWarmPoolGrowsOnKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	importImage(ctx, t, d, "busybox")
-	tpl := filepath.Join(d.dir, "grow.toml")
-	if err := os.WriteFile(tpl, []byte("name = \"grow\"\nimage = \"busybox\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d.must("template", "build", "-f", tpl)
+	d.buildTemplate("grow", "name = \"grow\"\nimage = \"busybox\"\n")
 	d.must("pool", "set", "grow", "--min-ready", "1", "--max-ready", "3")
 	poolReady(t, d, "grow", 1)
 

@@ -82,11 +82,7 @@ func TestDeployedRBACOnKubernetes(t *testing.T) {
 		t.Fatalf("restored: %q", got)
 	}
 
-	tpl := filepath.Join(d.dir, "rbac-pool.toml")
-	if err := os.WriteFile(tpl, []byte("name = \"rbacpool\"\nimage = \"busybox\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d.must("template", "build", "-f", tpl)
+	d.buildTemplate("rbac-pool", "name = \"rbacpool\"\nimage = \"busybox\"\n")
 	d.must("pool", "set", "rbacpool", "--min-ready", "1")
 	poolReady(t, d, "rbacpool", 1)
 	var warm struct {

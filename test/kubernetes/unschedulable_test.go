@@ -3,8 +3,6 @@ package kubernetes_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -81,11 +79,7 @@ func TestUnschedulableOnKubernetes(t *testing.T) {
 	checkGone(ctx, t, c, sb.ID)
 
 	// A pool of pods no node takes.
-	tpl := filepath.Join(d.dir, "held.toml")
-	if err := os.WriteFile(tpl, []byte("name = \"held\"\nimage = \"busybox\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d.must("template", "build", "-f", tpl)
+	d.buildTemplate("held", "name = \"held\"\nimage = \"busybox\"\n")
 	d.must("pool", "set", "held", "--min-ready", "1", "--cpu", "0.2", "--memory", "128M")
 	time.Sleep(3 * time.Second) // the pool's pod made, and left pending
 	type pool struct {

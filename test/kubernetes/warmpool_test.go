@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,11 +43,7 @@ func TestWarmPoolOnKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	importImage(ctx, t, d, "busybox")
-	tpl := filepath.Join(d.dir, "wpool.toml")
-	if err := os.WriteFile(tpl, []byte("name = \"wpool\"\nimage = \"busybox\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d.must("template", "build", "-f", tpl)
+	d.buildTemplate("wpool", "name = \"wpool\"\nimage = \"busybox\"\n")
 	d.must("pool", "set", "wpool", "--min-ready", "2")
 	start := time.Now()
 	poolReady(t, d, "wpool", 2)
