@@ -102,6 +102,21 @@ timeout = "60s"
 	}
 	poolReady(t, d, "kpool", 2) // refilled
 
+	// A later start of the claimed sandbox runs no start command (as a
+	// cold one's, and as on one host): the claim took it out of the
+	// Sandbox's pod template.
+	d.must("stop", warmID)
+	d.must("start", warmID)
+	var procs struct{ Processes []struct{ ID string } }
+	if err := json.Unmarshal([]byte(d.must("--json", "proc", "ls", warmID)), &procs); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs.Processes {
+		if p.ID == "start" {
+			t.Errorf("the claimed sandbox ran its start command again at a later start: %+v", procs.Processes)
+		}
+	}
+
 	d.must("pool", "rm", "kpool")
 	deadline := time.Now().Add(2 * time.Minute)
 	for len(poolPods(ctx, t, c, obj, false)) > 0 {

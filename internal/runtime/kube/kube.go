@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,6 +102,9 @@ type Backend struct {
 	// (its start command's readiness timeout and a margin), by pool
 	// object (warmpool.go, WarmPoolProblem).
 	poolReadyIn sync.Map
+	// poolStarts says, by pool object, whether the pool's pods run a
+	// start command (adopt takes it out of a claimed Sandbox).
+	poolStarts sync.Map
 	// watchRefused is set once a watch was refused (follow.go).
 	watchRefused atomic.Bool
 	// pods follows the pods of running sandboxes for Wait (podwatch.go),
@@ -213,7 +217,7 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 		if name != objectName(spec.ID) {
 			// Taken from a warm pool: its next pod must start with the
 			// sandbox's token even if the claim was cut before it said so.
-			if err := b.adopt(ctx, spec.ID, name); err != nil { // warmpool.go
+			if err := b.adopt(ctx, spec.ID, name, false); err != nil { // warmpool.go
 				return runtime.Info{}, err
 			}
 			if err := b.o.Client.Get(ctx, b.nsName(name), &sb); err != nil {
@@ -331,9 +335,11 @@ func (b *Backend) podSpec(spec runtime.Spec, token corev1.EnvVar) (corev1.PodSpe
 	if spec.Start != nil {
 		// The agent runs the template's start command at boot; the pod is
 		// ready, and the cluster's pool counts it, once its check passed.
+		// Second, after the token: adopt removes it from a claimed
+		// Sandbox's later pods by its place (warmpool.go).
 		raw, _ := json.Marshal(spec.Start)
 		ctr := &pod.Containers[0]
-		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: wire.EnvStart, Value: string(raw)})
+		ctr.Env = slices.Insert(ctr.Env, 1, corev1.EnvVar{Name: wire.EnvStart, Value: string(raw)})
 		ctr.ReadinessProbe = &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 				Path: wire.StartedPath, Port: intstr.FromInt32(agentPort),

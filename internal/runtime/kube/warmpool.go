@@ -100,6 +100,7 @@ func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spe
 		readyIn += cmp.Or(time.Duration(spec.Start.ReadyTimeoutMs)*time.Millisecond, wire.DefaultReadyTimeout)
 	}
 	b.poolReadyIn.Store(obj, readyIn)
+	b.poolStarts.Store(obj, spec.Start != nil)
 	np := b.policy(meta, map[string]string{LabelWarmPool: obj, LabelInstance: b.o.Instance})
 	if err := b.o.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("pool %s: create NetworkPolicy: %w", name, apiErr(err))
@@ -392,7 +393,8 @@ func (b *Backend) claim(ctx context.Context, spec runtime.Spec, token string) (r
 		}
 		return nil
 	})
-	g.Go(func() error { return b.adopt(gctx, id, name) })
+	started, _ := b.poolStarts.Load(obj)
+	g.Go(func() error { return b.adopt(gctx, id, name, started == true) })
 	g.Go(func() error {
 		// The claim mirrors its pod's address once the pod runs (a warm
 		// pool's pods do); otherwise the pod is waited for.
@@ -485,15 +487,25 @@ func firstIPv4(ips []string) string {
 
 // adopt makes the claimed Sandbox name the sandbox id's: its labels (so
 // List finds it) and, for its pods after a stop, the sandbox's own token
-// instead of the pool's. The running pod keeps its spec.
+// instead of the pool's, and no start command (started: the pool's pods
+// ran one at boot, which a sandbox's later start does not do, as on one
+// host) with its readiness probe. The running pod keeps its spec.
 //
 // One JSON patch does it when the Sandbox is as the pool's template made
-// it (the pool's token first in the agent's environment, which the patch
-// tests); otherwise the Sandbox is read and patched where the token is.
-func (b *Backend) adopt(ctx context.Context, id, name string) error {
+// it (the pool's token first in the agent's environment, the start
+// command second, which the patch tests); otherwise the Sandbox is read
+// and patched where they are.
+func (b *Backend) adopt(ctx context.Context, id, name string, started bool) error {
+	const ctr = "/spec/podTemplate/spec/containers/0"
 	ops := []map[string]any{
-		{"op": "test", "path": "/spec/podTemplate/spec/containers/0/env/0/name", "value": wire.EnvPoolToken},
-		{"op": "replace", "path": "/spec/podTemplate/spec/containers/0/env/0", "value": secretEnv(wire.EnvToken, objectName(id))},
+		{"op": "test", "path": ctr + "/env/0/name", "value": wire.EnvPoolToken},
+		{"op": "replace", "path": ctr + "/env/0", "value": secretEnv(wire.EnvToken, objectName(id))},
+	}
+	if started {
+		ops = append(ops,
+			map[string]any{"op": "test", "path": ctr + "/env/1/name", "value": wire.EnvStart},
+			map[string]any{"op": "remove", "path": ctr + "/env/1"},
+			map[string]any{"op": "remove", "path": ctr + "/readinessProbe"})
 	}
 	for k, v := range b.labels(id) {
 		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(k), "value": v})
@@ -524,6 +536,10 @@ func (b *Backend) adopt(ctx context.Context, id, name string) error {
 			if cs[i].Env[j].Name == wire.EnvPoolToken {
 				cs[i].Env[j] = secretEnv(wire.EnvToken, objectName(id))
 			}
+		}
+		cs[i].Env = slices.DeleteFunc(cs[i].Env, func(e corev1.EnvVar) bool { return e.Name == wire.EnvStart })
+		if p := cs[i].ReadinessProbe; p != nil && p.HTTPGet != nil && p.HTTPGet.Path == wire.StartedPath {
+			cs[i].ReadinessProbe = nil
 		}
 	}
 	if err := b.o.Client.Patch(ctx, &sb, patch); err != nil {

@@ -219,34 +219,82 @@ func TestClaimedSandboxStartsWithItsToken(t *testing.T) {
 // the pool's, the pool's token replaced by the sandbox's; other env kept.
 func TestAdoptPatchesOnce(t *testing.T) {
 	ctx := context.Background()
+	start := &wire.StartSpec{Cmd: []string{"sleep", "1"}, ReadyLog: "up"}
+	for _, tc := range []struct {
+		name      string
+		start     *wire.StartSpec // the pool's
+		told      bool            // adopt is told the pool has one
+		wantReads int32
+	}{
+		{"plain pool", nil, false, 0},
+		{"start command", start, true, 0},
+		{"start command, not told", start, false, 0},
+		{"told, but none", nil, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, cl := fakeBackend(t, "runc", "pd-a")
+			obj := b.poolObject("py")
+			pod, _ := b.podSpec(runtime.Spec{Image: busybox, Env: []string{"A=1"}, Start: tc.start}, secretEnv(wire.EnvPoolToken, obj))
+			sb := &sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "paddock-pool-abc-q2", Namespace: "ns", Labels: b.poolLabels(obj)}}
+			sb.Spec.PodTemplate.Spec = pod
+			if err := cl.Create(ctx, sb); err != nil {
+				t.Fatal(err)
+			}
+			cc := &countingClient{WithWatch: cl.(client.WithWatch)}
+			b.o.Client = cc
+			if err := b.adopt(ctx, "s5", sb.Name, tc.told); err != nil {
+				t.Fatal(err)
+			}
+			if n := cc.gets.Load(); n != tc.wantReads {
+				t.Errorf("adopt read the Sandbox %d times; want %d", n, tc.wantReads)
+			}
+			if err := cl.Get(ctx, b.nsName(sb.Name), sb); err != nil {
+				t.Fatal(err)
+			}
+			ctr := sb.Spec.PodTemplate.Spec.Containers[0]
+			env := ctr.Env
+			if env[0].Name != wire.EnvToken || env[0].ValueFrom.SecretKeyRef.Name != objectName("s5") {
+				t.Errorf("the pod template's token: %+v", env[0])
+			}
+			if !slices.ContainsFunc(env, func(e corev1.EnvVar) bool { return e.Name == "A" && e.Value == "1" }) {
+				t.Errorf("the template's other variables: %+v", env)
+			}
+			// Told or not, a claimed Sandbox's later pods run no start
+			// command: not told, a later start leaves it (the pool's
+			// pods ran it), which the read-and-patch path does not.
+			hasStart := slices.ContainsFunc(env, func(e corev1.EnvVar) bool { return e.Name == wire.EnvStart })
+			if tc.told && (hasStart || ctr.ReadinessProbe != nil) {
+				t.Errorf("the start command stayed: env %+v, probe %+v", env, ctr.ReadinessProbe)
+			}
+			if sb.Labels[LabelSandbox] != "s5" || sb.Labels[LabelWarmPool] != obj || sb.Labels[LabelInstance] != "pd-a" {
+				t.Errorf("labels %v", sb.Labels)
+			}
+		})
+	}
+}
+
+// A claimed Sandbox whose fast patch cannot apply (adopted before, cut
+// short) is read and patched: the start command goes too.
+func TestAdoptReadsWhenPatchFails(t *testing.T) {
+	ctx := context.Background()
 	b, cl := fakeBackend(t, "runc", "pd-a")
 	obj := b.poolObject("py")
-	pod, _ := b.podSpec(runtime.Spec{Image: busybox, Env: []string{"A=1"}}, secretEnv(wire.EnvPoolToken, obj))
-	sb := &sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "paddock-pool-abc-q2", Namespace: "ns", Labels: b.poolLabels(obj)}}
+	pod, _ := b.podSpec(runtime.Spec{Image: busybox, Start: &wire.StartSpec{Cmd: []string{"true"}}}, secretEnv(wire.EnvPoolToken, obj))
+	pod.Containers[0].Env[0], pod.Containers[0].Env[1] = pod.Containers[0].Env[1], pod.Containers[0].Env[0]
+	sb := &sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "paddock-pool-abc-q3", Namespace: "ns", Labels: b.poolLabels(obj)}}
 	sb.Spec.PodTemplate.Spec = pod
 	if err := cl.Create(ctx, sb); err != nil {
 		t.Fatal(err)
 	}
-	cc := &countingClient{WithWatch: cl.(client.WithWatch)}
-	b.o.Client = cc
-	if err := b.adopt(ctx, "s5", sb.Name); err != nil {
+	if err := b.adopt(ctx, "s6", sb.Name, true); err != nil {
 		t.Fatal(err)
-	}
-	if n := cc.gets.Load(); n != 0 {
-		t.Errorf("adopt read the Sandbox %d times; want one patch", n)
 	}
 	if err := cl.Get(ctx, b.nsName(sb.Name), sb); err != nil {
 		t.Fatal(err)
 	}
-	env := sb.Spec.PodTemplate.Spec.Containers[0].Env
-	if env[0].Name != wire.EnvToken || env[0].ValueFrom.SecretKeyRef.Name != objectName("s5") {
-		t.Errorf("the pod template's token: %+v", env[0])
-	}
-	if !slices.ContainsFunc(env, func(e corev1.EnvVar) bool { return e.Name == "A" && e.Value == "1" }) {
-		t.Errorf("the template's other variables: %+v", env)
-	}
-	if sb.Labels[LabelSandbox] != "s5" || sb.Labels[LabelWarmPool] != obj || sb.Labels[LabelInstance] != "pd-a" {
-		t.Errorf("labels %v", sb.Labels)
+	ctr := sb.Spec.PodTemplate.Spec.Containers[0]
+	if len(ctr.Env) != 1 || ctr.Env[0].Name != wire.EnvToken || ctr.ReadinessProbe != nil {
+		t.Errorf("after the read-and-patch: env %+v, probe %+v", ctr.Env, ctr.ReadinessProbe)
 	}
 }
 
