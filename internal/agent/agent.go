@@ -115,6 +115,9 @@ type Agent struct {
 	// startState is how the start command given at boot is doing
 	// (startcmd.go).
 	startState atomic.Int32
+	// diskPath is the filesystem usage reports as the sandbox's disk:
+	// its home volume when it has one (homevolume.go), else "/".
+	diskPath atomic.Pointer[string]
 }
 
 // New builds an Agent; it starts serving with Serve.

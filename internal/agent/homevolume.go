@@ -53,9 +53,16 @@ func (a *Agent) ownHome() error {
 }
 
 // ownHomeFromEnv runs ownHome when the environment asks for it.
+// The home volume is also the sandbox's disk as usage reports it.
 func (a *Agent) ownHomeFromEnv() {
 	if os.Getenv(EnvOwnHome) != "1" {
 		return
+	}
+	a.mu.RLock()
+	name := a.defaultUser
+	a.mu.RUnlock()
+	if u, err := a.users.lookup(name); err == nil && filepath.IsAbs(u.Home) {
+		a.diskPath.Store(&u.Home)
 	}
 	if err := a.ownHome(); err != nil {
 		a.log.Warn("cannot give the default user its home volume", "err", err)

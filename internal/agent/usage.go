@@ -14,9 +14,15 @@ import (
 
 // handleUsage answers wire.UsagePath: the agent's own cgroup (in a pod,
 // its container's: the whole sandbox, since every process of it descends
-// from the agent) and the root filesystem's statfs.
+// from the agent) and the statfs of the sandbox's disk: its home volume
+// when it has one (sized as the sandbox's disk), else the root
+// filesystem.
 func (a *Agent) handleUsage(w http.ResponseWriter, _ *http.Request) {
-	u, err := ownUsage()
+	disk := "/"
+	if p := a.diskPath.Load(); p != nil {
+		disk = *p
+	}
+	u, err := ownUsage(disk)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -26,14 +32,14 @@ func (a *Agent) handleUsage(w http.ResponseWriter, _ *http.Request) {
 	_ = json.NewEncoder(w).Encode(u)
 }
 
-func ownUsage() (wire.Usage, error) {
+func ownUsage(disk string) (wire.Usage, error) {
 	cg, err := cgroupstat.Own()
 	if err != nil {
 		return wire.Usage{}, fmt.Errorf("read the sandbox's cgroup under %s: %v: %w", cgroupstat.Root, err, errdefs.ErrFailedPrecondition)
 	}
 	u := wire.Usage{CPUNanos: cg.CPUNanos, MemoryBytes: cg.MemoryBytes, MemoryCacheBytes: cg.MemoryCacheBytes, MemoryLimitBytes: cg.MemoryLimitBytes}
 	var st unix.Statfs_t
-	if err := unix.Statfs("/", &st); err == nil {
+	if err := unix.Statfs(disk, &st); err == nil {
 		bs := uint64(st.Bsize)
 		u.DiskTotalBytes = st.Blocks * bs
 		u.DiskUsedBytes = (st.Blocks - st.Bfree) * bs
