@@ -150,6 +150,24 @@ func (d *paddockd) stop() {
 	d.cmd = nil
 }
 
+// poolTest is what a pool test on the cluster starts from: a daemon on
+// the cluster with busybox on the node, a dynamic client for
+// agent-sandbox's objects, and a 10-minute context ended at the test's
+// end.
+func poolTest(t *testing.T) (*cluster.Cluster, *paddockd, dynamic.Interface, context.Context) {
+	t.Helper()
+	c := clusterFor(t)
+	d := startPaddock(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	dc, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	importImage(ctx, t, d, "busybox")
+	return c, d, dc, ctx
+}
+
 // buildTemplate writes body as the template file name.toml in d's
 // directory and builds it.
 func (d *paddockd) buildTemplate(name, body string) {

@@ -1,7 +1,6 @@
 package kubernetes_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/dynamic"
 )
 
 // TestPoolOnKubernetes: a pool of a template with a start command and a
@@ -22,15 +19,7 @@ import (
 // template, which starts it and waits; the pool refills; removing it
 // removes its unclaimed pods and leaves the claimed sandbox running.
 func TestPoolOnKubernetes(t *testing.T) {
-	c := clusterFor(t)
-	d := startPaddock(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	dc, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	importImage(ctx, t, d, "busybox")
+	c, d, dc, ctx := poolTest(t)
 
 	d.buildTemplate("kpool", `name = "kpool"
 image = "busybox"

@@ -1,14 +1,12 @@
 package kubernetes_test
 
 import (
-	"context"
 	"encoding/json"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 )
 
 // TestWarmPoolGrowsOnKubernetes: a pool with max_ready kept by the
@@ -16,15 +14,7 @@ import (
 // against a pool of one set the SandboxWarmPool's replicas to three, and
 // the cluster makes the pods (the pool shows three ready).
 func TestWarmPoolGrowsOnKubernetes(t *testing.T) {
-	c := clusterFor(t)
-	d := startPaddock(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	dc, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	importImage(ctx, t, d, "busybox")
+	_, d, dc, ctx := poolTest(t)
 	d.buildTemplate("grow", "name = \"grow\"\nimage = \"busybox\"\n")
 	d.must("pool", "set", "grow", "--min-ready", "1", "--max-ready", "3")
 	poolReady(t, d, "grow", 1)

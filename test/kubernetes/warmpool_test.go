@@ -34,15 +34,7 @@ var (
 // stop and start, the pool refills, and removing the pool removes the
 // cluster's pool and its unclaimed pods while the claimed sandbox runs on.
 func TestWarmPoolOnKubernetes(t *testing.T) {
-	c := clusterFor(t)
-	d := startPaddock(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	dc, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	importImage(ctx, t, d, "busybox")
+	c, d, dc, ctx := poolTest(t)
 	d.buildTemplate("wpool", "name = \"wpool\"\nimage = \"busybox\"\n")
 	d.must("pool", "set", "wpool", "--min-ready", "2")
 	start := time.Now()
