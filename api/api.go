@@ -68,6 +68,16 @@
 //	GET    /v1/secrets                         -> SecretList
 //	PUT    /v1/secrets/{name}                  SetSecretRequest -> Secret (201 created, 200 replaced)
 //	DELETE /v1/secrets/{name}                  -> 204 (409 while an injection rule uses it)
+//	POST   /v1/workspaces                      CreateWorkspaceRequest -> Workspace (201; docs/workspaces.md)
+//	GET    /v1/workspaces                      -> WorkspaceList
+//	POST   /v1/workspaces/import?name=N&max_bytes=B&max_files=F  application/x-tar body -> Workspace (201)
+//	GET    /v1/workspaces/{id}                 -> Workspace
+//	DELETE /v1/workspaces/{id}                 -> 204 (with its history)
+//	POST   /v1/workspaces/{id}/run             WorkspaceRunRequest -> WorkspaceRunResult (409 on a concurrent change)
+//	GET    /v1/workspaces/{id}/versions?limit=N  -> WorkspaceHistory
+//	GET    /v1/workspaces/{id}/diff?from=A&to=B  -> WorkspaceDiff
+//	POST   /v1/workspaces/{id}/rollback        WorkspaceRollbackRequest -> WorkspaceRunResult
+//	GET    /v1/workspaces/{id}/export          -> application/x-tar (workspace.json + contents/<sha256>)
 //	POST   /v1/sandboxes/{id}/backups          CreateBackupRequest -> Backup (201)
 //	GET    /v1/backups?sandbox=ID              -> BackupList
 //	GET    /v1/backups/{backup}                -> Backup

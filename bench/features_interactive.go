@@ -27,14 +27,14 @@ const (
 )
 
 // FeatureItems lists the feature items in run order.
-var FeatureItems = []string{ItemSession, ItemProcPort, ItemPreview, ItemContext, ItemPool, ItemPoolBurst, ItemSnapshot, ItemNetwork, ItemProxy, ItemImages, ItemGVisor, ItemMemory, ItemConsole, ItemUserns}
+var FeatureItems = []string{ItemSession, ItemProcPort, ItemPreview, ItemContext, ItemPool, ItemPoolBurst, ItemSnapshot, ItemNetwork, ItemProxy, ItemImages, ItemGVisor, ItemMemory, ItemConsole, ItemUserns, ItemWorkspace}
 
 // featureIterations are each feature item's recorded rounds: smaller than
 // the core items' so a default run stays within a few minutes on two
 // cores. -n lowers them (never raises them).
 var featureIterations = map[string]int{
 	ItemSession: 30, ItemProcPort: 10, ItemPreview: 20, ItemContext: 20,
-	ItemPool: 10, ItemSnapshot: 3, ItemNetwork: 5, ItemProxy: 30, ItemImages: 10, ItemGVisor: 10, ItemMemory: 5, ItemConsole: 10, ItemUserns: 20,
+	ItemPool: 10, ItemSnapshot: 3, ItemNetwork: 5, ItemProxy: 30, ItemImages: 10, ItemGVisor: 10, ItemMemory: 5, ItemConsole: 10, ItemUserns: 20, ItemWorkspace: 20,
 }
 
 // Figure is a measured quantity that is not a latency series: a size, a

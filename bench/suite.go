@@ -199,6 +199,9 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
 		case ItemUserns:
 			r.Comparisons = append(r.Comparisons, s.measureUserns(ctx))
+		case ItemWorkspace:
+			cs, fs := s.measureWorkspace(ctx)
+			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)
 		case ItemImages:
 			cs, fs := s.measureImages(ctx)
 			r.Comparisons, r.Figures = append(r.Comparisons, cs...), append(r.Figures, fs...)

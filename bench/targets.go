@@ -64,6 +64,7 @@ func Targets(r *Report) []Target {
 	}
 	out = append(out, featureTargets(r)...)
 	out = append(out, poolBurstTargets(r)...)
+	out = append(out, workspaceTargets(r)...)
 	return append(out, memoryTargets(r)...)
 }
 

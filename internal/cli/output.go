@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -117,4 +119,41 @@ func removeEachCmd(g *globals, use, short string, del func(c *paddock.Client, ct
 			return nil
 		},
 	}
+}
+
+// writeOutput writes a download to the file out, or to stdout for "-".
+// A file is written beside its target and renamed, so a failed download
+// never leaves a file that looks complete.
+func writeOutput(cmd *cobra.Command, out string, download func(io.Writer) error) error {
+	if out == "" {
+		return fmt.Errorf("give the file to write with -o FILE (- for stdout)")
+	}
+	if out == "-" {
+		return download(cmd.OutOrStdout())
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".part-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := download(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), out)
+}
+
+// openInput opens the file in, or stdin for "-".
+func openInput(cmd *cobra.Command, in string) (io.Reader, func(), error) {
+	if in == "-" {
+		return cmd.InOrStdin(), func() {}, nil
+	}
+	f, err := os.Open(in)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, func() { f.Close() }, nil
 }

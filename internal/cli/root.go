@@ -91,6 +91,8 @@ func newRoot() *cobra.Command {
 		newCreateCmd(g),
 		newNetCmd(g),
 		newSecretCmd(g),
+		newWorkspaceCmd(g),
+		newRunCmd(g),
 		newTemplateCmd(g),
 		newPoolCmd(g),
 		newExecCmd(g),

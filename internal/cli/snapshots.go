@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -256,27 +254,9 @@ func newSnapshotExportCmd(g *globals) *cobra.Command {
 		Short: "Write a snapshot to one file (manifest and layers with sha256 checksums)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return fmt.Errorf("give the file to write with -o FILE (- for stdout)")
-			}
-			if out == "-" {
-				return g.client().ExportSnapshot(cmd.Context(), args[0], cmd.OutOrStdout())
-			}
-			// Written beside the target and renamed, so a failed export
-			// never leaves a file that looks complete.
-			tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".part-*")
-			if err != nil {
-				return err
-			}
-			defer os.Remove(tmp.Name())
-			if err := g.client().ExportSnapshot(cmd.Context(), args[0], tmp); err != nil {
-				tmp.Close()
-				return err
-			}
-			if err := tmp.Close(); err != nil {
-				return err
-			}
-			return os.Rename(tmp.Name(), out)
+			return writeOutput(cmd, out, func(w io.Writer) error {
+				return g.client().ExportSnapshot(cmd.Context(), args[0], w)
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (- for stdout)")
@@ -301,15 +281,11 @@ a memory image is trusted by the sandbox kernel that restores it.
 			if err := checkTTLFlag(ttl); err != nil {
 				return err
 			}
-			var r io.Reader = cmd.InOrStdin()
-			if args[0] != "-" {
-				f, err := os.Open(args[0])
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				r = f
+			r, closeIn, err := openInput(cmd, args[0])
+			if err != nil {
+				return err
 			}
+			defer closeIn()
 			s, err := g.client().ImportSnapshot(cmd.Context(), r, paddock.ImportOptions{Name: name, TTL: ttl, FilesOnly: filesOnly})
 			if err != nil {
 				return err

@@ -31,6 +31,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/server"
 	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/store/sqlite"
+	"github.com/paddock-dev/paddock/internal/workspace"
 )
 
 // Version is set at build time with -ldflags "-X ...daemon.Version=...".
@@ -117,6 +118,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
+	workspaces, err := workspace.Open(ctx, filepath.Join(cfg.StateDir, "workspaces.db"))
+	if err != nil {
+		return fmt.Errorf("open workspaces: %w", err)
+	}
+	defer workspaces.Close()
 
 	images, err := image.New(image.Options{Dir: cfg.ImagesDir(), Logger: log.With("part", "images")})
 	if err != nil {
@@ -192,7 +198,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	ctrl, err := controller.New(controller.Options{
 		Store: st, Images: images, Backends: backends, AgentBinary: agentBin,
 		Config: cfg, Logger: log.With("part", "controller"), Snapshots: snaps,
-		Network: netOpt, Secrets: secOpt,
+		Network: netOpt, Secrets: secOpt, Workspaces: workspaces,
 	})
 	if err != nil {
 		return err

@@ -115,13 +115,15 @@ func New(opts Options) *Server {
 	s.addFileTools()
 	s.addProcessTools()
 	s.addProcsTools()
+	s.addWorkspaceTools()
 	return s
 }
 
 const instructions = `Paddock gives you isolated Linux sandboxes (Debian with python3, bash, git and coreutils by default).
 Every tool takes an optional "sandbox" (id or name); leave it empty to use this session's default sandbox, which is created on first use (about a second) and destroyed when the session ends.
 Use write_file/edit_file/read_file for files rather than shell redirection, exec for commands, grep/find to search.
-Outputs are bounded: when a result says it was truncated, narrow the request (line ranges, a more specific pattern, a subdirectory).`
+Outputs are bounded: when a result says it was truncated, narrow the request (line ranges, a more specific pattern, a subdirectory).
+Workspaces (workspace_* tools) are sets of files Paddock keeps with a version for every change; workspace_run works on them with no sandbox at all, typically in under a millisecond, when the command needs only common shell tools.`
 
 // MCP returns the underlying MCP server, for callers that bring their own
 // transport.

@@ -13,6 +13,7 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/workspace/wsh"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -91,6 +92,20 @@ func TestRunReturnsAfterTheDefaultIsDestroyed(t *testing.T) {
 		cancel()
 		if c, d := f.counts(); c != i+1 || d != i+1 {
 			t.Fatalf("run %d: Run returned with %d defaults created and %d destroyed", i, c, d)
+		}
+	}
+}
+
+// TestShellToolsAreTheExecutors: workspace_run tells a model the shell
+// executor's tools; each it names must be one the executor has.
+func TestShellToolsAreTheExecutors(t *testing.T) {
+	have := map[string]bool{}
+	for _, n := range wsh.Builtins() {
+		have[n] = true
+	}
+	for _, n := range ShellTools {
+		if !have[n] {
+			t.Errorf("workspace_run names %s, which the shell executor does not have", n)
 		}
 	}
 }

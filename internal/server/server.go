@@ -116,6 +116,7 @@ func (s *Server) routes() {
 	s.routesAdmission(m)
 	s.routesTemplates(m)
 	s.routesEvents(m)
+	s.routesWorkspaces(m)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.NotFound("no route %s %s", r.Method, r.URL.Path))
 	})

@@ -1,0 +1,311 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/paddock-dev/paddock/api"
+)
+
+// maxRunStdin bounds what paddock run --stdin sends: the request carries
+// it whole.
+const maxRunStdin = 4 << 20
+
+func newWorkspaceCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "workspace",
+		Aliases: []string{"ws"},
+		Short:   "Manage workspaces: named filesystems the daemon keeps, with every change recorded (run commands in one with paddock run)",
+		Args:    cobra.NoArgs,
+	}
+	var maxBytes, importName string
+	var maxFiles int64
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create an empty workspace",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := api.CreateWorkspaceRequest{Name: args[0], MaxFiles: maxFiles}
+			if maxBytes != "" {
+				mib, err := parseSizeMiB("max-bytes", maxBytes)
+				if err != nil {
+					return err
+				}
+				req.MaxBytes = mib << 20
+			}
+			ws, err := g.client().CreateWorkspace(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), ws)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), ws.ID)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&maxBytes, "max-bytes", "", "quota of file contents, like 512M or 2G (default 1G)")
+	create.Flags().Int64Var(&maxFiles, "max-files", 0, "quota of files and directories (default 100000)")
+	ls := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List workspaces",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			list, err := g.client().ListWorkspaces(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), api.WorkspaceList{Workspaces: nonNil(list)})
+			}
+			now := time.Now()
+			t := newTable(cmd.OutOrStdout(), "ID", "NAME", "VERSION", "FILES", "SIZE", "UPDATED")
+			for _, w := range list {
+				t.row(w.ID, w.Name, strconv.FormatInt(w.Version, 10), strconv.FormatInt(w.Files, 10), humanBytes(w.Bytes), ago(w.UpdatedAt, now))
+			}
+			return t.flush()
+		},
+	}
+	inspect := &cobra.Command{
+		Use:   "inspect WORKSPACE",
+		Short: "Show a workspace as JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ws, err := g.client().GetWorkspace(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd.OutOrStdout(), ws)
+		},
+	}
+	rm := &cobra.Command{
+		Use:     "rm WORKSPACE...",
+		Aliases: []string{"delete"},
+		Short:   "Delete workspaces with their history",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, ref := range args {
+				if err := g.client().DeleteWorkspace(cmd.Context(), ref); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), ref)
+			}
+			return nil
+		},
+	}
+	var limit int
+	log := &cobra.Command{
+		Use:     "log WORKSPACE",
+		Aliases: []string{"history"},
+		Short:   "List a workspace's versions, newest first, with the command that made each",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			list, err := g.client().WorkspaceHistory(cmd.Context(), args[0], limit)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), api.WorkspaceHistory{Versions: nonNil(list)})
+			}
+			now := time.Now()
+			t := newTable(cmd.OutOrStdout(), "VERSION", "WHEN", "EXECUTOR", "EXIT", "+/~/-", "COMMAND")
+			for _, v := range list {
+				t.row(strconv.FormatInt(v.Version, 10), ago(v.CreatedAt, now), v.Executor, strconv.Itoa(v.ExitCode),
+					fmt.Sprintf("%d/%d/%d", v.Added, v.Modified, v.Removed), oneLine(v.Command, 60))
+			}
+			return t.flush()
+		},
+	}
+	log.Flags().IntVar(&limit, "limit", 0, "show at most this many versions (default 1000)")
+	diff := &cobra.Command{
+		Use:   "diff WORKSPACE [FROM [TO]]",
+		Short: "List the paths that differ between two versions (default: what the last version changed)",
+		Args:  cobra.RangeArgs(1, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			from, to := int64(-1), int64(-1)
+			for i, p := range []*int64{&from, &to} {
+				if len(args) > i+1 {
+					v, err := strconv.ParseInt(args[i+1], 10, 64)
+					if err != nil || v < 0 {
+						return fmt.Errorf("version %q: give a version number, 0 or more", args[i+1])
+					}
+					*p = v
+				}
+			}
+			d, err := g.client().WorkspaceDiff(cmd.Context(), args[0], from, to)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), d)
+			}
+			printChanges(cmd.OutOrStdout(), d.Changes)
+			return nil
+		},
+	}
+	rollback := &cobra.Command{
+		Use:   "rollback WORKSPACE VERSION",
+		Short: "Make a new version whose files are those of an earlier version (history is kept)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := strconv.ParseInt(args[1], 10, 64)
+			if err != nil || v < 0 {
+				return fmt.Errorf("version %q: give a version number, 0 or more", args[1])
+			}
+			res, err := g.client().RollbackWorkspace(cmd.Context(), args[0], v)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "version %d\n", res.Version)
+			return nil
+		},
+	}
+	var out string
+	export := &cobra.Command{
+		Use:   "export WORKSPACE -o FILE",
+		Short: "Write a workspace with its whole history to one file ('-' for stdout)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return writeOutput(cmd, out, func(w io.Writer) error {
+				return g.client().ExportWorkspace(cmd.Context(), args[0], w)
+			})
+		},
+	}
+	export.Flags().StringVarP(&out, "output", "o", "", "file to write ('-' for stdout)")
+	_ = export.MarkFlagRequired("output")
+	imp := &cobra.Command{
+		Use:   "import FILE --name NAME",
+		Short: "Make a workspace from an exported file ('-' for stdin), with its history",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := api.CreateWorkspaceRequest{Name: importName, MaxFiles: maxFiles}
+			if maxBytes != "" {
+				mib, err := parseSizeMiB("max-bytes", maxBytes)
+				if err != nil {
+					return err
+				}
+				req.MaxBytes = mib << 20
+			}
+			in, closeIn, err := openInput(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			defer closeIn()
+			ws, err := g.client().ImportWorkspace(cmd.Context(), req, in)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), ws)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), ws.ID)
+			return nil
+		},
+	}
+	imp.Flags().StringVar(&importName, "name", "", "name of the new workspace")
+	_ = imp.MarkFlagRequired("name")
+	imp.Flags().StringVar(&maxBytes, "max-bytes", "", "quota of file contents, like 512M or 2G (default 1G)")
+	imp.Flags().Int64Var(&maxFiles, "max-files", 0, "quota of files and directories (default 100000)")
+	cmd.AddCommand(create, ls, inspect, rm, log, diff, rollback, export, imp)
+	return cmd
+}
+
+// printChanges writes one line a path: +, ~ or - and the path (a
+// directory with a trailing slash).
+func printChanges(w io.Writer, changes []api.WorkspaceChange) {
+	mark := map[string]string{api.ChangeAdded: "+", api.ChangeModified: "~", api.ChangeRemoved: "-"}
+	for _, c := range changes {
+		p := c.Path
+		if c.Dir {
+			p += "/"
+		}
+		fmt.Fprintf(w, "%s %s\n", mark[c.Kind], p)
+	}
+}
+
+func newRunCmd(g *globals) *cobra.Command {
+	var req api.WorkspaceRunRequest
+	var env []string
+	var timeout time.Duration
+	var stdin, script bool
+	cmd := &cobra.Command{
+		Use:   "run WORKSPACE [flags] -- COMMAND [ARG...]",
+		Short: "Run a command in a workspace; what it changes lands as one new version",
+		Long: `Run a command in a workspace. With one argument and --script, or with
+--script, the argument is shell text (pipes, redirections, loops); otherwise
+the arguments are one command's words. The shell executor interprets the
+command inside the daemon, with the common tools (cat, ls, grep, sed, find,
+...) built in: no container starts. The container executor runs it in a
+sandbox holding a copy of the workspace. auto (the default) picks shell when
+every command is built in, else container. The command's stdout and stderr
+are printed and its exit code is paddock's.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if script {
+				if len(args) != 2 {
+					return fmt.Errorf("--script takes the shell text as one argument (quote it)")
+				}
+				req.Script = args[1]
+			} else {
+				req.Command = args[1:]
+			}
+			var err error
+			if req.Env, err = parseEnv("env", env); err != nil {
+				return err
+			}
+			req.TimeoutMs = timeout.Milliseconds()
+			if stdin {
+				b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxRunStdin+1))
+				if err != nil {
+					return err
+				}
+				if len(b) > maxRunStdin {
+					return fmt.Errorf("stdin is over %d bytes: write large inputs to the workspace in pieces", maxRunStdin)
+				}
+				req.Stdin = string(b)
+			}
+			res, err := g.client().RunInWorkspace(cmd.Context(), args[0], req)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			io.WriteString(cmd.OutOrStdout(), res.Stdout)
+			io.WriteString(cmd.ErrOrStderr(), res.Stderr)
+			if res.Stopped != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "paddock: the %s executor stopped the command (%s); nothing it changed was kept\n", res.Executor, res.Stopped)
+			}
+			if res.ExitCode != 0 {
+				return &exitError{code: res.ExitCode}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Executor, "executor", api.ExecutorAuto, "where to run it: shell (in the daemon, no container), container (a sandbox holding a copy), or auto (the cheapest that can)")
+	f.BoolVar(&script, "script", false, "the one argument after -- is shell text")
+	f.StringArrayVarP(&env, "env", "e", nil, "set an environment variable KEY=VALUE (repeatable)")
+	f.StringVarP(&req.Cwd, "workdir", "w", "", "directory of the workspace to run in, relative to its root")
+	f.DurationVar(&timeout, "timeout", 0, "stop the command after this long (default 30s, at most 10m)")
+	f.BoolVarP(&stdin, "interactive", "i", false, "send this process's stdin to the command (up to 4 MiB)")
+	return cmd
+}
+
+// oneLine shows s on one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
+)
+
+// maxImportOverhead allows for an export's manifest and tar headers on
+// top of its contents.
+const maxImportOverhead = 256 << 20
+
+// maxWorkspaceRunBody bounds POST /v1/workspaces/{id}/run: the command and
+// its stdin.
+const maxWorkspaceRunBody = 8 << 20
+
+// routesWorkspaces adds workspaces (docs/workspaces.md).
+func (s *Server) routesWorkspaces(m *http.ServeMux) {
+	m.HandleFunc("POST /v1/workspaces", s.createWorkspace)
+	m.HandleFunc("GET /v1/workspaces", s.listWorkspaces)
+	m.HandleFunc("GET /v1/workspaces/{id}", s.getWorkspace)
+	m.HandleFunc("DELETE /v1/workspaces/{id}", s.deleteWorkspace)
+	m.HandleFunc("POST /v1/workspaces/{id}/run", s.runInWorkspace)
+	m.HandleFunc("GET /v1/workspaces/{id}/versions", s.workspaceVersions)
+	m.HandleFunc("GET /v1/workspaces/{id}/diff", s.workspaceDiff)
+	m.HandleFunc("POST /v1/workspaces/{id}/rollback", s.rollbackWorkspace)
+	m.HandleFunc("GET /v1/workspaces/{id}/export", s.exportWorkspace)
+	m.HandleFunc("POST /v1/workspaces/import", s.importWorkspace)
+}
+
+func (s *Server) exportWorkspace(w http.ResponseWriter, r *http.Request) {
+	// Nothing is written before the workspace is found, so a missing one
+	// is a plain 404; a failure after the first byte breaks the stream.
+	ref := r.PathValue("id")
+	if _, err := s.opts.Controller.GetWorkspace(r.Context(), ref); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Disposition", `attachment; filename="workspace.tar"`)
+	if err := s.opts.Controller.ExportWorkspace(r.Context(), ref, w); err != nil {
+		s.log.Warn("workspace export broken off", "workspace", ref, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (s *Server) importWorkspace(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := api.CreateWorkspaceRequest{Name: q.Get("name")}
+	var err error
+	if req.MaxBytes, err = queryInt(r, "max_bytes"); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.MaxFiles, err = queryInt(r, "max_files"); err != nil {
+		writeError(w, err)
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, controller.MaxWorkspaceImportBytes+maxImportOverhead)
+	ws, err := s.opts.Controller.ImportWorkspace(r.Context(), req, body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, ws)
+}
+
+func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateWorkspaceRequest
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	ws, err := s.opts.Controller.CreateWorkspace(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, ws)
+}
+
+func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request) {
+	list, err := s.opts.Controller.ListWorkspaces(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.WorkspaceList{Workspaces: list})
+}
+
+func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request) {
+	ws, err := s.opts.Controller.GetWorkspace(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ws)
+}
+
+func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request) {
+	if err := s.opts.Controller.DeleteWorkspace(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) runInWorkspace(w http.ResponseWriter, r *http.Request) {
+	var req api.WorkspaceRunRequest
+	if err := s.decode(r, maxWorkspaceRunBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := s.opts.Controller.RunInWorkspace(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) workspaceVersions(w http.ResponseWriter, r *http.Request) {
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	list, err := s.opts.Controller.WorkspaceHistory(r.Context(), r.PathValue("id"), int(limit))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.WorkspaceHistory{Versions: list})
+}
+
+func (s *Server) workspaceDiff(w http.ResponseWriter, r *http.Request) {
+	from, err := queryVersion(r, "from")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	to, err := queryVersion(r, "to")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	d, err := s.opts.Controller.WorkspaceDiff(r.Context(), r.PathValue("id"), from, to)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) rollbackWorkspace(w http.ResponseWriter, r *http.Request) {
+	var req api.WorkspaceRollbackRequest
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := s.opts.Controller.RollbackWorkspace(r.Context(), r.PathValue("id"), req.Version)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// queryVersion reads a version number from the query, -1 when absent.
+func queryVersion(r *http.Request, name string) (int64, error) {
+	if !r.URL.Query().Has(name) {
+		return -1, nil
+	}
+	return queryInt(r, name)
+}

@@ -1,0 +1,305 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/workspace/vfs"
+)
+
+func openStore(t *testing.T, path string) *Store {
+	t.Helper()
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "workspaces.db")
+	}
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newWorkspace(t *testing.T, s *Store, name string, maxBytes, maxFiles int64) Record {
+	t.Helper()
+	r, err := s.Create(context.Background(), Record{ID: "w" + name, Name: name, Owner: "local", MaxBytes: maxBytes, MaxFiles: maxFiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// edit runs fn on a Tree over the workspace's current version and lands
+// what it changed.
+func edit(t *testing.T, s *Store, r Record, fn func(tr *vfs.Tree)) (int64, []api.WorkspaceChange, error) {
+	t.Helper()
+	ctx := context.Background()
+	base, entries, err := s.Head(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := vfs.New(entries, s.Content, vfs.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn(tr)
+	return s.Apply(ctx, Commit{Workspace: r.ID, Base: base, Changes: tr.Changes(), Caller: "local", Executor: "test", Command: "edit"})
+}
+
+func write(t *testing.T, tr vfs.FS, name, data string) {
+	t.Helper()
+	f, err := tr.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte(data)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+func read(t *testing.T, s *Store, r Record, name string) string {
+	t.Helper()
+	_, entries, err := s.Head(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Path == name {
+			b, err := s.Content(e.Hash)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+	}
+	return "<absent>"
+}
+
+func TestHistoryDiffAndRollback(t *testing.T) {
+	s := openStore(t, "")
+	r := newWorkspace(t, s, "dev", 0, 0)
+	v1, ch, err := edit(t, s, r, func(tr *vfs.Tree) {
+		tr.Mkdir("src", 0o755)
+		write(t, tr, "src/a.txt", "one")
+	})
+	if err != nil || v1 != 1 || len(ch) != 2 {
+		t.Fatalf("first version %d, changes %v, %v", v1, ch, err)
+	}
+	v2, _, err := edit(t, s, r, func(tr *vfs.Tree) {
+		write(t, tr, "src/a.txt", "two")
+		write(t, tr, "b.txt", "bee")
+	})
+	if err != nil || v2 != 2 {
+		t.Fatalf("second version %d, %v", v2, err)
+	}
+	// A command that changes nothing makes no version.
+	if v, _, err := edit(t, s, r, func(*vfs.Tree) {}); err != nil || v != 2 {
+		t.Fatalf("no-op made version %d, %v", v, err)
+	}
+	rec, _ := s.Get(context.Background(), r.ID)
+	d, err := s.Diff(context.Background(), rec, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(d) != "[{b.txt added false} {src/a.txt modified false}]" {
+		t.Fatalf("diff 1..2: %v", d)
+	}
+	v3, _, err := s.Rollback(context.Background(), rec, 1, "local")
+	if err != nil || v3 != 3 {
+		t.Fatalf("rollback made %d, %v", v3, err)
+	}
+	if got := read(t, s, r, "src/a.txt"); got != "one" {
+		t.Fatalf("after rollback a.txt is %q", got)
+	}
+	if got := read(t, s, r, "b.txt"); got != "<absent>" {
+		t.Fatalf("after rollback b.txt is %q", got)
+	}
+	hist, err := s.Versions(context.Background(), r.ID, 10)
+	if err != nil || len(hist) != 3 || hist[0].Command != "rollback to version 1" || hist[2].Added != 2 {
+		t.Fatalf("history %+v, %v", hist, err)
+	}
+	rec, _ = s.Get(context.Background(), r.ID)
+	if rec.Bytes != 3 || rec.Files != 2 {
+		t.Fatalf("after rollback the record says %d bytes, %d files", rec.Bytes, rec.Files)
+	}
+	if _, err := s.Diff(context.Background(), rec, 0, 4); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("diff to a version that does not exist: %v", err)
+	}
+}
+
+func TestConcurrentCommandsAreIsolated(t *testing.T) {
+	s := openStore(t, "")
+	r := newWorkspace(t, s, "dev", 0, 0)
+	if _, _, err := edit(t, s, r, func(tr *vfs.Tree) { tr.Mkdir("d", 0o755); write(t, tr, "shared", "0") }); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Two commands start from version 1.
+	base, entries, _ := s.Head(ctx, r.ID)
+	a, _ := vfs.New(entries, s.Content, vfs.Limits{})
+	b, _ := vfs.New(entries, s.Content, vfs.Limits{})
+	c, _ := vfs.New(entries, s.Content, vfs.Limits{})
+	write(t, a, "shared", "a")
+	write(t, a, "a-only", "a")
+	write(t, b, "b-only", "b")
+	write(t, b, "shared", "b")
+	write(t, c, "d/new", "c")
+	if _, _, err := s.Apply(ctx, Commit{Workspace: r.ID, Base: base, Changes: a.Changes(), Command: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	// b wrote the path a changed first: nothing of b lands.
+	if _, _, err := s.Apply(ctx, Commit{Workspace: r.ID, Base: base, Changes: b.Changes(), Command: "b"}); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("second writer of shared: %v", err)
+	}
+	if got := read(t, s, r, "b-only"); got != "<absent>" {
+		t.Fatalf("part of a conflicting command landed: b-only = %q", got)
+	}
+	// A command on other paths lands beside a's.
+	d, _ := vfs.New(entries, s.Content, vfs.Limits{})
+	d.Remove("d")
+	if _, _, err := s.Apply(ctx, Commit{Workspace: r.ID, Base: base, Changes: d.Changes(), Command: "rmdir d"}); err != nil {
+		t.Fatalf("removing d beside a: %v", err)
+	}
+	// c wrote into d, which was removed since: refused.
+	if _, _, err := s.Apply(ctx, Commit{Workspace: r.ID, Base: base, Changes: c.Changes(), Command: "c"}); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("write under a removed directory: %v", err)
+	}
+	if got := read(t, s, r, "shared"); got != "a" {
+		t.Fatalf("shared = %q", got)
+	}
+}
+
+func TestQuotaChecksTheResult(t *testing.T) {
+	s := openStore(t, "")
+	r := newWorkspace(t, s, "small", 10, 3)
+	if _, _, err := edit(t, s, r, func(tr *vfs.Tree) { write(t, tr, "a", "12345678") }); err != nil {
+		t.Fatal(err)
+	}
+	// Each of two concurrent commands fits alone; together they do not.
+	ctx := context.Background()
+	base, entries, _ := s.Head(ctx, r.ID)
+	x, _ := vfs.New(entries, s.Content, vfs.Limits{MaxBytes: 10})
+	y, _ := vfs.New(entries, s.Content, vfs.Limits{MaxBytes: 10})
+	write(t, x, "x", "12")
+	write(t, y, "y", "12")
+	if _, _, err := s.Apply(ctx, Commit{Workspace: r.ID, Base: base, Changes: x.Changes()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Apply(ctx, Commit{Workspace: r.ID, Base: base, Changes: y.Changes()}); !errors.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("past the quota together: %v", err)
+	}
+}
+
+func TestDeleteDropsUnsharedContents(t *testing.T) {
+	s := openStore(t, "")
+	a := newWorkspace(t, s, "a", 0, 0)
+	b := newWorkspace(t, s, "b", 0, 0)
+	edit(t, s, a, func(tr *vfs.Tree) { write(t, tr, "f", "shared"); write(t, tr, "g", "only a") })
+	edit(t, s, b, func(tr *vfs.Tree) { write(t, tr, "f", "shared") })
+	if err := s.Delete(context.Background(), a.ID); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	s.r.QueryRow("SELECT COUNT(*) FROM blobs").Scan(&n)
+	if n != 1 {
+		t.Fatalf("%d contents left, want the one b holds", n)
+	}
+	if got := read(t, s, b, "f"); got != "shared" {
+		t.Fatalf("b's file after a's removal: %q", got)
+	}
+	if err := s.Delete(context.Background(), a.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// TestKilledMidWrite kills a process that commits versions as fast as it
+// can, then checks that the database is whole: every version's files add
+// up to what the workspace's record says, and the head's history row is
+// there.
+func TestKilledMidWrite(t *testing.T) {
+	if path := os.Getenv("PADDOCK_WORKSPACE_WRITER"); path != "" {
+		writeForever(path)
+		return
+	}
+	path := filepath.Join(t.TempDir(), "workspaces.db")
+	s := openStore(t, path)
+	r := newWorkspace(t, s, "busy", 0, 0)
+	s.Close()
+	for round := range 3 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledMidWrite$")
+		cmd.Env = append(os.Environ(), "PADDOCK_WORKSPACE_WRITER="+path)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(300+200*round) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}
+	s = openStore(t, path)
+	rec, err := s.Get(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Head < 2 {
+		t.Fatalf("the writer made only %d versions", rec.Head)
+	}
+	_, entries, err := s.Head(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bytes int64
+	for _, e := range entries {
+		b, err := s.Content(e.Hash)
+		if err != nil {
+			t.Fatalf("head's %s: %v", e.Path, err)
+		}
+		if int64(len(b)) != e.Size {
+			t.Fatalf("head's %s has %d bytes, its entry says %d", e.Path, len(b), e.Size)
+		}
+		bytes += e.Size
+	}
+	if bytes != rec.Bytes || int64(len(entries)) != rec.Files {
+		t.Fatalf("head holds %d bytes in %d files, the record says %d in %d", bytes, len(entries), rec.Bytes, rec.Files)
+	}
+	hist, _ := s.Versions(context.Background(), r.ID, 1)
+	if len(hist) != 1 || hist[0].Version != rec.Head {
+		t.Fatalf("history's newest %+v, head %d", hist, rec.Head)
+	}
+	t.Logf("%d versions made before the kills; the database is whole", rec.Head)
+}
+
+// writeForever commits versions that each rewrite every file with the
+// version's number, until killed.
+func writeForever(path string) {
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	for {
+		base, entries, err := s.Head(ctx, "wbusy")
+		if err != nil {
+			os.Exit(3)
+		}
+		tr, _ := vfs.New(entries, s.Content, vfs.Limits{})
+		for i := range 50 {
+			f, _ := tr.OpenFile("f"+strconv.Itoa(i), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			fmt.Fprintf(f, "version %d file %d %s", base+1, i, make([]byte, 1000+int(base)%7))
+			f.Close()
+		}
+		if _, _, err := s.Apply(ctx, Commit{Workspace: "wbusy", Base: base, Changes: tr.Changes(), Command: "write"}); err != nil {
+			os.Exit(4)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+// Package vfs is a workspace's files as one command sees them: the
+// version the command started from, read lazily from the workspace store,
+// with the command's own changes kept in memory on top. When the command
+// ends, Changes lists what it did, and the store lands them in one
+// transaction (or not at all).
+//
+// Paths are io/fs paths: slash-separated, relative to the workspace's root,
+// cleaned, no leading slash, "." for the root itself (fs.ValidPath). A
+// workspace holds regular files and directories only: no symlinks, devices
+// or other kinds, so nothing in it can point outside it.
+//
+// Errors are *fs.PathError wrapping fs.ErrNotExist, fs.ErrExist,
+// fs.ErrInvalid, ErrNotDir, ErrIsDir, ErrNotEmpty, or ErrQuota (the
+// workspace's bytes or file count would exceed its quota).
+package vfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"syscall"
+	"time"
+)
+
+var (
+	// ErrNotDir: a path's parent (or the path itself, where a directory
+	// is needed) is a file.
+	ErrNotDir = syscall.ENOTDIR
+	// ErrIsDir: a file operation was asked of a directory.
+	ErrIsDir = syscall.EISDIR
+	// ErrNotEmpty: a directory to remove still has entries.
+	ErrNotEmpty = syscall.ENOTEMPTY
+	// ErrQuota: the change would take the workspace past its quota of
+	// bytes or files.
+	ErrQuota = syscall.EDQUOT
+)
+
+// FS is what an executor may do to a workspace. Implementations are safe
+// for use by one command's goroutines at once.
+type FS interface {
+	// Stat describes name (a file or directory).
+	Stat(name string) (fs.FileInfo, error)
+	// ReadDir lists a directory's entries sorted by name.
+	ReadDir(name string) ([]fs.DirEntry, error)
+	// Open opens a file for reading.
+	Open(name string) (io.ReadCloser, error)
+	// OpenFile opens or creates a file with os.O_* flags (O_RDONLY,
+	// O_WRONLY, O_RDWR, O_APPEND, O_CREATE, O_EXCL, O_TRUNC). Its parent
+	// must exist. A written file's new content is part of the command's
+	// changes once it is closed (and is visible to other opens as it is
+	// written).
+	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
+	// Mkdir makes one directory; its parent must exist.
+	Mkdir(name string, perm fs.FileMode) error
+	// Remove removes a file or an empty directory.
+	Remove(name string) error
+	// Rename moves a file or a directory (with everything under it).
+	// A file replaces a file; a directory may replace only an empty one.
+	Rename(oldname, newname string) error
+	// Chmod sets the permission bits (fs.ModePerm) of a file or directory.
+	Chmod(name string, mode fs.FileMode) error
+	// Chtimes sets the modification time of a file or directory (touch).
+	Chtimes(name string, mtime time.Time) error
+}
+
+// File is an open file of an FS.
+type File interface {
+	io.Reader
+	io.Writer
+	io.Seeker
+	io.Closer
+	Stat() (fs.FileInfo, error)
+	Truncate(size int64) error
+}
+
+// IsQuota reports whether err says a quota was reached.
+func IsQuota(err error) bool { return errors.Is(err, ErrQuota) }
