@@ -117,6 +117,7 @@ func (s *Suite) measureWorkspace(ctx context.Context) ([]Comparison, []Figure) {
 			workspaceFiles, workspaceFiles/100)
 		cs = append(cs, NewComparison(c.id, "Workspace: "+c.title, note, series))
 	}
+	cs = append(cs, s.measureWorkspaceContainer(ctx, ws.ID, sb.ID))
 	figs := []Figure{{
 		ID: "workspace-seed", Name: fmt.Sprintf("Seeding the workspace with %d files in one shell-executor command (one version)", workspaceFiles),
 		Value: float64(seed.Microseconds()) / 1000, Unit: "ms",
@@ -148,4 +149,41 @@ func workspaceTargets(r *Report) []Target {
 		small.Detail = fmt.Sprintf("p50 %.2f ms through the API (socket, JSON, version read), the executor's own part in figure workspace-small-executor.", p50)
 	}
 	return append(out, small)
+}
+
+// measureWorkspaceContainer compares a command on the container executor
+// (its copy current: a read-only command in a row) with the same command
+// through exec in a warm sandbox, and records the first container
+// command of a workspace (attach: a sandbox made, the version copied in).
+func (s *Suite) measureWorkspaceContainer(ctx context.Context, wsID, sandbox string) Comparison {
+	const id, title = "workspace-container", "Workspace: `cat | wc -l` on the container executor (copy current) vs exec"
+	const script = "cat d1/f100.txt | wc -l"
+	names := []string{"workspace run, container executor (SDK)", "exec in a warm sandbox (SDK)", "first container command of the workspace (attach)"}
+	run := func(ctx context.Context) error {
+		res, err := s.c.RunInWorkspace(ctx, wsID, api.WorkspaceRunRequest{Script: script, Executor: api.ExecutorContainer, TimeoutMs: 120_000})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("%s exited %d: %s", script, res.ExitCode, res.Stderr)
+		}
+		return err
+	}
+	attach := Series{Name: names[2]}
+	var attached []time.Duration
+	d, err := Timed(func() error { return run(ctx) })
+	if err != nil {
+		attach.Disabled = "failed: " + err.Error()
+	} else {
+		attached = append(attached, d)
+		attach.Summary = Summarize(attached, 0)
+	}
+	series := s.interleaveN(ctx, ItemWorkspace, []Variant{
+		{Name: names[0], Run: func(ctx context.Context) (time.Duration, error) { return Timed(func() error { return run(ctx) }) }},
+		{Name: names[1], Run: func(ctx context.Context) (time.Duration, error) {
+			return Timed(func() error {
+				_, err := s.execOut(ctx, sandbox, paddock.ExecOptions{Cmd: []string{"sh", "-c", "cd ws && " + script}})
+				return err
+			})
+		}},
+	})
+	note := fmt.Sprintf("The container executor's sandbox holds a copy of the %d files; each command is an exec in it plus reading the copy back as a tar and comparing it with the version (nothing changes here, so no version is made). The attach row is one sample: the workspace's first container command, which creates the sandbox and copies the version in.", workspaceFiles)
+	return NewComparison(id, title, note, append(series, attach))
 }

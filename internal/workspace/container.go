@@ -125,6 +125,9 @@ func ChangesFromTar(r io.Reader, version []vfs.Entry, lim vfs.Limits) (changes [
 			e.Dir = true
 			dirs[name] = true
 		case tar.TypeReg:
+			if hdr.Size > vfs.MaxFileSize {
+				return nil, nil, fmt.Errorf("%s in the container is %d bytes, past the %d a workspace file may hold; nothing was kept: %w", name, hdr.Size, int64(vfs.MaxFileSize), errdefs.ErrResourceExhausted)
+			}
 			if lim.MaxBytes > 0 && bytes+hdr.Size > lim.MaxBytes {
 				return nil, nil, fmt.Errorf("the container's copy of the workspace holds more than its quota of %d bytes; nothing was kept: %w", lim.MaxBytes, errdefs.ErrResourceExhausted)
 			}

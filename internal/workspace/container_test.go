@@ -48,7 +48,8 @@ func TestCopyOutAndBack(t *testing.T) {
 		write(t, tr, "src/a.go", "package a")
 		write(t, tr, "keep.txt", "same")
 	})
-	_, entries, _ := s.Head(t.Context(), r.ID)
+	_, ix, _ := s.Head(t.Context(), r.ID)
+	entries := ix.Entries()
 	var buf bytes.Buffer
 	if err := s.WriteTar(&buf, entries); err != nil {
 		t.Fatal(err)

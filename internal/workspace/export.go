@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/workspace/vfs"
 )
 
 // A workspace exported is one tar file: first manifestName, the JSON of
@@ -282,7 +283,7 @@ func checkManifest(m *manifest) (need map[string]int64, bytes, files int64, err 
 			return nil, 0, 0, errImport("entry %s lives from version %d to %d, outside 1..%d", e.Path, e.Since, e.Until, m.Head)
 		case e.Dir && (e.Hash != "" || e.Size != 0):
 			return nil, 0, 0, errImport("directory %s has content", e.Path)
-		case !e.Dir && (len(e.Hash) != 64 || strings.Trim(e.Hash, "0123456789abcdef") != "" || e.Size < 0):
+		case !e.Dir && (len(e.Hash) != 64 || strings.Trim(e.Hash, "0123456789abcdef") != "" || e.Size < 0 || e.Size > vfs.MaxFileSize):
 			return nil, 0, 0, errImport("file %s has no valid content hash", e.Path)
 		}
 		if !e.Dir {

@@ -50,7 +50,10 @@ func (s *Store) Run(ctx context.Context, spec RunSpec) (*api.WorkspaceRunResult,
 	if err != nil {
 		return nil, err
 	}
-	base, entries, err := s.Head(ctx, spec.Workspace.ID)
+	// The record was read by the caller just now; its version is the one
+	// the command sees (a newer one landing meanwhile is a concurrent
+	// command's, which Apply tells apart).
+	base, index, err := s.headOf(ctx, spec.Workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -59,12 +62,9 @@ func (s *Store) Run(ctx context.Context, spec RunSpec) (*api.WorkspaceRunResult,
 		timeout = DefaultTimeout
 	}
 	if executor == api.ExecutorContainer {
-		return s.runInContainer(ctx, spec, reason, base, entries, timeout)
+		return s.runInContainer(ctx, spec, reason, base, index.Entries(), timeout)
 	}
-	tree, err := vfs.New(entries, s.Content, vfs.Limits{MaxBytes: spec.Workspace.MaxBytes, MaxEntries: spec.Workspace.MaxFiles})
-	if err != nil {
-		return nil, fmt.Errorf("workspaces: read version %d of %s: %w", base, spec.Workspace.Name, err)
-	}
+	tree := vfs.FromIndex(index, s.Content, vfs.Limits{MaxBytes: spec.Workspace.MaxBytes, MaxEntries: spec.Workspace.MaxFiles})
 	var stdout, stderr bytes.Buffer
 	res := wsh.Run(ctx, tree, wsh.Options{
 		Script: spec.Script, Stdin: bytes.NewReader(spec.Stdin), Stdout: &stdout, Stderr: &stderr,

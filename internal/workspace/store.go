@@ -108,7 +108,7 @@ type Store struct {
 
 type headEntries struct {
 	version int64
-	entries []vfs.Entry
+	index   *vfs.Index
 }
 
 // Open opens (creating if needed) the workspace database at path.
@@ -306,29 +306,90 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// Head returns the workspace's current version and its entries (shared:
-// not to be changed by the caller).
-func (s *Store) Head(ctx context.Context, id string) (int64, []vfs.Entry, error) {
+// Head returns the workspace's current version and its entries, indexed
+// (shared: read-only).
+func (s *Store) Head(ctx context.Context, id string) (int64, *vfs.Index, error) {
 	r, err := s.Get(ctx, id)
 	if err != nil {
 		return 0, nil, err
 	}
+	return s.headOf(ctx, r)
+}
+
+// headOf is Head for a record just read (its Head is the version).
+func (s *Store) headOf(ctx context.Context, r Record) (int64, *vfs.Index, error) {
+	id := r.ID
 	s.mu.Lock()
 	h, ok := s.heads[id]
 	s.mu.Unlock()
 	if ok && h.version == r.Head {
-		return h.version, h.entries, nil
+		return h.version, h.index, nil
 	}
 	entries, err := s.entriesAt(ctx, s.r, id, r.Head)
 	if err != nil {
 		return 0, nil, err
 	}
-	s.mu.Lock()
-	if cur, ok := s.heads[id]; !ok || cur.version < r.Head {
-		s.heads[id] = headEntries{version: r.Head, entries: entries}
+	ix, err := vfs.NewIndex(entries)
+	if err != nil {
+		return 0, nil, fmt.Errorf("workspaces: version %d of %s: %w", r.Head, id, err)
 	}
+	s.remember(id, r.Head, ix)
+	return r.Head, ix, nil
+}
+
+// remember caches a version's index as the workspace's head, unless a
+// newer one is cached already.
+func (s *Store) remember(id string, version int64, ix *vfs.Index) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.heads[id]; !ok || cur.version < version {
+		s.heads[id] = headEntries{version: version, index: ix}
+	}
+}
+
+// advance makes the cached head of version base into that of next by
+// applying changes, so the next command does not read every entry again.
+func (s *Store) advance(id string, base, next int64, changes []vfs.Change) {
+	s.mu.Lock()
+	h, ok := s.heads[id]
+	delete(s.heads, id)
 	s.mu.Unlock()
-	return r.Head, entries, nil
+	if !ok || h.version != base {
+		return
+	}
+	entries := slices.Clone(h.index.Entries())
+	at := make(map[string]int, len(entries))
+	for i, e := range entries {
+		at[e.Path] = i
+	}
+	gone := map[int]bool{}
+	for _, ch := range changes {
+		// As the database gives it back: nanoseconds, UTC.
+		ch.ModTime = time.Unix(0, ch.ModTime.UnixNano()).UTC()
+		i, had := at[ch.Path]
+		switch {
+		case ch.Removed && had:
+			gone[i] = true
+		case ch.Removed:
+		case had:
+			entries[i] = ch.Entry
+			delete(gone, i)
+		default:
+			at[ch.Path] = len(entries)
+			entries = append(entries, ch.Entry)
+		}
+	}
+	kept := entries[:0]
+	for i, e := range entries {
+		if !gone[i] {
+			kept = append(kept, e)
+		}
+	}
+	ix, err := vfs.NewIndex(kept)
+	if err != nil {
+		return // read from the database next time
+	}
+	s.remember(id, next, ix)
 }
 
 type querier interface {
@@ -490,9 +551,7 @@ func (s *Store) Apply(ctx context.Context, c Commit) (int64, []api.WorkspaceChan
 	if err := tx.Commit(); err != nil {
 		return 0, nil, fmt.Errorf("workspaces: commit version %d of %s: %w", next, c.Workspace, err)
 	}
-	s.mu.Lock()
-	delete(s.heads, c.Workspace)
-	s.mu.Unlock()
+	s.advance(c.Workspace, r.Head, next, c.Changes)
 	return next, out, nil
 }
 

@@ -44,11 +44,11 @@ func newWorkspace(t *testing.T, s *Store, name string, maxBytes, maxFiles int64)
 func edit(t *testing.T, s *Store, r Record, fn func(tr *vfs.Tree)) (int64, []api.WorkspaceChange, error) {
 	t.Helper()
 	ctx := context.Background()
-	base, entries, err := s.Head(ctx, r.ID)
+	base, ix, err := s.Head(ctx, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := vfs.New(entries, s.Content, vfs.Limits{})
+	tr, err := vfs.New(ix.Entries(), s.Content, vfs.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,8 @@ func write(t *testing.T, tr vfs.FS, name, data string) {
 
 func read(t *testing.T, s *Store, r Record, name string) string {
 	t.Helper()
-	_, entries, err := s.Head(context.Background(), r.ID)
+	_, ix, err := s.Head(context.Background(), r.ID)
+	entries := ix.Entries()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,8 @@ func TestConcurrentCommandsAreIsolated(t *testing.T) {
 	}
 	ctx := context.Background()
 	// Two commands start from version 1.
-	base, entries, _ := s.Head(ctx, r.ID)
+	base, ix, _ := s.Head(ctx, r.ID)
+	entries := ix.Entries()
 	a, _ := vfs.New(entries, s.Content, vfs.Limits{})
 	b, _ := vfs.New(entries, s.Content, vfs.Limits{})
 	c, _ := vfs.New(entries, s.Content, vfs.Limits{})
@@ -188,7 +190,8 @@ func TestQuotaChecksTheResult(t *testing.T) {
 	}
 	// Each of two concurrent commands fits alone; together they do not.
 	ctx := context.Background()
-	base, entries, _ := s.Head(ctx, r.ID)
+	base, ix, _ := s.Head(ctx, r.ID)
+	entries := ix.Entries()
 	x, _ := vfs.New(entries, s.Content, vfs.Limits{MaxBytes: 10})
 	y, _ := vfs.New(entries, s.Content, vfs.Limits{MaxBytes: 10})
 	write(t, x, "x", "12")
@@ -254,7 +257,8 @@ func TestKilledMidWrite(t *testing.T) {
 	if rec.Head < 2 {
 		t.Fatalf("the writer made only %d versions", rec.Head)
 	}
-	_, entries, err := s.Head(context.Background(), r.ID)
+	_, ix, err := s.Head(context.Background(), r.ID)
+	entries := ix.Entries()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,11 +292,11 @@ func writeForever(path string) {
 	}
 	ctx := context.Background()
 	for {
-		base, entries, err := s.Head(ctx, "wbusy")
+		base, ix, err := s.Head(ctx, "wbusy")
 		if err != nil {
 			os.Exit(3)
 		}
-		tr, _ := vfs.New(entries, s.Content, vfs.Limits{})
+		tr, _ := vfs.New(ix.Entries(), s.Content, vfs.Limits{})
 		for i := range 50 {
 			f, _ := tr.OpenFile("f"+strconv.Itoa(i), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 			fmt.Fprintf(f, "version %d file %d %s", base+1, i, make([]byte, 1000+int(base)%7))
@@ -300,6 +304,32 @@ func writeForever(path string) {
 		}
 		if _, _, err := s.Apply(ctx, Commit{Workspace: "wbusy", Base: base, Changes: tr.Changes(), Command: "write"}); err != nil {
 			os.Exit(4)
+		}
+	}
+}
+
+// TestHeadCacheFollowsCommits: the head a commit leaves in the cache
+// (made from the previous head and the changes) is the database's.
+func TestHeadCacheFollowsCommits(t *testing.T) {
+	s := openStore(t, "")
+	r := newWorkspace(t, s, "cache", 0, 0)
+	steps := []func(tr *vfs.Tree){
+		func(tr *vfs.Tree) { tr.Mkdir("a", 0o755); tr.Mkdir("a/b", 0o755); write(t, tr, "a/b/f", "1"); write(t, tr, "g", "2") },
+		func(tr *vfs.Tree) { tr.Rename("a", "z"); write(t, tr, "g", "3") },
+		func(tr *vfs.Tree) { tr.Remove("z/b/f"); tr.Remove("z/b"); tr.Chmod("g", 0o600) },
+		func(tr *vfs.Tree) { tr.Remove("g"); tr.Mkdir("g", 0o700); write(t, tr, "g/h", "4") },
+	}
+	for i, step := range steps {
+		if _, _, err := edit(t, s, r, step); err != nil {
+			t.Fatal(err)
+		}
+		v, ix, err := s.Head(context.Background(), r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, _ := s.entriesAt(context.Background(), s.r, r.ID, v)
+		if fmt.Sprint(ix.Entries()) != fmt.Sprint(db) {
+			t.Fatalf("step %d: cached head\n%v\ndatabase\n%v", i, ix.Entries(), db)
 		}
 	}
 }

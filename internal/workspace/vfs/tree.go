@@ -52,16 +52,72 @@ type Change struct {
 	Data []byte
 }
 
-// Tree is an FS held in memory over a version: the version's entries
-// give the shape, contents are read on first use, and every change stays
-// in the Tree until Changes is asked.
+// Index is a version's entries arranged for Trees: by path, and each
+// directory's children by name. It is read-only once made, so one Index
+// serves every command that starts from its version.
+type Index struct {
+	entries  []Entry
+	byPath   map[string]Entry
+	children map[string][]string // directory path ("." for the root) to sorted names
+	bytes    int64
+	root     Entry
+}
+
+// NewIndex arranges a version's entries (any order; the parents of every
+// entry must be among them).
+func NewIndex(entries []Entry) (*Index, error) {
+	ix := &Index{
+		entries:  slices.Clone(entries),
+		byPath:   make(map[string]Entry, len(entries)),
+		children: map[string][]string{".": nil},
+		root:     Entry{Path: ".", Dir: true, Mode: 0o755},
+	}
+	slices.SortFunc(ix.entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+	kept := ix.entries[:0]
+	for _, e := range ix.entries {
+		if e.Path == "." {
+			ix.root = e
+			continue
+		}
+		if !fs.ValidPath(e.Path) {
+			return nil, fmt.Errorf("workspace entry %q: not a valid path", e.Path)
+		}
+		if _, dup := ix.byPath[e.Path]; dup {
+			return nil, fmt.Errorf("workspace entry %q: listed twice", e.Path)
+		}
+		dir := path.Dir(e.Path)
+		if _, ok := ix.children[dir]; !ok {
+			return nil, fmt.Errorf("workspace entry %q: its parent is not a directory of the version", e.Path)
+		}
+		e.Mode = e.Mode.Perm()
+		ix.children[dir] = append(ix.children[dir], path.Base(e.Path))
+		if e.Dir {
+			ix.children[e.Path] = nil
+		} else {
+			ix.bytes += e.Size
+		}
+		ix.byPath[e.Path] = e
+		kept = append(kept, e)
+	}
+	ix.entries = kept
+	return ix, nil
+}
+
+// Entries are the version's entries sorted by path (shared: not to be
+// changed).
+func (ix *Index) Entries() []Entry { return ix.entries }
+
+// Tree is an FS held in memory over a version: the version's Index gives
+// the shape, a directory's nodes are made when something first looks in
+// it, contents are read on first use, and every change stays in the Tree
+// until Changes is asked. A command that touches one file of a large
+// workspace costs what that file's path costs.
 type Tree struct {
 	mu      sync.Mutex
 	root    *node
 	content Content
 	lim     Limits
-	// orig is the version's entries by path, to tell what changed.
-	orig    map[string]Entry
+	ix      *Index
 	bytes   int64
 	entries int64
 	changed bool
@@ -72,8 +128,13 @@ type node struct {
 	dir     bool
 	mode    fs.FileMode
 	modTime time.Time
-	// children of a directory, by name.
+	// children of a directory, by name; made from the Index on first use
+	// while lazy.
 	children map[string]*node
+	lazy     bool
+	// src is the node's path in the version ("" for one the command
+	// made): where a lazy directory's children are in the Index.
+	src string
 	// A file's content: hash of the version's content until it is
 	// loaded (data nil, loaded false) or written (dirty).
 	hash   string
@@ -88,44 +149,48 @@ type node struct {
 
 var _ FS = (*Tree)(nil)
 
-// New returns a Tree over a version's entries (any order; parents of
-// every entry must be among them), reading file contents with content
-// (nil when no entry is a file). New(nil, nil, Limits{}) is an empty
-// workspace.
+// New returns a Tree over a version's entries (NewIndex), reading file
+// contents with content (nil when no entry is a file). New(nil, nil,
+// Limits{}) is an empty workspace.
 func New(entries []Entry, content Content, lim Limits) (*Tree, error) {
-	t := &Tree{
-		root:    &node{dir: true, mode: 0o755, children: map[string]*node{}},
+	ix, err := NewIndex(entries)
+	if err != nil {
+		return nil, err
+	}
+	return FromIndex(ix, content, lim), nil
+}
+
+// FromIndex returns a Tree over an indexed version.
+func FromIndex(ix *Index, content Content, lim Limits) *Tree {
+	return &Tree{
+		root:    &node{dir: true, mode: ix.root.Mode.Perm(), modTime: ix.root.ModTime, lazy: true, src: "."},
 		content: content,
 		lim:     lim,
-		orig:    make(map[string]Entry, len(entries)),
+		ix:      ix,
+		bytes:   ix.bytes,
+		entries: int64(len(ix.entries)),
 		now:     time.Now,
 	}
-	sorted := slices.Clone(entries)
-	slices.SortFunc(sorted, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
-	for _, e := range sorted {
-		if e.Path == "." {
-			t.root.mode, t.root.modTime = e.Mode.Perm(), e.ModTime
-			continue
-		}
-		if !fs.ValidPath(e.Path) {
-			return nil, fmt.Errorf("workspace entry %q: not a valid path", e.Path)
-		}
-		parent, err := t.lookup(path.Dir(e.Path))
-		if err != nil || !parent.dir {
-			return nil, fmt.Errorf("workspace entry %q: its parent is not a directory of the version", e.Path)
-		}
-		n := &node{dir: e.Dir, mode: e.Mode.Perm(), modTime: e.ModTime}
-		if e.Dir {
-			n.children = map[string]*node{}
-		} else {
-			n.hash, n.size = e.Hash, e.Size
-			t.bytes += e.Size
-		}
-		parent.children[path.Base(e.Path)] = n
-		t.entries++
-		t.orig[e.Path] = e
+}
+
+// kids are a directory's children, made from the Index on first use
+// (t.mu held).
+func (t *Tree) kids(n *node) map[string]*node {
+	if !n.lazy {
+		return n.children
 	}
-	return t, nil
+	names := t.ix.children[n.src]
+	n.children = make(map[string]*node, len(names))
+	for _, name := range names {
+		p := name
+		if n.src != "." {
+			p = n.src + "/" + name
+		}
+		e := t.ix.byPath[p]
+		n.children[name] = &node{dir: e.Dir, mode: e.Mode, modTime: e.ModTime, hash: e.Hash, size: e.Size, src: p, lazy: e.Dir}
+	}
+	n.lazy = false
+	return n.children
 }
 
 // Usage is the Tree's bytes of file content and number of entries.
@@ -145,7 +210,7 @@ func (t *Tree) lookup(name string) (*node, error) {
 		if !n.dir {
 			return nil, ErrNotDir
 		}
-		c, ok := n.children[part]
+		c, ok := t.kids(n)[part]
 		if !ok {
 			return nil, fs.ErrNotExist
 		}
@@ -203,12 +268,32 @@ func (t *Tree) ReadDir(name string) ([]fs.DirEntry, error) {
 	if !n.dir {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: ErrNotDir}
 	}
-	out := make([]fs.DirEntry, 0, len(n.children))
-	for child, c := range n.children {
+	kids := t.kids(n)
+	out := make([]fs.DirEntry, 0, len(kids))
+	for child, c := range kids {
 		out = append(out, fs.FileInfoToDirEntry(c.info(child)))
 	}
 	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return out, nil
+}
+
+// ReadFile implements FS: the content is not copied.
+func (t *Tree) ReadFile(name string) ([]byte, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, err := t.find("read", name)
+	if err != nil {
+		return nil, err
+	}
+	if n.dir {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: ErrIsDir}
+	}
+	if err := t.load(n); err != nil {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+	}
+	// A later write copies (own) or grows the slice; this one stays as it is.
+	n.owned = false
+	return n.data[:len(n.data):len(n.data)], nil
 }
 
 // Open implements FS.
@@ -236,7 +321,7 @@ func (t *Tree) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
 		n = &node{mode: perm.Perm(), modTime: t.now(), loaded: true, owned: true, dirty: true}
-		parent.children[base] = n
+		t.kids(parent)[base] = n
 		parent.modTime = n.modTime
 		t.entries++
 		t.changed = true
@@ -335,7 +420,7 @@ func (t *Tree) Mkdir(name string, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := parent.children[base]; ok {
+	if _, ok := t.kids(parent)[base]; ok {
 		return &fs.PathError{Op: "mkdir", Path: name, Err: fs.ErrExist}
 	}
 	if err := t.admit(0, 1); err != nil {
@@ -357,11 +442,11 @@ func (t *Tree) Remove(name string) error {
 	if err != nil {
 		return err
 	}
-	n, ok := parent.children[base]
+	n, ok := t.kids(parent)[base]
 	if !ok {
 		return &fs.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
 	}
-	if n.dir && len(n.children) > 0 {
+	if n.dir && len(t.kids(n)) > 0 {
 		return &fs.PathError{Op: "remove", Path: name, Err: ErrNotEmpty}
 	}
 	delete(parent.children, base)
@@ -380,7 +465,7 @@ func (t *Tree) Rename(oldname, newname string) error {
 	if err != nil {
 		return err
 	}
-	n, ok := opar.children[obase]
+	n, ok := t.kids(opar)[obase]
 	if !ok {
 		return &fs.PathError{Op: "rename", Path: oldname, Err: fs.ErrNotExist}
 	}
@@ -394,13 +479,13 @@ func (t *Tree) Rename(oldname, newname string) error {
 	if n.dir && strings.HasPrefix(newname, oldname+"/") {
 		return &fs.PathError{Op: "rename", Path: newname, Err: fs.ErrInvalid}
 	}
-	if old, ok := npar.children[nbase]; ok {
+	if old, ok := t.kids(npar)[nbase]; ok {
 		switch {
 		case old.dir && !n.dir:
 			return &fs.PathError{Op: "rename", Path: newname, Err: ErrIsDir}
 		case !old.dir && n.dir:
 			return &fs.PathError{Op: "rename", Path: newname, Err: ErrNotDir}
-		case old.dir && len(old.children) > 0:
+		case old.dir && len(t.kids(old)) > 0:
 			return &fs.PathError{Op: "rename", Path: newname, Err: ErrNotEmpty}
 		}
 		t.bytes -= old.size
@@ -459,7 +544,10 @@ func (t *Tree) Changes() []Change {
 		return nil
 	}
 	var out []Change
-	seen := make(map[string]bool, len(t.orig))
+	seen := map[string]bool{}
+	// intact are directories never looked into, at their own path: all
+	// they hold is the version's.
+	intact := map[string]bool{}
 	var walk func(dir string, n *node)
 	walk = func(dir string, n *node) {
 		for name, c := range n.children {
@@ -480,7 +568,7 @@ func (t *Tree) Changes() []Change {
 					data = c.data
 				}
 			}
-			o, had := t.orig[p]
+			o, had := t.ix.byPath[p]
 			if !had || o.Dir != e.Dir || o.Mode != e.Mode || o.Hash != e.Hash || o.Size != e.Size || !o.ModTime.Equal(e.ModTime) {
 				ch := Change{Entry: e}
 				if !c.dir && (!had || o.Hash != e.Hash) {
@@ -488,19 +576,38 @@ func (t *Tree) Changes() []Change {
 				}
 				out = append(out, ch)
 			}
-			if c.dir {
+			switch {
+			case !c.dir:
+			case c.lazy && c.src == p:
+				intact[p] = true
+			default:
 				walk(p, c)
 			}
 		}
 	}
+	t.kids(t.root)
 	walk(".", t.root)
-	for p, o := range t.orig {
-		if !seen[p] {
-			out = append(out, Change{Entry: Entry{Path: p, Dir: o.Dir}, Removed: true})
+	for _, o := range t.ix.entries {
+		if seen[o.Path] || underIntact(o.Path, intact) {
+			continue
 		}
+		out = append(out, Change{Entry: Entry{Path: o.Path, Dir: o.Dir}, Removed: true})
 	}
 	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
 	return out
+}
+
+// underIntact reports whether p is inside one of the intact directories.
+func underIntact(p string, intact map[string]bool) bool {
+	if len(intact) == 0 {
+		return false
+	}
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		if intact[d] {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *node) info(name string) fs.FileInfo {
@@ -575,6 +682,9 @@ func (h *handle) Write(p []byte) (int, error) {
 		h.pos = n.size
 	}
 	end := h.pos + int64(len(p))
+	if end > MaxFileSize {
+		return 0, &fs.PathError{Op: "write", Path: h.name, Err: ErrFileTooLarge}
+	}
 	if end > n.size {
 		if err := h.t.admit(end-n.size, 0); err != nil {
 			return 0, &fs.PathError{Op: "write", Path: h.name, Err: err}
@@ -625,6 +735,9 @@ func (h *handle) Truncate(size int64) error {
 	}
 	if size < 0 {
 		return &fs.PathError{Op: "truncate", Path: h.name, Err: fs.ErrInvalid}
+	}
+	if size > MaxFileSize {
+		return &fs.PathError{Op: "truncate", Path: h.name, Err: ErrFileTooLarge}
 	}
 	if size > h.n.size {
 		if err := h.t.admit(size-h.n.size, 0); err != nil {

@@ -134,3 +134,28 @@ func TestTreeErrors(t *testing.T) {
 		t.Errorf("open dir for writing: %v", err)
 	}
 }
+
+// TestTreeLeavesUntouchedDirectoriesAlone: a change in one directory
+// lists only that change, without looking into the others.
+func TestTreeLeavesUntouchedDirectoriesAlone(t *testing.T) {
+	var entries []Entry
+	for _, d := range []string{"a", "b", "c"} {
+		entries = append(entries, Entry{Path: d, Dir: true, Mode: 0o755})
+		for i := range 3 {
+			entries = append(entries, Entry{Path: d + "/f" + string(rune('0'+i)), Mode: 0o644, Size: 1, Hash: "h"})
+		}
+	}
+	tr, err := New(entries, func(string) ([]byte, error) { return []byte("x"), nil }, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := tr.OpenFile("b/new", os.O_WRONLY|os.O_CREATE, 0o644)
+	f.Close()
+	chs := tr.Changes()
+	if len(chs) != 2 || chs[0].Path != "b" || chs[1].Path != "b/new" {
+		t.Fatalf("changes %+v", chs)
+	}
+	if !tr.root.children["a"].lazy || !tr.root.children["c"].lazy {
+		t.Fatal("untouched directories were made")
+	}
+}

@@ -33,7 +33,13 @@ var (
 	// ErrQuota: the change would take the workspace past its quota of
 	// bytes or files.
 	ErrQuota = syscall.EDQUOT
+	// ErrFileTooLarge: a file would grow past MaxFileSize.
+	ErrFileTooLarge = syscall.EFBIG
 )
+
+// MaxFileSize bounds one file of a workspace: a content is one SQLite
+// value (whose limit is about 1 GB) and is read whole into memory.
+const MaxFileSize = 512 << 20
 
 // FS is what an executor may do to a workspace. Implementations are safe
 // for use by one command's goroutines at once.
@@ -44,6 +50,9 @@ type FS interface {
 	ReadDir(name string) ([]fs.DirEntry, error)
 	// Open opens a file for reading.
 	Open(name string) (io.ReadCloser, error)
+	// ReadFile returns a file's whole content, which the caller must not
+	// change (it may be shared).
+	ReadFile(name string) ([]byte, error)
 	// OpenFile opens or creates a file with os.O_* flags (O_RDONLY,
 	// O_WRONLY, O_RDWR, O_APPEND, O_CREATE, O_EXCL, O_TRUNC). Its parent
 	// must exist. A written file's new content is part of the command's

@@ -252,31 +252,21 @@ func (c *call) path(p string) (string, error) {
 
 // readAll reads a file argument ("-" is stdin), bounded by MaxMemory.
 func (c *call) readAll(p string) ([]byte, error) {
-	var rd io.Reader
+	var b []byte
+	var err error
 	if p == "-" {
-		rd = c.stdin
+		b, err = io.ReadAll(io.LimitReader(c.stdin, c.r.opts.MaxMemory+1))
 	} else {
-		if name, ok, dev := resolve(c.dir, p); dev {
+		name, ok, dev := resolve(c.dir, p)
+		switch {
+		case dev:
 			return nil, nil
-		} else if !ok {
+		case !ok:
 			return nil, notExist("open", p)
-		} else {
-			fi, err := c.r.fsys.Stat(name)
-			if err != nil {
-				return nil, err
-			}
-			if fi.IsDir() {
-				return nil, &fs.PathError{Op: "read", Path: p, Err: errIsDir}
-			}
-			f, err := c.r.fsys.Open(name)
-			if err != nil {
-				return nil, err
-			}
-			defer f.Close()
-			rd = f
 		}
+		// The workspace's own bytes, not copied: builtins only read them.
+		b, err = c.r.fsys.ReadFile(name)
 	}
-	b, err := io.ReadAll(io.LimitReader(rd, c.r.opts.MaxMemory+1))
 	if int64(len(b)) > c.r.opts.MaxMemory {
 		c.r.stop(StoppedMemory)
 		return nil, errors.New("input past the memory limit")

@@ -103,7 +103,10 @@ func grep(c *call) int {
 	if v := f.last('m', ""); v != "" {
 		fmt.Sscan(v, &maxCount)
 	}
-	g := &grepRun{c: c, f: f, re: re, maxCount: maxCount, include: include, exclude: exclude,
+	// Over a whole file, (?m) matches wherever a line would: a file it
+	// does not match is skipped without splitting it into lines.
+	pre, _ := regexp.Compile("(?m)" + re.String())
+	g := &grepRun{c: c, f: f, re: re, pre: pre, maxCount: maxCount, include: include, exclude: exclude,
 		names: recursive || len(operands) > 1}
 	if f.set['h'] {
 		g.names = false
@@ -157,7 +160,7 @@ func grep(c *call) int {
 type grepRun struct {
 	c                *call
 	f                *flags
-	re               interface{ FindAllStringIndex(string, int) [][]int }
+	re, pre          *regexp.Regexp
 	maxCount         int
 	include, exclude []string
 	names            bool
@@ -242,6 +245,9 @@ func (g *grepRun) search(shown string, data []byte) {
 				out.WriteString(shown + "\n")
 			}
 		}
+		return
+	}
+	if g.pre != nil && !f.set['v'] && !f.set['L'] && !f.set['c'] && !g.pre.Match(data) {
 		return
 	}
 	count := 0

@@ -51,6 +51,10 @@ import (
 // Root is where the workspace appears in the shell.
 const Root = "/workspace"
 
+// noTempDir is the interpreter's temporary directory: a path that exists
+// on no Linux host.
+const noTempDir = "/proc/self/fd/-1"
+
 // Defaults of Options.
 const (
 	DefaultTimeout   = 30 * time.Second
@@ -213,7 +217,7 @@ func (r *run) exec(ctx context.Context, stdout, stderr io.Writer) int {
 func (r *run) environ(dir string) []string {
 	env := []string{
 		"HOME=" + Root, "PWD=" + dir, "PATH=/usr/bin:/bin", "USER=user", "LOGNAME=user",
-		"SHELL=/bin/sh", "LANG=C.UTF-8", "TMPDIR=" + Root + "/.tmp", "UID=1000", "EUID=1000", "GID=1000",
+		"SHELL=/bin/sh", "LANG=C.UTF-8", "UID=1000", "EUID=1000", "GID=1000",
 	}
 	keys := make([]string, 0, len(r.opts.Env))
 	for k := range r.opts.Env {
@@ -221,9 +225,14 @@ func (r *run) environ(dir string) []string {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		env = append(env, k+"="+r.opts.Env[k])
+		if k != "TMPDIR" {
+			env = append(env, k+"="+r.opts.Env[k])
+		}
 	}
-	return env
+	// The interpreter opens paths in $TMPDIR named like its FIFOs on the
+	// host itself, without the open handler: point it where no file can
+	// ever be (fd numbers are never negative), so such an open fails.
+	return append(env, "TMPDIR="+noTempDir)
 }
 
 // refuseHostReach refuses what would make the interpreter touch the host:

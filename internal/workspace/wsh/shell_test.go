@@ -187,6 +187,26 @@ func TestNoHostAccess(t *testing.T) {
 	}
 }
 
+// TestNoHostFIFOOpen: the interpreter opens paths named like its FIFOs
+// in its temporary directory on the host without the open handler; that
+// directory is one no host has, whatever TMPDIR a caller gives.
+func TestNoHostFIFOOpen(t *testing.T) {
+	f, err := os.CreateTemp("", "sh-interp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	f.WriteString("s3cr3t-of-the-host")
+	f.Close()
+	for _, env := range []map[string]string{nil, {"TMPDIR": os.TempDir()}} {
+		var out, errb bytes.Buffer
+		Run(context.Background(), sample(t), Options{Script: "cat < " + f.Name() + "; read l < " + f.Name() + "; echo $l", Env: env, Stdout: &out, Stderr: &errb})
+		if strings.Contains(out.String()+errb.String(), "s3cr3t") {
+			t.Fatalf("with env %v the shell read a host file: %s", env, out.String())
+		}
+	}
+}
+
 func TestBounds(t *testing.T) {
 	tr := sample(t)
 	var out bytes.Buffer
