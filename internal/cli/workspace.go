@@ -23,34 +23,19 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 		Short:   "Manage workspaces: named filesystems the daemon keeps, with every change recorded (run commands in one with paddock run)",
 		Args:    cobra.NoArgs,
 	}
-	var maxBytes, importName string
-	var maxFiles int64
+	var q quotaFlags
+	var importName string
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create an empty workspace",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := api.CreateWorkspaceRequest{Name: args[0], MaxFiles: maxFiles}
-			if maxBytes != "" {
-				mib, err := parseSizeMiB("max-bytes", maxBytes)
-				if err != nil {
-					return err
-				}
-				req.MaxBytes = mib << 20
-			}
-			ws, err := g.client().CreateWorkspace(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(cmd.OutOrStdout(), ws)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), ws.ID)
-			return nil
+			return q.made(cmd, g, args[0], func(req api.CreateWorkspaceRequest) (*api.Workspace, error) {
+				return g.client().CreateWorkspace(cmd.Context(), req)
+			})
 		},
 	}
-	create.Flags().StringVar(&maxBytes, "max-bytes", "", "quota of file contents, like 512M or 2G (default 1G)")
-	create.Flags().Int64Var(&maxFiles, "max-files", 0, "quota of files and directories (default 100000)")
+	q.flags(create)
 	ls := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
@@ -187,36 +172,54 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 		Short: "Make a workspace from an exported file ('-' for stdin), with its history",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := api.CreateWorkspaceRequest{Name: importName, MaxFiles: maxFiles}
-			if maxBytes != "" {
-				mib, err := parseSizeMiB("max-bytes", maxBytes)
-				if err != nil {
-					return err
-				}
-				req.MaxBytes = mib << 20
-			}
 			in, closeIn, err := openInput(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer closeIn()
-			ws, err := g.client().ImportWorkspace(cmd.Context(), req, in)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(cmd.OutOrStdout(), ws)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), ws.ID)
-			return nil
+			return q.made(cmd, g, importName, func(req api.CreateWorkspaceRequest) (*api.Workspace, error) {
+				return g.client().ImportWorkspace(cmd.Context(), req, in)
+			})
 		},
 	}
 	imp.Flags().StringVar(&importName, "name", "", "name of the new workspace")
 	_ = imp.MarkFlagRequired("name")
-	imp.Flags().StringVar(&maxBytes, "max-bytes", "", "quota of file contents, like 512M or 2G (default 1G)")
-	imp.Flags().Int64Var(&maxFiles, "max-files", 0, "quota of files and directories (default 100000)")
+	q.flags(imp)
 	cmd.AddCommand(create, ls, inspect, rm, log, diff, rollback, export, imp)
 	return cmd
+}
+
+// quotaFlags are a new workspace's quota flags.
+type quotaFlags struct {
+	maxBytes string
+	maxFiles int64
+}
+
+func (q *quotaFlags) flags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&q.maxBytes, "max-bytes", "", "quota of file contents, like 512M or 2G (default 1G)")
+	cmd.Flags().Int64Var(&q.maxFiles, "max-files", 0, "quota of files and directories (default 100000)")
+}
+
+// made makes a workspace named name with the quota through create, and
+// prints it.
+func (q *quotaFlags) made(cmd *cobra.Command, g *globals, name string, create func(api.CreateWorkspaceRequest) (*api.Workspace, error)) error {
+	req := api.CreateWorkspaceRequest{Name: name, MaxFiles: q.maxFiles}
+	if q.maxBytes != "" {
+		mib, err := parseSizeMiB("max-bytes", q.maxBytes)
+		if err != nil {
+			return err
+		}
+		req.MaxBytes = mib << 20
+	}
+	ws, err := create(req)
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return printJSON(cmd.OutOrStdout(), ws)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), ws.ID)
+	return nil
 }
 
 // printChanges writes one line a path: +, ~ or - and the path (a

@@ -26,18 +26,18 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"modernc.org/sqlite"
+	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/store/sqlite"
 	"github.com/paddock-dev/paddock/internal/workspace/vfs"
 )
 
@@ -146,21 +146,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return &Store{w: w, r: r, heads: map[string]headEntries{}, blobs: newBlobCache(64 << 20)}, nil
 }
 
+// openDB opens one pool with the daemon database's settings.
 func openDB(abs string, writer bool) (*sql.DB, error) {
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	if writer {
-		q.Add("_pragma", "journal_mode(WAL)")
-		q.Set("_txlock", "immediate")
-	} else {
-		q.Add("_pragma", "query_only(1)")
-	}
-	u := url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}
-	db, err := sql.Open("sqlite", u.String())
+	db, err := sqlite.OpenDB(abs, writer)
 	if err != nil {
-		return nil, fmt.Errorf("workspaces: open database: %w", err)
+		return nil, fmt.Errorf("workspaces: %w", err)
 	}
 	return db, nil
 }
@@ -212,7 +202,7 @@ func (s *Store) Create(ctx context.Context, r Record) (Record, error) {
 }
 
 func isUnique(err error) bool {
-	var se *sqlite.Error
+	var se *msqlite.Error
 	if !errors.As(err, &se) {
 		return false
 	}

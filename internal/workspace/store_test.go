@@ -314,7 +314,12 @@ func TestHeadCacheFollowsCommits(t *testing.T) {
 	s := openStore(t, "")
 	r := newWorkspace(t, s, "cache", 0, 0)
 	steps := []func(tr *vfs.Tree){
-		func(tr *vfs.Tree) { tr.Mkdir("a", 0o755); tr.Mkdir("a/b", 0o755); write(t, tr, "a/b/f", "1"); write(t, tr, "g", "2") },
+		func(tr *vfs.Tree) {
+			tr.Mkdir("a", 0o755)
+			tr.Mkdir("a/b", 0o755)
+			write(t, tr, "a/b/f", "1")
+			write(t, tr, "g", "2")
+		},
 		func(tr *vfs.Tree) { tr.Rename("a", "z"); write(t, tr, "g", "3") },
 		func(tr *vfs.Tree) { tr.Remove("z/b/f"); tr.Remove("z/b"); tr.Chmod("g", 0o600) },
 		func(tr *vfs.Tree) { tr.Remove("g"); tr.Mkdir("g", 0o700); write(t, tr, "g/h", "4") },
