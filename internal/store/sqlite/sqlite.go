@@ -107,6 +107,13 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 	return st, nil
 }
 
+// OpenDB opens the SQLite file abs (an absolute path) as one pool, with
+// this package's settings (openDB): other databases of the daemon
+// (workspaces) open theirs the same way.
+func OpenDB(abs string, writer bool) (*sql.DB, error) {
+	return openDB(abs, writer)
+}
+
 // openDB builds the DSN for one pool. Every connection gets its settings from
 // the DSN because database/sql may open new connections at any time.
 //
@@ -119,15 +126,6 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 //   - foreign_keys: SQLite leaves them off per connection unless asked.
 //   - _txlock=immediate: a write transaction takes the write lock at BEGIN,
 //     so it can never fail half-way when upgrading from a read lock.
-//
-// OpenDB opens the SQLite file abs (an absolute path) as one pool, with
-// this package's settings: a busy timeout, foreign keys, WAL and
-// immediate transactions for the writer, query-only for readers. Other
-// databases of the daemon (workspaces) open theirs the same way.
-func OpenDB(abs string, writer bool) (*sql.DB, error) {
-	return openDB(abs, writer)
-}
-
 func openDB(abs string, writer bool) (*sql.DB, error) {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
