@@ -557,3 +557,51 @@ func TestMCPMemorySnapshot(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestMCPWorkspaceTools works in a workspace through MCP over stdio, as a
+// model would: create it, run shell commands (no sandbox made), one that
+// needs a program the shell lacks (auto sends it to the container), read
+// the history and roll back.
+func TestMCPWorkspaceTools(t *testing.T) {
+	d := startDaemon(t, daemonOpts{listen: true})
+	ctx := ctxT(t, 3*time.Minute)
+	key, err := d.client.CreateKey(ctx, "mcp-ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connectMCP(t, d, "stdio", key.Secret)
+	call(t, cs, "workspace_create", map[string]any{"name": "notes"}, nil)
+	var run struct {
+		ExitCode int      `json:"exit_code"`
+		Stdout   string   `json:"stdout"`
+		Executor string   `json:"executor"`
+		Version  int64    `json:"version"`
+		Changed  []string `json:"changed"`
+	}
+	call(t, cs, "workspace_run", map[string]any{"workspace": "notes", "command": "mkdir -p doc && printf 'b\\na\\n' > doc/list && sort doc/list"}, &run)
+	if run.ExitCode != 0 || run.Stdout != "a\nb\n" || run.Executor != "shell" || run.Version != 1 || len(run.Changed) != 2 {
+		t.Fatalf("shell command: %+v", run)
+	}
+	if list, _ := d.client.List(ctx, nil); len(list) != 0 {
+		t.Fatalf("a shell command made %d sandboxes", len(list))
+	}
+	call(t, cs, "workspace_run", map[string]any{"workspace": "notes", "command": "python3 -c \"open('doc/list','a').write('c\\n')\" && wc -l < doc/list"}, &run)
+	if run.ExitCode != 0 || strings.TrimSpace(run.Stdout) != "3" || run.Executor != "container" || run.Version != 2 {
+		t.Fatalf("python3 under auto: %+v", run)
+	}
+	var hist struct {
+		Versions []api.WorkspaceVersion `json:"versions"`
+	}
+	call(t, cs, "workspace_history", map[string]any{"workspace": "notes"}, &hist)
+	if len(hist.Versions) != 2 || hist.Versions[0].Executor != "container" {
+		t.Fatalf("history: %+v", hist)
+	}
+	call(t, cs, "workspace_rollback", map[string]any{"workspace": "notes", "version": 1}, nil)
+	call(t, cs, "workspace_run", map[string]any{"workspace": "notes", "command": "cat doc/list"}, &run)
+	if run.Stdout != "b\na\n" {
+		t.Fatalf("after the rollback: %q", run.Stdout)
+	}
+	if err := d.client.DeleteWorkspace(ctx, "notes"); err != nil {
+		t.Fatal(err)
+	}
+}
