@@ -35,6 +35,9 @@ type Workspace struct {
 	MaxFiles int64 `json:"max_files"`
 	// UpdatedAt is when the current version was made.
 	UpdatedAt time.Time `json:"updated_at"`
+	// OldestVersion is the oldest version kept: 0 until the history's
+	// contents passed four times MaxBytes and older versions were pruned.
+	OldestVersion int64 `json:"oldest_version"`
 }
 
 // WorkspaceList is the body of GET /v1/workspaces.

@@ -24,6 +24,10 @@ const (
 	defaultWorkspaceFiles = 100_000
 	maxWorkspaceFiles     = 10_000_000
 	maxWorkspaceHistory   = 1000
+	// maxWorkspacesPerOwner bounds what one API key may keep: with the
+	// quota and the history's bound (four times it), what one key's
+	// workspaces may hold on disk.
+	maxWorkspacesPerOwner = 100
 )
 
 // MaxWorkspaceImportBytes bounds the contents of one workspace import.
@@ -102,6 +106,19 @@ func (c *Controller) newWorkspace(ctx context.Context, req api.CreateWorkspaceRe
 	maxFiles, err := quota("max_files", req.MaxFiles, defaultWorkspaceFiles, maxWorkspaceFiles)
 	if err != nil {
 		return nil, workspace.Record{}, err
+	}
+	all, err := st.List(ctx)
+	if err != nil {
+		return nil, workspace.Record{}, err
+	}
+	held := 0
+	for _, r := range all {
+		if r.Owner == Caller(ctx) {
+			held++
+		}
+	}
+	if held >= maxWorkspacesPerOwner {
+		return nil, workspace.Record{}, fmt.Errorf("you have %d workspaces, the most one API key may keep: remove one first: %w", held, errdefs.ErrResourceExhausted)
 	}
 	return st, workspace.Record{ID: newID(), Name: req.Name, Owner: Caller(ctx), MaxBytes: maxBytes, MaxFiles: maxFiles}, nil
 }
@@ -236,7 +253,7 @@ func (c *Controller) WorkspaceDiff(ctx context.Context, ref string, from, to int
 		to = r.Head
 	}
 	if from < 0 {
-		from = max(to-1, 0)
+		from = max(to-1, r.Oldest)
 	}
 	changes, err := st.Diff(ctx, r, from, to)
 	if err != nil {

@@ -38,11 +38,13 @@ const (
 )
 
 type manifest struct {
-	Format   string            `json:"format"`
-	Name     string            `json:"name"`
-	MaxBytes int64             `json:"max_bytes"`
-	MaxFiles int64             `json:"max_files"`
-	Head     int64             `json:"head"`
+	Format   string `json:"format"`
+	Name     string `json:"name"`
+	MaxBytes int64  `json:"max_bytes"`
+	MaxFiles int64  `json:"max_files"`
+	Head     int64  `json:"head"`
+	// Oldest is the oldest version kept, 0 for all: the first listed.
+	Oldest   int64             `json:"oldest,omitempty"`
 	Versions []manifestVersion `json:"versions"`
 	Entries  []manifestEntry   `json:"entries"`
 }
@@ -79,7 +81,7 @@ func (s *Store) Export(ctx context.Context, r Record, w io.Writer) error {
 	}
 	defer tx.Rollback()
 	m := manifest{Format: manifestFormat, Name: r.Name, MaxBytes: r.MaxBytes, MaxFiles: r.MaxFiles, Head: r.Head}
-	if err := tx.QueryRowContext(ctx, "SELECT head FROM workspaces WHERE id = ?", r.ID).Scan(&m.Head); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT head, oldest FROM workspaces WHERE id = ?", r.ID).Scan(&m.Head, &m.Oldest); err != nil {
 		return err
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT version, created_at, caller, executor, command, exit_code, added, modified, removed
@@ -113,6 +115,8 @@ func (s *Store) Export(ctx context.Context, r Record, w io.Writer) error {
 		if e.Until > m.Head {
 			e.Until = 0
 		}
+		// What lived before the oldest version kept starts with it.
+		e.Since = max(e.Since, m.Oldest)
 		if e.Hash != "" {
 			hashes = append(hashes, e.Hash)
 		}
@@ -224,9 +228,9 @@ func (s *Store) Import(ctx context.Context, rec Record, r io.Reader) (Record, er
 		return Record{}, errImport("content %s is missing", h)
 	}
 	now := time.Now().UTC()
-	rec.CreatedAt, rec.UpdatedAt, rec.Head, rec.Bytes, rec.Files = now, now, m.Head, bytes, files
-	if _, err := tx.ExecContext(ctx, "INSERT INTO workspaces ("+recordCols+") VALUES (?,?,?,?,?,?,?,?,?,?)",
-		rec.ID, rec.Name, rec.Owner, now.UnixNano(), now.UnixNano(), rec.Head, rec.Bytes, rec.Files, rec.MaxBytes, rec.MaxFiles); err != nil {
+	rec.CreatedAt, rec.UpdatedAt, rec.Head, rec.Bytes, rec.Files, rec.Oldest = now, now, m.Head, bytes, files, m.Oldest
+	if _, err := tx.ExecContext(ctx, "INSERT INTO workspaces ("+recordCols+") VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+		rec.ID, rec.Name, rec.Owner, now.UnixNano(), now.UnixNano(), rec.Head, rec.Bytes, rec.Files, rec.MaxBytes, rec.MaxFiles, rec.Oldest); err != nil {
 		if isUnique(err) {
 			return Record{}, fmt.Errorf("you already have a workspace named %q: %w", rec.Name, errdefs.ErrConflict)
 		}
@@ -261,12 +265,13 @@ func (s *Store) Import(ctx context.Context, rec Record, r io.Reader) (Record, er
 // checkManifest checks an export's history and returns the contents it
 // needs (hash to size) and what its last version holds.
 func checkManifest(m *manifest) (need map[string]int64, bytes, files int64, err error) {
-	if m.Head < 0 || int64(len(m.Versions)) != m.Head {
-		return nil, 0, 0, errImport("head %d with %d versions", m.Head, len(m.Versions))
+	first := max(m.Oldest, 1)
+	if m.Head < 0 || m.Oldest < 0 || m.Oldest > m.Head || int64(len(m.Versions)) != m.Head-first+1 && m.Head > 0 || m.Head == 0 && len(m.Versions) > 0 {
+		return nil, 0, 0, errImport("head %d, oldest %d, with %d versions", m.Head, m.Oldest, len(m.Versions))
 	}
 	for i, v := range m.Versions {
-		if v.Version != int64(i+1) {
-			return nil, 0, 0, errImport("version %d is listed as the %dth", v.Version, i+1)
+		if v.Version != first+int64(i) {
+			return nil, 0, 0, errImport("version %d is listed where %d belongs", v.Version, first+int64(i))
 		}
 	}
 	need = map[string]int64{}
@@ -279,8 +284,8 @@ func checkManifest(m *manifest) (need map[string]int64, bytes, files int64, err 
 		switch {
 		case !fs.ValidPath(e.Path) || e.Path == "." || len(e.Path) > 4096:
 			return nil, 0, 0, errImport("entry path %q", truncate(e.Path, 128))
-		case e.Since < 1 || e.Since > m.Head || e.Until <= e.Since || e.Until > m.Head+1:
-			return nil, 0, 0, errImport("entry %s lives from version %d to %d, outside 1..%d", e.Path, e.Since, e.Until, m.Head)
+		case e.Since < first || e.Since > m.Head || e.Until <= e.Since || e.Until > m.Head+1:
+			return nil, 0, 0, errImport("entry %s lives from version %d to %d, outside %d..%d", e.Path, e.Since, e.Until, first, m.Head)
 		case e.Dir && (e.Hash != "" || e.Size != 0):
 			return nil, 0, 0, errImport("directory %s has content", e.Path)
 		case !e.Dir && (len(e.Hash) != 64 || strings.Trim(e.Hash, "0123456789abcdef") != "" || e.Size < 0 || e.Size > vfs.MaxFileSize):

@@ -41,8 +41,9 @@ import (
 	"github.com/paddock-dev/paddock/internal/workspace/vfs"
 )
 
-// schemaVersion is the schema this binary writes (PRAGMA user_version).
-const schemaVersion = 1
+// schemaVersion is the schema this binary writes (PRAGMA user_version):
+// 2 added workspaces.oldest (history pruned below it).
+const schemaVersion = 2
 
 const schema = `
 CREATE TABLE IF NOT EXISTS workspaces (
@@ -56,6 +57,7 @@ CREATE TABLE IF NOT EXISTS workspaces (
 	files       INTEGER NOT NULL,
 	max_bytes   INTEGER NOT NULL,
 	max_files   INTEGER NOT NULL,
+	oldest      INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (owner, name)
 );
 CREATE TABLE IF NOT EXISTS blobs (
@@ -133,7 +135,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("workspaces: %s has schema version %d, newer than this binary's %d: run the newer paddock", abs, v, schemaVersion)
 	}
-	if _, err := w.ExecContext(ctx, schema+fmt.Sprintf("PRAGMA user_version = %d;", schemaVersion)); err != nil {
+	upgrade := ""
+	if v == 1 {
+		upgrade = "ALTER TABLE workspaces ADD COLUMN oldest INTEGER NOT NULL DEFAULT 0;"
+	}
+	if _, err := w.ExecContext(ctx, schema+upgrade+fmt.Sprintf("PRAGMA user_version = %d;", schemaVersion)); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("workspaces: create schema in %s: %w", abs, err)
 	}
@@ -165,22 +171,25 @@ type Record struct {
 	Head                 int64
 	Bytes, Files         int64
 	MaxBytes, MaxFiles   int64
+	// Oldest is the oldest version kept (0: all of them); earlier ones
+	// were pruned (pruneHistory).
+	Oldest int64
 }
 
 // API is r as the API shows it.
 func (r Record) API() api.Workspace {
 	return api.Workspace{
 		ID: r.ID, Name: r.Name, CreatedBy: r.Owner, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		Version: r.Head, Bytes: r.Bytes, Files: r.Files, MaxBytes: r.MaxBytes, MaxFiles: r.MaxFiles,
+		Version: r.Head, Bytes: r.Bytes, Files: r.Files, MaxBytes: r.MaxBytes, MaxFiles: r.MaxFiles, OldestVersion: r.Oldest,
 	}
 }
 
-const recordCols = "id, name, owner, created_at, updated_at, head, bytes, files, max_bytes, max_files"
+const recordCols = "id, name, owner, created_at, updated_at, head, bytes, files, max_bytes, max_files, oldest"
 
 func scanRecord(row interface{ Scan(...any) error }) (Record, error) {
 	var r Record
 	var created, updated int64
-	err := row.Scan(&r.ID, &r.Name, &r.Owner, &created, &updated, &r.Head, &r.Bytes, &r.Files, &r.MaxBytes, &r.MaxFiles)
+	err := row.Scan(&r.ID, &r.Name, &r.Owner, &created, &updated, &r.Head, &r.Bytes, &r.Files, &r.MaxBytes, &r.MaxFiles, &r.Oldest)
 	r.CreatedAt, r.UpdatedAt = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
 	return r, err
 }
@@ -190,7 +199,7 @@ func scanRecord(row interface{ Scan(...any) error }) (Record, error) {
 func (s *Store) Create(ctx context.Context, r Record) (Record, error) {
 	now := time.Now().UTC()
 	r.CreatedAt, r.UpdatedAt, r.Head, r.Bytes, r.Files = now, now, 0, 0, 0
-	_, err := s.w.ExecContext(ctx, "INSERT INTO workspaces ("+recordCols+") VALUES (?,?,?,?,?,0,0,0,?,?)",
+	_, err := s.w.ExecContext(ctx, "INSERT INTO workspaces ("+recordCols+") VALUES (?,?,?,?,?,0,0,0,?,?,0)",
 		r.ID, r.Name, r.Owner, now.UnixNano(), now.UnixNano(), r.MaxBytes, r.MaxFiles)
 	if isUnique(err) {
 		return Record{}, fmt.Errorf("you already have a workspace named %q: %w", r.Name, errdefs.ErrConflict)
@@ -515,6 +524,14 @@ func (s *Store) Apply(ctx context.Context, c Commit) (int64, []api.WorkspaceChan
 	if err := checkQuota(r, bytes, files); err != nil {
 		return 0, nil, err
 	}
+	for _, ch := range c.Changes {
+		if ch.Data != nil {
+			if err := pruneHistory(ctx, tx, r); err != nil {
+				return 0, nil, err
+			}
+			break
+		}
+	}
 	if len(out) == 0 {
 		return r.Head, nil, nil
 	}
@@ -666,10 +683,76 @@ func (s *Store) Diff(ctx context.Context, r Record, from, to int64) ([]api.Works
 }
 
 func checkVersion(r Record, v int64) error {
-	if v < 0 || v > r.Head {
-		return errdefs.Invalid("workspace %s has versions 0 to %d; there is no version %d", r.Name, r.Head, v)
+	if v < r.Oldest || v > r.Head {
+		return errdefs.Invalid("workspace %s has versions %d to %d; there is no version %d%s", r.Name, r.Oldest, r.Head, v, prunedNote(r))
 	}
 	return nil
+}
+
+func prunedNote(r Record) string {
+	if r.Oldest == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (versions before %d were pruned to keep its history within %d bytes)", r.Oldest, historyBound(r))
+}
+
+// historyBound is what a workspace's history may hold in contents (each
+// once, whichever versions share it): four times its quota.
+func historyBound(r Record) int64 { return 4 * r.MaxBytes }
+
+// pruneHistory drops the oldest versions while the contents the
+// workspace's history holds are past historyBound (tx holds the write
+// lock). The current version is never touched: it fits the quota, which
+// is below the bound. A version v is dropped by removing the entry rows
+// that died at v or before: every version from v on keeps all its rows.
+func pruneHistory(ctx context.Context, tx *sql.Tx, r Record) error {
+	bound := historyBound(r)
+	if bound <= 0 {
+		return nil
+	}
+	stored := func() (int64, error) {
+		var n int64
+		err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(size), 0) FROM blobs WHERE hash IN
+			(SELECT DISTINCT hash FROM entries WHERE workspace = ? AND hash IS NOT NULL)`, r.ID).Scan(&n)
+		return n, err
+	}
+	n, err := stored()
+	for err == nil && n > bound {
+		var cut sql.NullInt64
+		if err = tx.QueryRowContext(ctx, "SELECT MIN(until) FROM entries WHERE workspace = ? AND until IS NOT NULL", r.ID).Scan(&cut); err != nil || !cut.Valid {
+			break
+		}
+		var hashes []string
+		rows, qerr := tx.QueryContext(ctx, "SELECT DISTINCT hash FROM entries WHERE workspace = ? AND until <= ? AND hash IS NOT NULL", r.ID, cut.Int64)
+		if qerr != nil {
+			return qerr
+		}
+		for rows.Next() {
+			var h string
+			if err := rows.Scan(&h); err != nil {
+				rows.Close()
+				return err
+			}
+			hashes = append(hashes, h)
+		}
+		rows.Close()
+		for _, q := range []string{
+			"DELETE FROM entries WHERE workspace = ? AND until IS NOT NULL AND until <= ?",
+			"DELETE FROM versions WHERE workspace = ? AND version < ?",
+			"UPDATE workspaces SET oldest = MAX(oldest, ?2) WHERE id = ?1",
+		} {
+			if _, err := tx.ExecContext(ctx, q, r.ID, cut.Int64); err != nil {
+				return err
+			}
+		}
+		for _, h := range hashes {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM blobs WHERE hash = ?1 AND NOT EXISTS (SELECT 1 FROM entries WHERE hash = ?1)", h); err != nil {
+				return err
+			}
+		}
+		n, err = stored()
+	}
+	return err
 }
 
 type difference struct {

@@ -1,13 +1,16 @@
 package workspace
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -336,5 +339,90 @@ func TestHeadCacheFollowsCommits(t *testing.T) {
 		if fmt.Sprint(ix.Entries()) != fmt.Sprint(db) {
 			t.Fatalf("step %d: cached head\n%v\ndatabase\n%v", i, ix.Entries(), db)
 		}
+	}
+}
+
+// TestHistoryIsPrunedWithinItsBound: a workspace whose file is rewritten
+// keeps its history's contents within four times its quota by dropping
+// its oldest versions; what is left is whole: the current files, every
+// version from the oldest kept, its export and import.
+func TestHistoryIsPrunedWithinItsBound(t *testing.T) {
+	s := openStore(t, "")
+	r := newWorkspace(t, s, "churn", 100, 0)
+	ctx := context.Background()
+	edit(t, s, r, func(tr *vfs.Tree) { write(t, tr, "keep", "kept since version 1") })
+	for i := range 12 {
+		if _, _, err := edit(t, s, r, func(tr *vfs.Tree) { write(t, tr, "big", fmt.Sprintf("%02d%s", i, strings.Repeat("x", 60))) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, _ := s.Get(ctx, r.ID)
+	var stored, orphans int64
+	s.r.QueryRow(`SELECT COALESCE(SUM(size),0) FROM blobs WHERE hash IN (SELECT DISTINCT hash FROM entries WHERE workspace = ?)`, r.ID).Scan(&stored)
+	s.r.QueryRow(`SELECT COUNT(*) FROM blobs WHERE hash NOT IN (SELECT hash FROM entries WHERE hash IS NOT NULL)`).Scan(&orphans)
+	if stored > 400 || rec.Oldest < 2 || orphans != 0 {
+		t.Fatalf("history holds %d bytes (bound 400), oldest version %d, %d orphan contents", stored, rec.Oldest, orphans)
+	}
+	t.Logf("head %d, oldest kept %d, history contents %d bytes (bound 400)", rec.Head, rec.Oldest, stored)
+	if read(t, s, r, "keep") != "kept since version 1" || !strings.HasPrefix(read(t, s, r, "big"), "11") {
+		t.Fatal("the current version lost a file")
+	}
+	hist, _ := s.Versions(ctx, r.ID, 100)
+	if int64(len(hist)) != rec.Head-rec.Oldest+1 {
+		t.Fatalf("%d versions listed, head %d, oldest %d", len(hist), rec.Head, rec.Oldest)
+	}
+	if _, err := s.Diff(ctx, rec, 0, rec.Head); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "pruned") {
+		t.Fatalf("diff from a pruned version: %v", err)
+	}
+	for v := rec.Oldest; v <= rec.Head; v++ {
+		ents, _ := s.entriesAt(ctx, s.r, r.ID, v)
+		if len(ents) != 2 {
+			t.Fatalf("version %d has %d files, want keep and big", v, len(ents))
+		}
+	}
+	if _, _, err := s.Rollback(ctx, rec, rec.Oldest, "local"); err != nil {
+		t.Fatalf("rollback to the oldest version kept: %v", err)
+	}
+	rec, _ = s.Get(ctx, r.ID)
+	dst := openStore(t, "")
+	got, err := dst.Import(ctx, Record{ID: "wcopy", Name: "copy", Owner: "k", MaxBytes: 100}, bytes.NewReader(exported(t, s, r)))
+	if err != nil || got.Oldest != rec.Oldest || got.Head != rec.Head {
+		t.Fatalf("import of a pruned workspace: %+v, %v (source oldest %d head %d)", got, err, rec.Oldest, rec.Head)
+	}
+	for v := rec.Oldest; v <= rec.Head; v++ {
+		a, _ := s.entriesAt(ctx, s.r, r.ID, v)
+		b, _ := dst.entriesAt(ctx, dst.r, "wcopy", v)
+		if len(a) != len(b) {
+			t.Fatalf("version %d: %d entries here, %d imported", v, len(a), len(b))
+		}
+		for i := range a {
+			if a[i].Path != b[i].Path || a[i].Hash != b[i].Hash {
+				t.Fatalf("version %d differs: %v / %v", v, a[i], b[i])
+			}
+		}
+	}
+}
+
+// TestOpensSchemaOne: a database made before history pruning gains the
+// column and keeps its workspaces.
+func TestOpensSchemaOne(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "workspaces.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := strings.Replace(schema, "\toldest      INTEGER NOT NULL DEFAULT 0,\n", "", 1)
+	if v1 == schema {
+		t.Fatal("the schema no longer has the oldest column this test removes")
+	}
+	if _, err := db.Exec(v1 + `PRAGMA user_version = 1;
+		INSERT INTO workspaces (id, name, owner, created_at, updated_at, head, bytes, files, max_bytes, max_files) VALUES ('wold', 'old', 'local', 0, 0, 0, 0, 0, 100, 10);`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s := openStore(t, path)
+	r, err := s.Get(context.Background(), "wold")
+	if err != nil || r.Name != "old" || r.Oldest != 0 {
+		t.Fatalf("after the upgrade: %+v, %v", r, err)
 	}
 }

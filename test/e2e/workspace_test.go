@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -201,6 +202,18 @@ func TestWorkspaceTenancy(t *testing.T) {
 	}
 	if got, _ := a.sdk.GetWorkspace(ctx, "dev"); got == nil || got.Version != 1 {
 		t.Fatalf("a's dev after b's attempts: %+v", got)
+	}
+	// One key keeps at most 100 workspaces; another key is not counted.
+	for i := 1; i < 100; i++ {
+		if _, err := b.sdk.CreateWorkspace(ctx, api.CreateWorkspaceRequest{Name: fmt.Sprintf("w%d", i)}); err != nil {
+			t.Fatalf("b's workspace %d: %v", i+1, err)
+		}
+	}
+	if _, err := b.sdk.CreateWorkspace(ctx, api.CreateWorkspaceRequest{Name: "one-too-many"}); !errors.Is(err, paddock.ErrResourceExhausted) {
+		t.Fatalf("b's 101st workspace: %v", err)
+	}
+	if _, err := a.sdk.CreateWorkspace(ctx, api.CreateWorkspaceRequest{Name: "still-fine"}); err != nil {
+		t.Fatalf("a's second workspace beside b's hundred: %v", err)
 	}
 }
 
