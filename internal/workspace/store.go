@@ -1,7 +1,7 @@
 // Package workspace keeps workspaces: named filesystems whose canonical
 // copy is the daemon's, in SQLite, with every change recorded as a version
 // made by one command, and runs commands on them through executors
-// (run.go; the shell executor is package shell, the files a command sees
+// (run.go; the shell executor is package wsh, the files a command sees
 // package vfs).
 //
 // The canonical copy is a SQLite database of its own (workspaces.db under
