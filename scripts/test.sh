@@ -22,6 +22,17 @@ export PADDOCK_TEST_S3_SERVER=${PADDOCK_TEST_S3_SERVER:-/var/cache/paddock-test/
 export PADDOCK_RUNSC=${PADDOCK_RUNSC:-/var/cache/paddock-test/bin/runsc-$(cat internal/config/runsc.version)}
 
 fail=0
+# The suite must leave the host's account files as it found them: a test
+# that wrote through a path it does not own shows here. A host without
+# them is broken before any test runs (the kubelet of the Kubernetes suite
+# and user lookups need them): say so first.
+host_files="/etc/passwd /etc/group /etc/shadow"
+for f in $host_files; do
+	if [ ! -f "$f" ]; then
+		echo "this host has no $f (every Debian system has one; restore it, e.g. from $f-): the tests need it"; fail=1
+	fi
+done
+host_sums=$(sha256sum $host_files 2>&1)
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go') | grep -v '/gen/' || true)
 if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; fail=1
@@ -105,6 +116,11 @@ PADDOCK_CGROUPV2_INIT=bare PADDOCK_CGROUPV2_SUITES="oci e2e" \
 vrc=$?
 [ "$vrc" -eq 0 ] || rc=$vrc
 grep -E '^(ok|FAIL|---|panic:)|^\s+--- (FAIL|SKIP)' "$log" | grep -v -- '--- PASS' || true
+if [ "$(sha256sum $host_files 2>&1)" != "$host_sums" ]; then
+	echo "the tests changed the host's account files ($host_files): before, then after:"
+	echo "$host_sums"; sha256sum $host_files 2>&1
+	fail=1
+fi
 
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)

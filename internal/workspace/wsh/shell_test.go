@@ -187,6 +187,40 @@ func TestNoHostAccess(t *testing.T) {
 	}
 }
 
+// TestNoHostWrites: a host file, named by its absolute path and through
+// "..", survives every way the shell has to remove, move, overwrite,
+// truncate, append to or change it. The file is the test's own, so a
+// failure harms nothing else of the host.
+func TestNoHostWrites(t *testing.T) {
+	dir := t.TempDir()
+	host := dir + "/sentinel"
+	const content = "host file\n"
+	if err := os.WriteFile(host, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up := strings.Repeat("../", strings.Count(dir, "/")+2) + strings.TrimPrefix(host, "/")
+	for _, p := range []string{host, up} {
+		for _, script := range []string{
+			"rm -f " + p, "rm -rf " + p, "rm -rf " + dir, "mv " + p + " moved", "mv notes.txt " + p,
+			"cp notes.txt " + p, "echo x > " + p, ": > " + p, "echo x >> " + p, "truncate -s 0 " + p,
+			"chmod 000 " + p, "touch " + p, "sed -i s/host/gone/ " + p, "ln -sf notes.txt " + p,
+			"cd / && rm -f " + strings.TrimPrefix(p, "/"), "tee " + p + " < notes.txt", "mkdir -p " + p + "/x",
+		} {
+			sh(t, sample(t), script)
+			fi, err := os.Lstat(host)
+			if err != nil {
+				t.Fatalf("%s: the host file is gone: %v", script, err)
+			}
+			if data, _ := os.ReadFile(host); string(data) != content || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+				t.Fatalf("%s: the host file changed: %q %v", script, data, fi.Mode())
+			}
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("the shell made host files: %v", ents)
+	}
+}
+
 // TestNoHostFIFOOpen: the interpreter opens paths named like its FIFOs
 // in its temporary directory on the host without the open handler; that
 // directory is one no host has, whatever TMPDIR a caller gives.
