@@ -5,12 +5,16 @@ import "time"
 // Workspace executors: where a command of POST /v1/workspaces/{id}/run
 // runs. ExecutorShell is a POSIX shell interpreted inside the daemon with
 // the common tools built in, over the workspace's files and nothing else;
-// ExecutorContainer a sandbox holding a copy of the workspace at
-// /workspace, attached on first use and removed when idle; ExecutorAuto
-// picks the cheapest executor that can run the command and says why in
-// the result.
+// ExecutorJS a JavaScript program (goja, with Node's fs and path over
+// the workspace) in a child process of the daemon: the script is its
+// source, or the command names a program file of the workspace and its
+// arguments; ExecutorContainer a sandbox holding a copy of the workspace
+// at /workspace, attached on first use and removed when idle;
+// ExecutorAuto picks the cheapest executor that can run shell text (shell
+// or container, never js) and says why in the result.
 const (
 	ExecutorShell     = "shell"
+	ExecutorJS        = "js"
 	ExecutorContainer = "container"
 	ExecutorAuto      = "auto"
 )

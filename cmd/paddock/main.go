@@ -6,8 +6,14 @@ import (
 	"os"
 
 	"github.com/paddock-dev/paddock/internal/cli"
+	"github.com/paddock-dev/paddock/internal/workspace/wjs"
 )
 
 func main() {
+	// The workspaces' JavaScript executor starts this binary as its
+	// child: nothing else of it runs then (internal/workspace/wjs).
+	if len(os.Args) == 2 && os.Args[1] == wjs.ChildArg {
+		wjs.ChildMain()
+	}
 	os.Exit(cli.Main(os.Args[1:]))
 }

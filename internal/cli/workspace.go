@@ -249,8 +249,12 @@ the arguments are one command's words. The shell executor interprets the
 command inside the daemon, with the common tools (cat, ls, grep, sed, find,
 ...) built in: no container starts. The container executor runs it in a
 sandbox holding a copy of the workspace. auto (the default) picks shell when
-every command is built in, else container. The command's stdout and stderr
-are printed and its exit code is paddock's.`,
+every command is built in, else container. The js executor runs
+JavaScript (Node's fs and path over the workspace, in a child process of
+the daemon): with --script the argument is the program's source, else the
+first word names a program file of the workspace and the rest are its
+arguments (process.argv). The command's stdout and stderr are printed and
+its exit code is paddock's.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if script {
@@ -295,8 +299,8 @@ are printed and its exit code is paddock's.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&req.Executor, "executor", api.ExecutorAuto, "where to run it: shell (in the daemon, no container), container (a sandbox holding a copy), or auto (the cheapest that can)")
-	f.BoolVar(&script, "script", false, "the one argument after -- is shell text")
+	f.StringVar(&req.Executor, "executor", api.ExecutorAuto, "where to run it: shell (in the daemon, no container), js (JavaScript in the daemon's child process), container (a sandbox holding a copy), or auto (the cheapest of shell and container that can)")
+	f.BoolVar(&script, "script", false, "the one argument after -- is shell text (JavaScript source with --executor js)")
 	f.StringArrayVarP(&env, "env", "e", nil, "set an environment variable KEY=VALUE (repeatable)")
 	f.StringVarP(&req.Cwd, "workdir", "w", "", "directory of the workspace to run in, relative to its root")
 	f.DurationVar(&timeout, "timeout", 0, "stop the command after this long (default 30s, at most 10m)")

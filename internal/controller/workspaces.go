@@ -222,7 +222,7 @@ func (c *Controller) RunInWorkspace(ctx context.Context, ref string, req api.Wor
 	}
 	return st.Run(ctx, workspace.RunSpec{
 		Workspace: r, Caller: Caller(ctx), Executor: req.Executor, Script: script, Command: script,
-		Stdin: []byte(req.Stdin), Env: req.Env, Cwd: req.Cwd, Timeout: timeout, Container: c.runInContainer,
+		Stdin: []byte(req.Stdin), Env: req.Env, Cwd: req.Cwd, Timeout: timeout, Argv: req.Command, Container: c.runInContainer,
 	})
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/store/sqlite"
 	"github.com/paddock-dev/paddock/internal/workspace"
+	"github.com/paddock-dev/paddock/internal/workspace/wjs"
 )
 
 // Version is set at build time with -ldflags "-X ...daemon.Version=...".
@@ -123,6 +124,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		return fmt.Errorf("open workspaces: %w", err)
 	}
 	defer workspaces.Close()
+	// The js executor's child is this binary (cmd/paddock starts
+	// wjs.ChildMain for this argument), by /proc/self/exe so an upgrade
+	// of the file on disk cannot change what runs.
+	workspaces.JSCommand = []string{"/proc/self/exe", wjs.ChildArg}
 
 	images, err := image.New(image.Options{Dir: cfg.ImagesDir(), Logger: log.With("part", "images")})
 	if err != nil {

@@ -55,7 +55,7 @@ type WorkspaceListOutput struct {
 type WorkspaceRunInput struct {
 	Workspace      string            `json:"workspace" jsonschema:"workspace id or name"`
 	Command        string            `json:"command" jsonschema:"shell text: pipes, redirections, &&, loops and here-documents work"`
-	Executor       string            `json:"executor,omitempty" jsonschema:"auto (default: the cheapest executor that can run the command), shell or container"`
+	Executor       string            `json:"executor,omitempty" jsonschema:"auto (default: the cheapest executor that can run the command), shell, js (command is JavaScript source) or container"`
 	Cwd            string            `json:"cwd,omitempty" jsonschema:"directory of the workspace to start in, relative to its root; default the root (/workspace)"`
 	Env            map[string]string `json:"env,omitempty" jsonschema:"extra environment variables for this command"`
 	Stdin          string            `json:"stdin,omitempty" jsonschema:"text fed to the command's standard input (at most 1 MiB)"`
@@ -131,6 +131,7 @@ Work in it with workspace_run. A workspace outlives this session; it needs no sa
 		Description: `Run one shell command over a workspace's files, which it sees at /workspace (its starting directory). What the command changes lands as one new version when it ends by itself, whatever its exit code; a command stopped by a limit changes nothing.
 Executors (choose with executor; auto, the default, picks the cheapest that can run the command and says why):
 - shell: a POSIX shell interpreted inside Paddock, no container, typically under a millisecond. It has these commands built in, with their common flags: ` + strings.Join(ShellTools, ", ") + `, plus the shell's own (cd, read, export, [, if/for/while, functions). It has no network, no other programs (no python, node, git, make, compilers) and sees only the workspace's files.
+- js: a JavaScript program (ES2015+ without an event loop: no timers) run by an engine inside Paddock, no container, a few milliseconds to start. command is the program's source. It has console, process (argv, env, cwd, exit, exitCode, stdout.write) and require("fs") / require("path") with Node's synchronous file functions (readFileSync, writeFileSync, appendFileSync, readdirSync, statSync, existsSync, mkdirSync, rmSync, renameSync, copyFileSync, ...) over the workspace only; fs.readFileSync(p) returns a string. No other modules, no network, no processes. Use it for data work (parse and rewrite JSON, transform many files) that is awkward in shell. auto never picks js: ask for it.
 - container: a Linux sandbox (Debian with python3, bash, git and coreutils; no network) holding a copy of the workspace at /workspace. The first container command of a workspace takes about a second or more (the sandbox starts and the files are copied in); the next ones cost an exec plus reading the copy back. Symlinks are not kept.
 auto sends a command to shell when every command it names is built in, else to container. A command that needs a program the shell does not have fails with exit code 127 under shell.
 If another command changed the same files while this one ran, this one is refused and nothing of it is kept: run it again.

@@ -10,6 +10,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/workspace/vfs"
+	"github.com/paddock-dev/paddock/internal/workspace/wjs"
 	"github.com/paddock-dev/paddock/internal/workspace/wsh"
 )
 
@@ -37,6 +38,10 @@ type RunSpec struct {
 	Env     map[string]string
 	Cwd     string
 	Timeout time.Duration
+	// Argv are the request's command words, when it gave words: the js
+	// executor runs Argv[0] as a program file of the workspace with the
+	// rest as its arguments (Script is their quoted text then).
+	Argv []string
 	// Container runs commands for the container executor; nil when this
 	// daemon has none.
 	Container ContainerFunc
@@ -46,7 +51,7 @@ type RunSpec struct {
 // new version (Apply): whole when it ends by itself, whatever its exit
 // code; nothing when an executor's bound stopped it.
 func (s *Store) Run(ctx context.Context, spec RunSpec) (*api.WorkspaceRunResult, error) {
-	executor, reason, err := choose(spec.Executor, spec.Script, spec.Container != nil)
+	executor, reason, err := choose(spec.Executor, spec.Script, spec.Container != nil, s.JSCommand != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -66,10 +71,23 @@ func (s *Store) Run(ctx context.Context, spec RunSpec) (*api.WorkspaceRunResult,
 	}
 	tree := vfs.FromIndex(index, s.Content, vfs.Limits{MaxBytes: spec.Workspace.MaxBytes, MaxEntries: spec.Workspace.MaxFiles})
 	var stdout, stderr bytes.Buffer
-	res := wsh.Run(ctx, tree, wsh.Options{
-		Script: spec.Script, Stdin: bytes.NewReader(spec.Stdin), Stdout: &stdout, Stderr: &stderr,
-		Env: spec.Env, Dir: spec.Cwd, Timeout: timeout, MaxOutput: MaxOutput, MaxMemory: MaxMemory,
-	})
+	var res wsh.Result
+	if executor == api.ExecutorJS {
+		opts := wjs.Options{
+			Command: s.JSCommand, Source: spec.Script, Stdin: spec.Stdin, Stdout: &stdout, Stderr: &stderr,
+			Env: spec.Env, Dir: spec.Cwd, Timeout: timeout, MaxOutput: MaxOutput, MaxMemory: MaxMemory,
+		}
+		if len(spec.Argv) > 0 {
+			opts.Source, opts.File, opts.Args = "", spec.Argv[0], spec.Argv[1:]
+		}
+		r := wjs.Run(ctx, tree, opts)
+		res = wsh.Result{ExitCode: r.ExitCode, Stopped: r.Stopped, Duration: r.Duration}
+	} else {
+		res = wsh.Run(ctx, tree, wsh.Options{
+			Script: spec.Script, Stdin: bytes.NewReader(spec.Stdin), Stdout: &stdout, Stderr: &stderr,
+			Env: spec.Env, Dir: spec.Cwd, Timeout: timeout, MaxOutput: MaxOutput, MaxMemory: MaxMemory,
+		})
+	}
 	out := &api.WorkspaceRunResult{
 		Executor: executor, Reason: reason, ExitCode: res.ExitCode, Stopped: res.Stopped,
 		Stdout: stdout.String(), Stderr: stderr.String(), BaseVersion: base, Version: base,
@@ -131,11 +149,16 @@ func (s *Store) runInContainer(ctx context.Context, spec RunSpec, reason string,
 
 // choose picks the executor for script: the one asked for, or for auto
 // the cheapest that can run it, with the reason.
-func choose(asked, script string, container bool) (executor, reason string, err error) {
+func choose(asked, script string, container, js bool) (executor, reason string, err error) {
 	noContainer := fmt.Errorf("this daemon has no container executor for workspaces: %w", errdefs.ErrFailedPrecondition)
 	switch asked {
 	case api.ExecutorShell:
 		return api.ExecutorShell, "", nil
+	case api.ExecutorJS:
+		if !js {
+			return "", "", fmt.Errorf("this daemon has no JavaScript executor for workspaces: %w", errdefs.ErrFailedPrecondition)
+		}
+		return api.ExecutorJS, "", nil
 	case api.ExecutorContainer:
 		if !container {
 			return "", "", noContainer
@@ -143,7 +166,7 @@ func choose(asked, script string, container bool) (executor, reason string, err 
 		return api.ExecutorContainer, "", nil
 	case "", api.ExecutorAuto:
 	default:
-		return "", "", errdefs.Invalid("executor %q is not one of %s, %s, %s", truncate(asked, 32), api.ExecutorShell, api.ExecutorContainer, api.ExecutorAuto)
+		return "", "", errdefs.Invalid("executor %q is not one of %s, %s, %s, %s", truncate(asked, 32), api.ExecutorShell, api.ExecutorJS, api.ExecutorContainer, api.ExecutorAuto)
 	}
 	missing, err := wsh.Needs(script)
 	if err != nil {

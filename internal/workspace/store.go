@@ -106,6 +106,10 @@ type Store struct {
 	mu    sync.Mutex
 	heads map[string]headEntries
 	blobs *blobCache
+
+	// JSCommand starts the js executor's child (wjs.Options.Command);
+	// nil: this store runs no JavaScript. Set before the first Run.
+	JSCommand []string
 }
 
 type headEntries struct {

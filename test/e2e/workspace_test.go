@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/workspace/wjs"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
@@ -319,4 +323,95 @@ func TestWorkspaceContainerExecutor(t *testing.T) {
 	if _, err := d.client.Get(ctx, boxes[0]); !errors.Is(err, paddock.ErrNotFound) {
 		t.Fatalf("the executor sandbox after the workspace's removal: %v", err)
 	}
+}
+
+// TestWorkspaceJSExecutor: JavaScript through the CLI, as inline source
+// and as a program file of the workspace, sharing files with the shell;
+// the engine runs in a child process of the daemon as nobody, which a
+// timeout ends, leaving nothing behind.
+func TestWorkspaceJSExecutor(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	d.must("workspace", "create", "data")
+	d.must("run", "data", "--script", "--", `mkdir rows && for i in 1 2 3; do echo "{\"n\": $i}" > rows/$i.json; done`)
+	src := `const fs = require('fs'), path = require('path');
+let sum = 0;
+for (const f of fs.readdirSync('rows')) sum += JSON.parse(fs.readFileSync(path.join('rows', f), 'utf8')).n;
+fs.writeFileSync('sum.txt', sum + '\n');
+console.log('sum', sum);`
+	if out := d.must("run", "data", "--executor", "js", "--script", "--", src); out != "sum 6\n" {
+		t.Fatalf("inline program printed %q", out)
+	}
+	if out := d.must("run", "data", "--", "cat", "sum.txt"); out != "6\n" {
+		t.Fatalf("the shell reads %q", out)
+	}
+	d.must("run", "data", "--script", "--", `echo 'console.log(process.argv.slice(2).join(" ")); process.exit(Number(process.argv[2]))' > tools.js`)
+	if out, _, code := d.run("run", "data", "--executor", "js", "--", "tools.js", "4", "more"); code != 4 || out != "4 more\n" {
+		t.Fatalf("a program file: exit %d, %q", code, out)
+	}
+	if _, errOut, code := d.run("run", "data", "--executor", "js", "--script", "--", "require('fs').readFileSync('/etc/passwd')"); code != 1 || !strings.Contains(errOut, "EACCES") {
+		t.Fatalf("a host file: exit %d, %q", code, errOut)
+	}
+
+	// While a program runs, its engine is a child of the daemon running
+	// as nobody; the timeout ends it.
+	done := make(chan error, 1)
+	go func() {
+		_, _, code := d.run("run", "data", "--executor", "js", "--timeout", "4s", "--script", "--", "for (;;) {}")
+		if code != 124 {
+			done <- fmt.Errorf("a program past its timeout exited %d, want 124", code)
+		}
+		done <- nil
+	}()
+	var uids []string
+	deadline := time.Now().Add(3 * time.Second)
+	for len(uids) == 0 && time.Now().Before(deadline) {
+		uids = jsChildrenOf(t, d.cmd.Process.Pid)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(uids) != 1 || uids[0] != "65534" {
+		t.Fatalf("the engine's processes run as %v, want one as 65534", uids)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if left := jsChildrenOf(t, d.cmd.Process.Pid); len(left) != 0 {
+		t.Fatalf("engine processes left after the timeout: %v", left)
+	}
+	var hist api.WorkspaceHistory
+	if err := json.Unmarshal([]byte(d.must("--json", "workspace", "log", "data")), &hist); err != nil {
+		t.Fatal(err)
+	}
+	if len(hist.Versions) != 3 || hist.Versions[1].Executor != api.ExecutorJS {
+		t.Fatalf("history: %+v", hist.Versions)
+	}
+}
+
+// jsChildrenOf lists the real uids of the JavaScript engine processes
+// whose parent is pid.
+func jsChildrenOf(t *testing.T, pid int) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uids []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), wjs.ChildArg) {
+			continue
+		}
+		status, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil || !strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", pid)) {
+			continue
+		}
+		for _, l := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+				uids = append(uids, f[1])
+			}
+		}
+	}
+	return uids
 }

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"path"
 	"syscall"
 	"time"
 )
@@ -84,3 +85,37 @@ type File interface {
 
 // IsQuota reports whether err says a quota was reached.
 func IsQuota(err error) bool { return errors.Is(err, ErrQuota) }
+
+// MkdirAll makes name and its missing parents in fsys.
+func MkdirAll(fsys FS, name string) error {
+	if name == "." {
+		return nil
+	}
+	fi, err := fsys.Stat(name)
+	if err == nil {
+		if !fi.IsDir() {
+			return &fs.PathError{Op: "mkdir", Path: name, Err: ErrNotDir}
+		}
+		return nil
+	}
+	if err := MkdirAll(fsys, path.Dir(name)); err != nil {
+		return err
+	}
+	if err := fsys.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// RemoveAll removes name and everything under it from fsys.
+func RemoveAll(fsys FS, name string) error {
+	ents, err := fsys.ReadDir(name)
+	if err == nil {
+		for _, e := range ents {
+			if err := RemoveAll(fsys, path.Join(name, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return fsys.Remove(name)
+}

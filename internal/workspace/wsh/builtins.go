@@ -533,25 +533,7 @@ func mkdir(c *call) int {
 }
 
 // mkdirAll makes name and its missing parents.
-func (c *call) mkdirAll(name string) error {
-	if name == "." {
-		return nil
-	}
-	fi, err := c.r.fsys.Stat(name)
-	if err == nil {
-		if !fi.IsDir() {
-			return &fs.PathError{Op: "mkdir", Path: name, Err: errNotDir}
-		}
-		return nil
-	}
-	if err := c.mkdirAll(path.Dir(name)); err != nil {
-		return err
-	}
-	if err := c.r.fsys.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	return nil
-}
+func (c *call) mkdirAll(name string) error { return vfs.MkdirAll(c.r.fsys, name) }
 
 func rmdir(c *call) int {
 	status := 0
@@ -609,17 +591,7 @@ func rm(c *call) int {
 }
 
 // removeAll removes name and everything under it.
-func (c *call) removeAll(name string) error {
-	ents, err := c.r.fsys.ReadDir(name)
-	if err == nil {
-		for _, e := range ents {
-			if err := c.removeAll(path.Join(name, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	return c.r.fsys.Remove(name)
-}
+func (c *call) removeAll(name string) error { return vfs.RemoveAll(c.r.fsys, name) }
 
 func touch(c *call) int {
 	f, err := parseFlags(c.args, "dtr")
