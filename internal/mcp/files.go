@@ -150,8 +150,12 @@ func (s *Server) readFile(ctx context.Context, req *mcpsdk.CallToolRequest, in R
 	if bytes.IndexByte(data[:min(len(data), 8192)], 0) >= 0 {
 		return nil, ReadOutput{}, fmt.Errorf("%s looks binary (%d bytes, contains NUL bytes); inspect it with exec, e.g. od -c %s | head", in.Path, len(data), in.Path)
 	}
-	r := sliceLines(string(data), in.Offset, limit, maxReadChars)
-	out := ReadOutput{Path: in.Path, Content: r.text, StartLine: r.start, EndLine: r.end, TotalLines: r.total}
+	return nil, readOutput(in.Path, sliceLines(string(data), in.Offset, limit, maxReadChars)), nil
+}
+
+// readOutput is read_file's answer for the window r of the file at p.
+func readOutput(p string, r lineRange) ReadOutput {
+	out := ReadOutput{Path: p, Content: r.text, StartLine: r.start, EndLine: r.end, TotalLines: r.total}
 	switch {
 	case r.start > r.total && r.total > 0:
 		out.Note = fmt.Sprintf("offset %d is past the end: the file has %d lines", r.start, r.total)
@@ -164,7 +168,7 @@ func (s *Server) readFile(ctx context.Context, req *mcpsdk.CallToolRequest, in R
 	if r.cutLines > 0 {
 		out.Note = strings.TrimSpace(out.Note + fmt.Sprintf(" %d long lines were cut at %d characters.", r.cutLines, maxLineChars))
 	}
-	return nil, out, nil
+	return out
 }
 
 func (s *Server) writeFile(ctx context.Context, req *mcpsdk.CallToolRequest, in WriteInput) (*mcpsdk.CallToolResult, WriteOutput, error) {
@@ -220,15 +224,8 @@ func (s *Server) editFile(ctx context.Context, req *mcpsdk.CallToolRequest, in E
 	}
 	text := string(data)
 	n := strings.Count(text, in.OldString)
-	switch {
-	case n == 0:
-		hint := "read_file to copy the current text exactly"
-		if strings.Contains(text, strings.TrimSpace(in.OldString)) {
-			hint = "it occurs with different leading or trailing whitespace; " + hint
-		}
-		return nil, EditOutput{}, fmt.Errorf("old_string was not found in %s; nothing was changed (%s)", in.Path, hint)
-	case n > 1 && !in.ReplaceAll:
-		return nil, EditOutput{}, fmt.Errorf("old_string occurs %d times in %s; nothing was changed. Include more surrounding lines to make it unique, or set replace_all", n, in.Path)
+	if n == 0 || (n > 1 && !in.ReplaceAll) {
+		return nil, EditOutput{}, editRefusal(in.Path, n, strings.Contains(text, strings.TrimSpace(in.OldString)))
 	}
 	if in.ReplaceAll {
 		text = strings.ReplaceAll(text, in.OldString, in.NewString)
@@ -244,6 +241,20 @@ func (s *Server) editFile(ctx context.Context, req *mcpsdk.CallToolRequest, in E
 		return nil, EditOutput{}, toolError("edit_file failed while writing", err)
 	}
 	return nil, EditOutput{Path: in.Path, Replacements: n}, nil
+}
+
+// editRefusal says why edit_file changed nothing: old_string occurred n
+// times (0, or more than once without replace_all); trimmed says that it
+// occurs once its surrounding whitespace is taken off.
+func editRefusal(p string, n int, trimmed bool) error {
+	if n == 0 {
+		hint := "read_file to copy the current text exactly"
+		if trimmed {
+			hint = "it occurs with different leading or trailing whitespace; " + hint
+		}
+		return fmt.Errorf("old_string was not found in %s; nothing was changed (%s)", p, hint)
+	}
+	return fmt.Errorf("old_string occurs %d times in %s; nothing was changed. Include more surrounding lines to make it unique, or set replace_all", n, p)
 }
 
 func (s *Server) listDir(ctx context.Context, req *mcpsdk.CallToolRequest, in ListDirInput) (*mcpsdk.CallToolResult, ListDirOutput, error) {

@@ -59,6 +59,11 @@ type Options struct {
 	Logger         *slog.Logger
 	// Version is reported to clients as the server's version.
 	Version string
+	// Workspace, when set, serves workspace mode (wsmode.go): every
+	// session works in this workspace (id or name; created on first use
+	// when missing, never deleted), with run and the file tools bound to
+	// it, and no sandbox tools.
+	Workspace string
 }
 
 // Server is Paddock's MCP server.
@@ -76,6 +81,10 @@ type Server struct {
 	// exits when Run returns, and must not take an unfinished destroy
 	// with it.
 	ending sync.WaitGroup
+
+	// wsMu guards wsReady: Options.Workspace is known to exist.
+	wsMu    sync.Mutex
+	wsReady bool
 }
 
 // session is what the server remembers of one MCP session.
@@ -105,11 +114,19 @@ func New(opts Options) *Server {
 		opts.Version = "dev"
 	}
 	s := &Server{opts: opts, c: opts.Client, log: opts.Logger, sessions: map[*mcpsdk.ServerSession]*session{}}
-	s.srv = mcpsdk.NewServer(&mcpsdk.Implementation{Name: "paddock", Title: "Paddock sandboxes", Version: opts.Version}, &mcpsdk.ServerOptions{
-		Instructions: instructions,
+	title, instr := "Paddock sandboxes", instructions
+	if opts.Workspace != "" {
+		title, instr = "Paddock workspace "+opts.Workspace, wsInstructions
+	}
+	s.srv = mcpsdk.NewServer(&mcpsdk.Implementation{Name: "paddock", Title: title, Version: opts.Version}, &mcpsdk.ServerOptions{
+		Instructions: instr,
 		Logger:       opts.Logger,
 		Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}},
 	})
+	if opts.Workspace != "" {
+		s.addWorkspaceModeTools()
+		return s
+	}
 	s.addSandboxTools()
 	s.addExecTools()
 	s.addFileTools()

@@ -126,16 +126,9 @@ Work in it with workspace_run. A workspace outlives this session; it needs no sa
 		Annotations: &mcpsdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
 	}, s.workspaceList)
 	mcpsdk.AddTool(s.srv, &mcpsdk.Tool{
-		Name:  "workspace_run",
-		Title: "Run a command in a workspace",
-		Description: `Run one shell command over a workspace's files, which it sees at /workspace (its starting directory). What the command changes lands as one new version when it ends by itself, whatever its exit code; a command stopped by a limit changes nothing.
-Executors (choose with executor; auto, the default, picks the cheapest that can run the command and says why):
-- shell: a POSIX shell interpreted inside Paddock, no container, typically under a millisecond. It has these commands built in, with their common flags: ` + strings.Join(ShellTools, ", ") + `, plus the shell's own (cd, read, export, [, if/for/while, functions). It has no network, no other programs (no python, node, git, make, compilers) and sees only the workspace's files.
-- js: a JavaScript program (ES2015+ without an event loop: no timers) run by an engine inside Paddock, no container, a few milliseconds to start. command is the program's source. It has console, process (argv, env, cwd, exit, exitCode, stdout.write) and require("fs") / require("path") with Node's synchronous file functions (readFileSync, writeFileSync, appendFileSync, readdirSync, statSync, existsSync, mkdirSync, rmSync, renameSync, copyFileSync, ...) over the workspace only; fs.readFileSync(p) returns a string. No other modules, no network, no processes. Use it for data work (parse and rewrite JSON, transform many files) that is awkward in shell. auto never picks js: ask for it.
-- container: a Linux sandbox (Debian with python3, bash, git and coreutils; no network) holding a copy of the workspace at /workspace. The first container command of a workspace takes about a second or more (the sandbox starts and the files are copied in); the next ones cost an exec plus reading the copy back. Symlinks are not kept.
-auto sends a command to shell when every command it names is built in, else to container. A command that needs a program the shell does not have fails with exit code 127 under shell.
-If another command changed the same files while this one ran, this one is refused and nothing of it is kept: run it again.
-Output is bounded: the first 4 KiB and last 12 KiB of each stream are kept.`,
+		Name:        "workspace_run",
+		Title:       "Run a command in a workspace",
+		Description: runDescription,
 		Annotations: &mcpsdk.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, s.workspaceRun)
 	mcpsdk.AddTool(s.srv, &mcpsdk.Tool{
@@ -157,6 +150,17 @@ Output is bounded: the first 4 KiB and last 12 KiB of each stream are kept.`,
 		Annotations: &mcpsdk.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, s.workspaceRollback)
 }
+
+// runDescription tells a model what workspace_run (and run, in workspace
+// mode) does and how to choose an executor.
+var runDescription = `Run one shell command over a workspace's files, which it sees at /workspace (its starting directory). What the command changes lands as one new version when it ends by itself, whatever its exit code; a command stopped by a limit changes nothing.
+Executors (choose with executor; auto, the default, picks the cheapest that can run the command and says why):
+- shell: a POSIX shell interpreted inside Paddock, no container, typically under a millisecond. It has these commands built in, with their common flags: ` + strings.Join(ShellTools, ", ") + `, plus the shell's own (cd, read, export, [, if/for/while, functions). It has no network, no other programs (no python, node, git, make, compilers) and sees only the workspace's files.
+- js: a JavaScript program (ES2015+ without an event loop: no timers) run by an engine inside Paddock, no container, a few milliseconds to start. command is the program's source. It has console, process (argv, env, cwd, exit, exitCode, stdout.write) and require("fs") / require("path") with Node's synchronous file functions (readFileSync, writeFileSync, appendFileSync, readdirSync, statSync, existsSync, mkdirSync, rmSync, renameSync, copyFileSync, ...) over the workspace only; fs.readFileSync(p) returns a string. No other modules, no network, no processes. Use it for data work (parse and rewrite JSON, transform many files) that is awkward in shell. auto never picks js: ask for it.
+- container: a Linux sandbox (Debian with python3, bash, git and coreutils; no network) holding a copy of the workspace at /workspace. The first container command of a workspace takes about a second or more (the sandbox starts and the files are copied in); the next ones cost an exec plus reading the copy back. Symlinks are not kept.
+auto sends a command to shell when every command it names is built in, else to container. A command that needs a program the shell does not have fails with exit code 127 under shell.
+If another command changed the same files while this one ran, this one is refused and nothing of it is kept: run it again.
+Output is bounded: the first 4 KiB and last 12 KiB of each stream are kept.`
 
 func checkWorkspace(ref string) error {
 	if ref == "" {

@@ -20,6 +20,8 @@ const maxMCPBody = 4 << 20
 // ends) of one caller.
 type mcpHandlers struct {
 	destroy, keep, snapshot http.Handler
+	// workspace serves /mcp?workspace=NAME (workspace mode).
+	workspace http.Handler
 }
 
 // routesMCP mounts the MCP server (streamable HTTP) at /mcp, behind the same
@@ -33,7 +35,9 @@ type mcpHandlers struct {
 //
 // /mcp?keep=true keeps each session's default sandbox when the session
 // ends, /mcp?snapshot=true snapshots its files and then destroys it; by
-// default it is destroyed.
+// default it is destroyed. /mcp?workspace=NAME serves workspace mode: the
+// session works in that workspace (made on first use when missing) and has
+// no sandbox tools.
 func (s *Server) routesMCP(m *http.ServeMux) {
 	if !s.opts.MCP {
 		return
@@ -55,6 +59,8 @@ func (s *Server) routesMCP(m *http.ServeMux) {
 			destroy:  mcp.New(mcp.Options{Client: c, Logger: l, Version: s.opts.Version}).HTTPHandler(),
 			keep:     mcp.New(mcp.Options{Client: c, KeepDefault: true, Logger: l, Version: s.opts.Version}).HTTPHandler(),
 			snapshot: mcp.New(mcp.Options{Client: c, SnapshotDefault: true, Logger: l, Version: s.opts.Version}).HTTPHandler(),
+			workspace: mcp.WorkspaceHTTPHandler(mcp.Options{Client: c, Logger: l, Version: s.opts.Version},
+				func(r *http.Request) string { return r.URL.Query().Get("workspace") }),
 		}
 		byCaller[[2]string{caller, scope}] = h
 		return h
@@ -78,6 +84,17 @@ func (s *Server) routesMCP(m *http.ServeMux) {
 			if on {
 				h = opt.h
 			}
+		}
+		if r.URL.Query().Has("workspace") {
+			if err := mcp.CheckWorkspaceRef(r.URL.Query().Get("workspace")); err != nil {
+				writeError(w, errdefs.Invalid("workspace: %v", err))
+				return
+			}
+			if h != hs.destroy {
+				writeError(w, errdefs.Invalid("keep and snapshot are about a session's default sandbox; a workspace session has none (its workspace always stays)"))
+				return
+			}
+			h = hs.workspace
 		}
 		// The MCP handler reads each message whole (up to its own 4 MiB
 		// bound); read it here first, under the daemon's body budget.

@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"strings"
 	"testing"
@@ -31,15 +33,30 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // connectMCP returns a Go MCP client session over the named transport.
 func connectMCP(t *testing.T, d *daemon, transport string, key string) *mcpsdk.ClientSession {
 	t.Helper()
+	return connectMCPIn(t, d, transport, key, "")
+}
+
+// connectMCPIn is connectMCP in workspace mode when workspace is set
+// (--workspace over stdio, ?workspace= over HTTP).
+func connectMCPIn(t *testing.T, d *daemon, transport, key, workspace string) *mcpsdk.ClientSession {
+	t.Helper()
 	ctx := ctxT(t, 2*time.Minute)
 	var tr mcpsdk.Transport
 	switch transport {
 	case "stdio":
-		cmd := exec.Command(paddockBin(t), "mcp", "--socket", d.socket, "--log-level", "info")
+		args := []string{"mcp", "--socket", d.socket, "--log-level", "info"}
+		if workspace != "" {
+			args = append(args, "--workspace", workspace)
+		}
+		cmd := exec.Command(paddockBin(t), args...)
 		cmd.Stderr = d.logs
 		tr = &mcpsdk.CommandTransport{Command: cmd}
 	case "http":
-		tr = &mcpsdk.StreamableClientTransport{Endpoint: "http://" + d.listen + "/mcp",
+		endpoint := "http://" + d.listen + "/mcp"
+		if workspace != "" {
+			endpoint += "?workspace=" + url.QueryEscape(workspace)
+		}
+		tr = &mcpsdk.StreamableClientTransport{Endpoint: endpoint,
 			HTTPClient: &http.Client{Transport: bearer{key: key, base: http.DefaultTransport}}, MaxRetries: -1}
 	default:
 		t.Fatalf("unknown transport %s", transport)
@@ -603,5 +620,165 @@ func TestMCPWorkspaceTools(t *testing.T) {
 	}
 	if err := d.client.DeleteWorkspace(ctx, "notes"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMCPWorkspaceMode works through MCP in workspace mode, over stdio
+// (paddock mcp --workspace) and over the daemon's /mcp?workspace=: the
+// workspace is made on first use, the file tools and run work on it and
+// make versions, edits that cannot apply change nothing, paths outside
+// the workspace are refused, no sandbox is made, and two API keys naming
+// the same workspace get one each.
+func TestMCPWorkspaceMode(t *testing.T) {
+	d := startDaemon(t, daemonOpts{listen: true})
+	ctx := ctxT(t, 3*time.Minute)
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			key, err := d.client.CreateKey(ctx, "mcp-wsmode-"+transport)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws := "mode-" + transport
+			cs := connectMCPIn(t, d, transport, key.Secret, ws)
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := map[string]bool{}
+			for _, tl := range tools.Tools {
+				names[tl.Name] = true
+			}
+			for _, n := range []string{"run", "read_file", "write_file", "edit_file", "list_dir", "history", "diff", "rollback"} {
+				if !names[n] {
+					t.Errorf("workspace mode lacks %s", n)
+				}
+			}
+			for _, n := range []string{"exec", "sandbox_create", "workspace_run"} {
+				if names[n] {
+					t.Errorf("workspace mode offers %s", n)
+				}
+			}
+			var w struct {
+				Path    string `json:"path"`
+				Version int64  `json:"version"`
+			}
+			call(t, cs, "write_file", map[string]any{"path": "src/app.txt", "content": "hello\nworld\n"}, &w)
+			if w.Path != "/workspace/src/app.txt" || w.Version != 1 {
+				t.Fatalf("write_file: %+v", w)
+			}
+			var r struct {
+				Content    string `json:"content"`
+				StartLine  int    `json:"start_line"`
+				EndLine    int    `json:"end_line"`
+				TotalLines int    `json:"total_lines"`
+			}
+			call(t, cs, "read_file", map[string]any{"path": "src/app.txt", "offset": 2}, &r)
+			if r.Content != "world\n" || r.StartLine != 2 || r.EndLine != 2 || r.TotalLines != 2 {
+				t.Fatalf("read_file from line 2: %+v", r)
+			}
+			var e struct {
+				Replacements int   `json:"replacements"`
+				Version      int64 `json:"version"`
+			}
+			call(t, cs, "edit_file", map[string]any{"path": "/workspace/src/app.txt", "old_string": "world", "new_string": "there $& $1"}, &e)
+			if e.Replacements != 1 || e.Version != 2 {
+				t.Fatalf("edit_file: %+v", e)
+			}
+			callErr(t, cs, "edit_file", map[string]any{"path": "src/app.txt", "old_string": "absent", "new_string": "x"}, "was not found")
+			call(t, cs, "write_file", map[string]any{"path": "twice.sh", "content": "a\na\n", "executable": true}, nil)
+			callErr(t, cs, "edit_file", map[string]any{"path": "twice.sh", "old_string": "a", "new_string": "b"}, "occurs 2 times")
+			var run struct {
+				ExitCode int    `json:"exit_code"`
+				Stdout   string `json:"stdout"`
+				Executor string `json:"executor"`
+				Version  int64  `json:"version"`
+			}
+			call(t, cs, "run", map[string]any{"command": "cat src/app.txt; printf 'a\\000b' > bin"}, &run)
+			if run.ExitCode != 0 || run.Stdout != "hello\nthere $& $1\n" || run.Executor != "shell" || run.Version != 4 {
+				t.Fatalf("run: %+v", run)
+			}
+			callErr(t, cs, "read_file", map[string]any{"path": "bin"}, "looks binary")
+			callErr(t, cs, "read_file", map[string]any{"path": "/etc/passwd"}, "permission denied")
+			callErr(t, cs, "read_file", map[string]any{"path": "../../etc/hostname"}, "permission denied")
+			callErr(t, cs, "write_file", map[string]any{"path": "/tmp/x", "content": "x"}, "permission denied")
+			callErr(t, cs, "read_file", map[string]any{"path": "missing.txt"}, "no such file")
+			var ls struct {
+				Path    string `json:"path"`
+				Entries []struct {
+					Name string `json:"name"`
+					Type string `json:"type"`
+					Size int64  `json:"size"`
+					Mode string `json:"mode"`
+				} `json:"entries"`
+			}
+			call(t, cs, "list_dir", map[string]any{}, &ls)
+			got := []string{}
+			for _, en := range ls.Entries {
+				got = append(got, fmt.Sprintf("%s:%s:%d:%s", en.Name, en.Type, en.Size, en.Mode))
+			}
+			if ls.Path != "/workspace" || strings.Join(got, " ") != "bin:file:3:0644 src:dir:0:0755 twice.sh:file:4:0755" {
+				t.Fatalf("list_dir: %s %v", ls.Path, got)
+			}
+			var hist struct {
+				Versions []api.WorkspaceVersion `json:"versions"`
+			}
+			call(t, cs, "history", map[string]any{}, &hist)
+			if len(hist.Versions) != 4 || !strings.HasPrefix(hist.Versions[2].Command, "// edit_file") || !strings.HasPrefix(hist.Versions[3].Command, "// write_file") {
+				t.Fatalf("history: %+v", hist.Versions)
+			}
+			var diff struct {
+				Changed []string `json:"changed"`
+			}
+			call(t, cs, "diff", map[string]any{"from": 1, "to": 2}, &diff)
+			if strings.Join(diff.Changed, ",") != "~ src/app.txt" {
+				t.Fatalf("diff 1..2: %v", diff.Changed)
+			}
+			call(t, cs, "rollback", map[string]any{"version": 1}, nil)
+			call(t, cs, "read_file", map[string]any{"path": "src/app.txt"}, &r)
+			if r.Content != "hello\nworld\n" {
+				t.Fatalf("after the rollback: %q", r.Content)
+			}
+			// The workspace belongs to the key: the same name under
+			// another key is another workspace.
+			other, err := d.client.CreateKey(ctx, "mcp-wsmode-other-"+transport)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs2 := connectMCPIn(t, d, "http", other.Secret, ws)
+			callErr(t, cs2, "read_file", map[string]any{"path": "src/app.txt"}, "no such file")
+			if list, _ := d.client.List(ctx, nil); len(list) != 0 {
+				t.Fatalf("workspace mode made %d sandboxes", len(list))
+			}
+			list, err := d.client.ListWorkspaces(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := 0
+			for _, x := range list {
+				if x.Name == ws {
+					held++
+				}
+			}
+			if held != 2 {
+				t.Fatalf("%d workspaces named %s, want one per key", held, ws)
+			}
+		})
+	}
+	// Bad requests are refused before any session starts.
+	key, err := d.client.CreateKey(ctx, "mcp-wsmode-bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: bearer{key: key.Secret, base: http.DefaultTransport}}
+	for q, want := range map[string]string{"workspace=a%2Fb": "not a workspace id or name", "workspace=x&keep=true": "a workspace session has none"} {
+		resp, err := hc.Post("http://"+d.listen+"/mcp?"+q, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), want) {
+			t.Errorf("/mcp?%s: %d %s", q, resp.StatusCode, body)
+		}
 	}
 }
