@@ -25,6 +25,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/paddock-dev/paddock/internal/agent/tree"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errconnect"
@@ -191,6 +192,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("POST /files", a.handleUpload)
 	mux.HandleFunc("GET /paddock/v1/tar", a.handleTarOut)
 	mux.HandleFunc("PUT /paddock/v1/tar", a.handleTarIn)
+	mux.HandleFunc("GET "+tree.Path, a.handleTreeOut)
 	mux.HandleFunc("GET "+PortForwardPath, a.handlePortForward)
 	h := withUser(mux)
 	if a.gate != nil {

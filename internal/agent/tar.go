@@ -31,23 +31,8 @@ type tarLimits struct {
 var errTarTooLarge = fmt.Errorf("tar stream exceeds the upload limits: %w", errdefs.ErrResourceExhausted)
 
 func (a *Agent) handleTarOut(w http.ResponseWriter, r *http.Request) {
-	u, err := a.userFor(r.Context(), r.URL.Query().Get("username"))
-	if err != nil {
-		writeHTTPError(w, http.StatusUnauthorized, publicMessage(err))
-		return
-	}
-	dir, err := resolvePath(u, r.URL.Query().Get("path"))
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		writeErr(w, fsError("tar", dir, err))
-		return
-	}
-	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
-		writeErr(w, errdefs.Invalid("%s is not a directory", dir))
+	dir, real, ok := a.outDir(w, r)
+	if !ok {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
@@ -58,6 +43,32 @@ func (a *Agent) handleTarOut(w http.ResponseWriter, r *http.Request) {
 		// the client from taking a cut-short archive for a whole one.
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// outDir resolves the directory a request asks to read out, as its user:
+// the path asked and the real one (symlinks resolved). It answers the
+// request itself when not ok.
+func (a *Agent) outDir(w http.ResponseWriter, r *http.Request) (dir, real string, ok bool) {
+	u, err := a.userFor(r.Context(), r.URL.Query().Get("username"))
+	if err != nil {
+		writeHTTPError(w, http.StatusUnauthorized, publicMessage(err))
+		return "", "", false
+	}
+	dir, err = resolvePath(u, r.URL.Query().Get("path"))
+	if err != nil {
+		writeErr(w, err)
+		return "", "", false
+	}
+	real, err = filepath.EvalSymlinks(dir)
+	if err != nil {
+		writeErr(w, fsError("read", dir, err))
+		return "", "", false
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		writeErr(w, errdefs.Invalid("%s is not a directory", dir))
+		return "", "", false
+	}
+	return dir, real, true
 }
 
 // writeTar writes dir's tree with names relative to it. Symlinks are

@@ -9,8 +9,10 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/workspace"
 	"github.com/paddock-dev/paddock/internal/workspace/vfs"
@@ -19,10 +21,14 @@ import (
 // The container executor of workspaces: a sandbox per workspace, made on
 // the workspace's first container command (attach) and labelled with the
 // workspace's id, holding a copy of a version at /workspace. Before a
-// command the copy is brought to the version the command sees (the
-// whole tree again when it holds another; most commands follow the
-// executor's own last one, whose copy is current); after it, the copy is
-// read back and compared with that version (workspace.ChangesFromTar).
+// command the copy is brought to the version the command sees, by
+// removing and writing only the paths that differ from what it is known
+// to hold (workspace.SyncPlan; the whole tree when not known: after a
+// restart of the daemon, or a command that was stopped); after it, the
+// copy is read back and compared with that version
+// (workspace.ChangesFromTar), with the content of only the files changed
+// since the last read-back (their change time, which no program can set,
+// says which).
 // The sandbox stops when idle (its files stay, and the next command
 // starts it again) and is removed with the workspace. It is the
 // workspace owner's sandbox: it counts against that owner's quota, and it
@@ -39,15 +45,28 @@ const (
 	workspaceSandboxIdle = "2m"
 )
 
+// unchangedMargin is how long before the last read-back's start a file's
+// change time must be for the next read-back to skip its content: change
+// times come from the kernel's coarser clock (a tick behind the agent's).
+const unchangedMargin = 250 * time.Millisecond
+
 // wsContainer is one workspace's attached sandbox.
 type wsContainer struct {
 	// mu runs one container command of the workspace at a time: they
 	// share the sandbox's copy.
 	mu      sync.Mutex
 	sandbox string
-	// version is the version the copy holds; -1 unknown.
-	version int64
+	// held is what the copy holds, nil when not known (it is then copied
+	// in whole); walk is the agent's clock when the last read-back began
+	// (0: none, the next is read whole); junk is what that read-back
+	// skipped (symlinks and the like), removed before the next command.
+	held workspace.Copy
+	walk int64
+	junk []string
 }
+
+// forget makes the copy not known: the next command copies it in whole.
+func (w *wsContainer) forget() { w.held, w.walk, w.junk = nil, 0, nil }
 
 func (c *Controller) wsContainerFor(id string) *wsContainer {
 	c.wsMu.Lock()
@@ -57,7 +76,7 @@ func (c *Controller) wsContainerFor(id string) *wsContainer {
 	}
 	w, ok := c.wsContainers[id]
 	if !ok {
-		w = &wsContainer{version: -1}
+		w = &wsContainer{}
 		c.wsContainers[id] = w
 	}
 	return w
@@ -91,27 +110,21 @@ func (c *Controller) runInContainer(ctx context.Context, run workspace.Container
 	if err := c.attach(octx, w, run.Workspace); err != nil {
 		return nil, err
 	}
-	if w.version != run.Version {
-		if err := c.syncCopy(octx, st, w, run.Entries); err != nil {
-			w.version = -1
-			return nil, err
-		}
-		w.version = run.Version
-	}
-	// Until the changes land the copy is ahead of every version.
-	w.version = -1
-	res, err := c.execInCopy(octx, w.sandbox, run)
-	if err != nil {
+	if err := c.syncCopy(octx, st, w, run.Entries); err != nil {
+		w.forget()
 		return nil, err
 	}
-	if res.Stopped == "" {
-		pr, pw := io.Pipe()
-		go func() {
-			pw.CloseWithError(c.TarOut(octx, FileRef{Sandbox: w.sandbox, Path: workspaceDir, User: "user"}, pw))
-		}()
-		changes, skipped, err := workspace.ChangesFromTar(pr, run.Entries, vfs.Limits{MaxBytes: run.Workspace.MaxBytes, MaxEntries: run.Workspace.MaxFiles})
-		pr.CloseWithError(errors.New("read no further"))
+	res, err := c.execInCopy(octx, w.sandbox, run)
+	if err != nil {
+		w.forget()
+		return nil, err
+	}
+	if res.Stopped != "" {
+		w.forget() // stopped mid-write, maybe
+	} else {
+		changes, skipped, err := c.readBack(octx, w, run)
 		if err != nil {
+			w.forget()
 			return nil, err
 		}
 		res.Changes = changes
@@ -119,13 +132,79 @@ func (c *Controller) runInContainer(ctx context.Context, run workspace.Container
 			res.Stderr = fmt.Appendf(res.Stderr, "paddock: %s was not kept: a workspace holds regular files and directories only\n", p)
 		}
 	}
-	// The lock is held until the store says what the copy now holds.
+	// The lock is held until the changes landed (or did not), so that the
+	// workspace's next container command sees them.
 	unlocked = true
-	res.Landed = func(version int64) {
-		w.version = version
-		w.mu.Unlock()
-	}
+	res.Landed = func(int64) { w.mu.Unlock() }
 	return res, nil
+}
+
+// readBack reads the copy back after a command and compares it with the
+// version the command saw, which the copy held when it began: only the
+// files changed since the last read-back come with their content (see
+// package tree); when the copy turns out not to be the one known, it is
+// read again whole.
+func (c *Controller) readBack(ctx context.Context, w *wsContainer, run workspace.ContainerRun) ([]vfs.Change, []string, error) {
+	lim := vfs.Limits{MaxBytes: run.Workspace.MaxBytes, MaxEntries: run.Workspace.MaxFiles}
+	read := func(before int64) (changes []vfs.Change, skipped []string, seen workspace.Copy, walk int64, err error) {
+		err = c.streamCopy(ctx, w.sandbox, func(ag *client.Client, pw io.Writer) (err error) {
+			walk, err = ag.TreeOut(ctx, workspaceDir, "user", before, pw)
+			return err
+		}, func(r io.Reader) (err error) {
+			changes, skipped, seen, err = workspace.ChangesFromTree(r, run.Entries, w.held, lim)
+			return err
+		})
+		return changes, skipped, seen, walk, err
+	}
+	before := int64(0)
+	if w.walk > 0 {
+		before = w.walk - int64(unchangedMargin)
+	}
+	changes, skipped, seen, walk, err := read(before)
+	if errors.Is(err, workspace.ErrStaleCopy) {
+		c.log.Debug("workspace copy not as known; reading it whole", "workspace", run.Workspace.ID, "sandbox", w.sandbox)
+		changes, skipped, seen, walk, err = read(0)
+	}
+	if errors.Is(err, client.ErrNoTree) { // an agent from before the tree route
+		walk = 0
+		err = c.streamCopy(ctx, w.sandbox, func(ag *client.Client, pw io.Writer) error {
+			return ag.TarOut(ctx, workspaceDir, "user", pw)
+		}, func(r io.Reader) (err error) {
+			changes, skipped, seen, err = workspace.ChangesFromTar(r, run.Entries, lim)
+			return err
+		})
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	w.held, w.walk, w.junk = seen, walk, skipped
+	return changes, skipped, nil
+}
+
+// streamCopy pipes what out writes, from the sandbox's agent, into in,
+// and returns in's verdict: out's error when in failed on it, none when in
+// read all it needed (out may then fail on the rest, read no further).
+func (c *Controller) streamCopy(ctx context.Context, sandbox string, out func(*client.Client, io.Writer) error, in func(io.Reader) error) error {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := c.withFileAgent(ctx, FileRef{Sandbox: sandbox, Path: workspaceDir, User: "user"}, true, func(ag *client.Client, _ string) error {
+			return out(ag, pw)
+		})
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	err := in(pr)
+	if err == nil {
+		// What follows the end (a tar's padding) lets the agent finish.
+		_, _ = io.Copy(io.Discard, io.LimitReader(pr, 1<<20))
+	}
+	pr.CloseWithError(errors.New("read no further"))
+	werr := <-done
+	if err != nil && werr != nil && errors.Is(err, werr) {
+		return werr // in saw out fail
+	}
+	return err
 }
 
 // attach finds or makes the workspace's sandbox.
@@ -136,7 +215,8 @@ func (c *Controller) attach(ctx context.Context, w *wsContainer, ws workspace.Re
 		} else if !errors.Is(err, errdefs.ErrNotFound) {
 			return err
 		}
-		w.sandbox, w.version = "", -1
+		w.sandbox = ""
+		w.forget()
 	}
 	// One made before a restart of the daemon is used again (its copy's
 	// version is unknown, so it is brought up to date whole).
@@ -146,7 +226,8 @@ func (c *Controller) attach(ctx context.Context, w *wsContainer, ws workspace.Re
 	}
 	for _, sb := range list {
 		if sb.State != api.StateDestroyed && sb.State != api.StateError {
-			w.sandbox, w.version = sb.ID, -1
+			w.sandbox = sb.ID
+			w.forget()
 			return nil
 		}
 	}
@@ -157,12 +238,25 @@ func (c *Controller) attach(ctx context.Context, w *wsContainer, ws workspace.Re
 	if err != nil {
 		return fmt.Errorf("attach a container to workspace %s: %w", ws.Name, err)
 	}
-	w.sandbox, w.version = sb.ID, -1
+	w.sandbox = sb.ID
+	w.forget()
 	return nil
 }
 
-// syncCopy makes the sandbox's /workspace exactly the version's files.
+// syncCopy makes the sandbox's /workspace exactly the version's files:
+// from a copy as known, by removing and writing only what differs; else
+// (or when that fails) whole.
 func (c *Controller) syncCopy(ctx context.Context, st *workspace.Store, w *wsContainer, entries []vfs.Entry) error {
+	if w.held != nil {
+		remove, write, next := workspace.SyncPlan(w.held, entries)
+		err := c.syncChanges(ctx, st, w.sandbox, append(remove, w.junk...), write)
+		if err == nil {
+			w.held, w.junk = next, nil
+			return nil
+		}
+		c.log.Debug("workspace copy: changes not applied; copying it whole", "sandbox", w.sandbox, "err", err)
+	}
+	w.forget()
 	prep := fmt.Sprintf("rm -rf %[1]s && mkdir %[1]s && chown 1000:1000 %[1]s", workspaceDir)
 	res, err := c.execCollect(ctx, w.sandbox, api.ExecRequest{Cmd: []string{"/bin/sh", "-c", prep}, User: "root"}, 1<<16)
 	if err == nil && res.ExitCode != 0 {
@@ -171,12 +265,49 @@ func (c *Controller) syncCopy(ctx context.Context, st *workspace.Store, w *wsCon
 	if err != nil {
 		return fmt.Errorf("prepare the workspace's copy: %w", err)
 	}
+	if err := c.copyIn(ctx, st, w.sandbox, entries); err != nil {
+		return err
+	}
+	w.held = workspace.CopyOf(entries)
+	return nil
+}
+
+// maxRemoveArgs bounds the paths one sync removes with one rm; more are
+// copied whole instead.
+const maxRemoveArgs = 64 << 10
+
+// syncChanges removes paths from the copy and writes entries into it, as
+// the sandbox's user (who owns the copy: a link the command planted is
+// never followed with more rights than the command had).
+func (c *Controller) syncChanges(ctx context.Context, st *workspace.Store, sandbox string, remove []string, write []vfs.Entry) error {
+	if len(remove) > 0 {
+		cmd, n := []string{"rm", "-rf", "--"}, 0
+		for _, p := range remove {
+			n += len(p) + len(workspaceDir) + 2
+			cmd = append(cmd, path.Join(workspaceDir, p))
+		}
+		if n > maxRemoveArgs {
+			return fmt.Errorf("%d paths to remove", len(remove))
+		}
+		res, err := c.execCollect(ctx, sandbox, api.ExecRequest{Cmd: cmd, User: "user", Cwd: workspaceDir}, 1<<16)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("rm exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return c.copyIn(ctx, st, sandbox, write)
+}
+
+// copyIn writes entries into the copy as a tar.
+func (c *Controller) copyIn(ctx context.Context, st *workspace.Store, sandbox string, entries []vfs.Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(st.WriteTar(pw, entries)) }()
-	err = c.TarIn(ctx, FileRef{Sandbox: w.sandbox, Path: workspaceDir, User: "user"}, pr)
+	err := c.TarIn(ctx, FileRef{Sandbox: sandbox, Path: workspaceDir, User: "user"}, pr)
 	pr.CloseWithError(errors.New("read no further"))
 	if err != nil {
 		return fmt.Errorf("copy the workspace into its container: %w", err)

@@ -10,9 +10,11 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"sort"
 	"strings"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/agent/tree"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/workspace/vfs"
 )
@@ -83,83 +85,196 @@ func (s *Store) WriteTar(w io.Writer, entries []vfs.Entry) error {
 	return tw.Close()
 }
 
-// ChangesFromTar reads a container's copy of the workspace as a tar (from
-// a sandbox: untrusted) and lists how it differs from the version it
-// started as. A file whose content, mode and kind are the version's keeps
-// the version's entry (a tar's times are not compared: a copy in and out
-// changes them). What a workspace cannot hold (symlinks, devices, other
-// kinds) is skipped and named in skipped. The tar is bounded by lim: past
-// it, the result is a quota error and nothing lands.
-func ChangesFromTar(r io.Reader, version []vfs.Entry, lim vfs.Limits) (changes []vfs.Change, skipped []string, err error) {
+// CopyEntry is one path of a container's copy of the workspace as the
+// executor knows it: the entry, and for a file read back from the copy
+// its inode and change time there (zero when not known).
+type CopyEntry struct {
+	vfs.Entry
+	Ino   uint64
+	Ctime int64
+}
+
+// Copy is what a container's copy of the workspace holds, by path.
+type Copy map[string]CopyEntry
+
+// CopyOf is a copy that holds entries, inodes and change times not known.
+func CopyOf(entries []vfs.Entry) Copy {
+	c := make(Copy, len(entries))
+	for _, e := range entries {
+		c[e.Path] = CopyEntry{Entry: e}
+	}
+	return c
+}
+
+// ErrStaleCopy is a read-back that marked a file unchanged (see
+// tree.KindUnchanged) which the copy as known does not vouch for: another
+// inode, another change time, or a path it did not hold. The caller reads
+// the copy again whole.
+var ErrStaleCopy = errors.New("the container's copy is not the one last read back")
+
+// SyncPlan is what brings a copy that holds held to target: the paths to
+// remove first (files that went, and whatever changed kind; none under
+// another), then the entries to write (new or changed, parents first), and
+// what the copy then holds (inodes and change times kept for what stays).
+func SyncPlan(held Copy, target []vfs.Entry) (remove []string, write []vfs.Entry, next Copy) {
+	next = make(Copy, len(target))
+	want := make(map[string]bool, len(target))
+	for _, e := range target {
+		want[e.Path] = true
+		h, ok := held[e.Path]
+		if ok && h.Dir == e.Dir && h.Mode == e.Mode && h.Hash == e.Hash {
+			next[e.Path] = CopyEntry{Entry: e, Ino: h.Ino, Ctime: h.Ctime}
+			continue
+		}
+		next[e.Path] = CopyEntry{Entry: e}
+		write = append(write, e)
+	}
+	gone := map[string]bool{}
+	for p, h := range held {
+		if t, ok := next[p]; !want[p] || (ok && t.Dir != h.Dir) {
+			gone[p] = true
+		}
+	}
+	for p := range gone {
+		if !underAny(p, gone) {
+			remove = append(remove, p)
+		}
+	}
+	sort.Strings(remove)
+	return remove, write, next
+}
+
+// underAny says whether a directory above p is in set.
+func underAny(p string, set map[string]bool) bool {
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		if set[d] {
+			return true
+		}
+	}
+	return false
+}
+
+// ChangesFromTree reads a container's copy of the workspace as a tree
+// stream (package tree; from a sandbox: untrusted) and lists how it
+// differs from the version the command saw, which the copy held when it
+// began (held). A file whose content, mode and kind are the version's
+// keeps the version's entry. A file the stream marks unchanged must be one
+// held holds with the same inode and change time, whose content is then
+// held's; else the result is ErrStaleCopy. What a workspace cannot hold
+// (symlinks, devices, other kinds) is skipped and named in skipped. seen
+// is what the copy now holds. The stream is bounded by lim: past it, the
+// result is a quota error and nothing lands.
+func ChangesFromTree(r io.Reader, version []vfs.Entry, held Copy, lim vfs.Limits) (changes []vfs.Change, skipped []string, seen Copy, err error) {
+	tr := tree.NewReader(r)
+	return changesFrom(func() (tree.Record, io.Reader, error) {
+		rec, err := tr.Next()
+		return rec, tr, err
+	}, version, held, lim)
+}
+
+// ChangesFromTar is ChangesFromTree for a tar of the copy (an agent from
+// before the tree route): every file with its content, no inode known.
+func ChangesFromTar(r io.Reader, version []vfs.Entry, lim vfs.Limits) (changes []vfs.Change, skipped []string, seen Copy, err error) {
+	tr := tar.NewReader(r)
+	return changesFrom(func() (tree.Record, io.Reader, error) {
+		hdr, err := tr.Next()
+		if err != nil {
+			return tree.Record{}, nil, err
+		}
+		rec := tree.Record{Path: hdr.Name, Mode: fs.FileMode(hdr.Mode).Perm(), Mtime: hdr.ModTime.UnixNano(), Size: hdr.Size, Kind: tree.KindOther}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			rec.Kind = tree.KindDir
+		case tar.TypeReg:
+			rec.Kind = tree.KindFile
+		}
+		return rec, tr, nil
+	}, version, nil, lim)
+}
+
+func changesFrom(next func() (tree.Record, io.Reader, error), version []vfs.Entry, held Copy, lim vfs.Limits) (changes []vfs.Change, skipped []string, seen Copy, err error) {
 	old := make(map[string]vfs.Entry, len(version))
 	for _, e := range version {
 		old[e.Path] = e
 	}
-	seen := make(map[string]bool, len(version))
+	seen = make(Copy, len(version))
 	dirs := map[string]bool{".": true}
 	var bytes, entries int64
-	tr := tar.NewReader(r)
 	for {
-		hdr, err := tr.Next()
+		rec, content, err := next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("read the container's copy of the workspace: %w", err)
+			return nil, nil, nil, fmt.Errorf("read the container's copy of the workspace: %w", err)
 		}
-		name := strings.TrimSuffix(path.Clean(strings.TrimPrefix(hdr.Name, "./")), "/")
+		name := strings.TrimSuffix(path.Clean(strings.TrimPrefix(rec.Path, "./")), "/")
 		if name == "." {
 			continue
 		}
-		if !fs.ValidPath(name) || seen[name] {
-			return nil, nil, fmt.Errorf("the container's copy of the workspace has a bad or repeated path %q: %w", truncate(hdr.Name, 128), errdefs.ErrInvalidArgument)
+		if _, dup := seen[name]; !fs.ValidPath(name) || dup {
+			return nil, nil, nil, fmt.Errorf("the container's copy of the workspace has a bad or repeated path %q: %w", truncate(rec.Path, 128), errdefs.ErrInvalidArgument)
 		}
-		if !dirs[path.Dir(name)] {
+		if entries++; lim.MaxEntries > 0 && entries > lim.MaxEntries {
+			return nil, nil, nil, fmt.Errorf("the container's copy of the workspace holds more than its quota of %d files and directories; nothing was kept: %w", lim.MaxEntries, errdefs.ErrResourceExhausted)
+		}
+		if !dirs[path.Dir(name)] || rec.Kind == tree.KindOther {
 			skipped = append(skipped, name)
 			continue
 		}
-		e := vfs.Entry{Path: name, Mode: fs.FileMode(hdr.Mode).Perm(), ModTime: hdr.ModTime.UTC()}
+		e := vfs.Entry{Path: name, Mode: rec.Mode, ModTime: time.Unix(0, rec.Mtime).UTC()}
 		var data []byte
-		switch hdr.Typeflag {
-		case tar.TypeDir:
+		switch rec.Kind {
+		case tree.KindDir:
 			e.Dir = true
 			dirs[name] = true
-		case tar.TypeReg:
-			if hdr.Size > vfs.MaxFileSize {
-				return nil, nil, fmt.Errorf("%s in the container is %d bytes, past the %d a workspace file may hold; nothing was kept: %w", name, hdr.Size, int64(vfs.MaxFileSize), errdefs.ErrResourceExhausted)
+		case tree.KindUnchanged:
+			h, ok := held[name]
+			if !ok || h.Dir || h.Ino == 0 || h.Ino != rec.Ino || h.Ctime != rec.Ctime {
+				return nil, nil, nil, ErrStaleCopy
 			}
-			if lim.MaxBytes > 0 && bytes+hdr.Size > lim.MaxBytes {
-				return nil, nil, fmt.Errorf("the container's copy of the workspace holds more than its quota of %d bytes; nothing was kept: %w", lim.MaxBytes, errdefs.ErrResourceExhausted)
+			e.Hash, e.Size = h.Hash, h.Size
+		case tree.KindFile:
+			if rec.Size > vfs.MaxFileSize {
+				return nil, nil, nil, fmt.Errorf("%s in the container is %d bytes, past the %d a workspace file may hold; nothing was kept: %w", name, rec.Size, int64(vfs.MaxFileSize), errdefs.ErrResourceExhausted)
 			}
-			data, err = io.ReadAll(io.LimitReader(tr, hdr.Size))
+			if lim.MaxBytes > 0 && bytes+rec.Size > lim.MaxBytes {
+				return nil, nil, nil, quotaPast(lim)
+			}
+			data, err = io.ReadAll(io.LimitReader(content, rec.Size))
 			if err != nil {
-				return nil, nil, fmt.Errorf("read %s from the container: %w", name, err)
+				return nil, nil, nil, fmt.Errorf("read %s from the container: %w", name, err)
 			}
 			sum := sha256.Sum256(data)
 			e.Hash, e.Size = hex.EncodeToString(sum[:]), int64(len(data))
-			bytes += e.Size
 		default:
-			skipped = append(skipped, name)
-			continue
+			return nil, nil, nil, fmt.Errorf("the container's copy of the workspace has an entry of kind %q: %w", rec.Kind, errdefs.ErrInvalidArgument)
 		}
-		entries++
-		if lim.MaxEntries > 0 && entries > lim.MaxEntries {
-			return nil, nil, fmt.Errorf("the container's copy of the workspace holds more than its quota of %d files and directories; nothing was kept: %w", lim.MaxEntries, errdefs.ErrResourceExhausted)
+		if bytes += e.Size; lim.MaxBytes > 0 && bytes > lim.MaxBytes {
+			return nil, nil, nil, quotaPast(lim)
 		}
-		seen[name] = true
+		seen[name] = CopyEntry{Entry: e, Ino: rec.Ino, Ctime: rec.Ctime}
 		o, had := old[name]
 		switch {
 		case had && o.Dir == e.Dir && o.Hash == e.Hash && o.Mode == e.Mode:
-			continue // unchanged, whatever its times say
+			continue // unchanged
 		case had && !e.Dir && o.Hash == e.Hash:
 			data = nil // the version holds this content already
+		case data == nil && !e.Dir:
+			// Marked unchanged, yet not the version's content: the copy
+			// did not hold the version when the command began.
+			return nil, nil, nil, ErrStaleCopy
 		}
 		changes = append(changes, vfs.Change{Entry: e, Data: data})
 	}
 	for _, o := range version {
-		if !seen[o.Path] {
+		if _, ok := seen[o.Path]; !ok {
 			changes = append(changes, vfs.Change{Entry: vfs.Entry{Path: o.Path, Dir: o.Dir}, Removed: true})
 		}
 	}
-	return changes, skipped, nil
+	return changes, skipped, seen, nil
+}
+
+func quotaPast(lim vfs.Limits) error {
+	return fmt.Errorf("the container's copy of the workspace holds more than its quota of %d bytes; nothing was kept: %w", lim.MaxBytes, errdefs.ErrResourceExhausted)
 }

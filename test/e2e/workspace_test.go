@@ -415,3 +415,57 @@ func jsChildrenOf(t *testing.T, pid int) []string {
 	}
 	return uids
 }
+
+// TestWorkspaceContainerCopyFollows: the container executor's copy is
+// brought up to date by its differences and read back by what changed
+// since the last read-back, and neither loses a change: a file moved over
+// another, a rewrite of the same size and modification time (which only
+// its change time betrays), the shell's additions, removals and mode
+// changes, and a symlink the workspace cannot hold (gone from the copy
+// before the next command).
+func TestWorkspaceContainerCopyFollows(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	ctx := ctxT(t, 5*time.Minute)
+	if _, err := d.client.CreateWorkspace(ctx, api.CreateWorkspaceRequest{Name: "follow"}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(script, executor string) *api.WorkspaceRunResult {
+		t.Helper()
+		res, err := d.client.RunInWorkspace(ctx, "follow", api.WorkspaceRunRequest{Script: script, Executor: executor})
+		if err != nil {
+			t.Fatalf("%s: %v", script, err)
+		}
+		if res.ExitCode != 0 {
+			t.Fatalf("%s on %s exited %d: %s", script, res.Executor, res.ExitCode, res.Stderr)
+		}
+		return res
+	}
+	const ctr, sh = api.ExecutorContainer, api.ExecutorShell
+	run("echo A > a && echo B > b && mkdir -p d/e && echo x > d/e/x", sh)
+	run("cat a b", ctr) // attach: copied in whole, read back whole
+	run("mv a b", ctr)
+	if got := run("cat b; test -e a || echo gone", sh).Stdout; got != "A\ngone\n" {
+		t.Fatalf("after mv a b in the container, the shell reads %q", got)
+	}
+	run("printf abcd > same && touch -d '2001-01-01 00:00:00' same", ctr)
+	run("printf wxyz > same && touch -d '2001-01-01 00:00:00' same", ctr)
+	if got := run("cat same", sh).Stdout; got != "wxyz" {
+		t.Fatalf("a rewrite of the same size and time read back as %q", got)
+	}
+	run("echo C > c && rm -r d && chmod 700 b", sh)
+	if got := run("cat c; test -e d || echo no-d; stat -c %a b", ctr).Stdout; got != "C\nno-d\n700\n" {
+		t.Fatalf("the container after the shell's changes reads %q", got)
+	}
+	res := run("ln -s /etc/passwd link", ctr)
+	if !strings.Contains(res.Stderr, "link was not kept") {
+		t.Fatalf("a symlink: %+v", res)
+	}
+	if got := run("test -e link || test -L link || echo no-link", ctr).Stdout; got != "no-link\n" {
+		t.Fatalf("the symlink stayed in the copy: %q", got)
+	}
+	// The copy matches the head version file for file.
+	want := run("find . | sort && cat b c same", sh).Stdout
+	if got := run("find . | sort && cat b c same", ctr).Stdout; got != want {
+		t.Fatalf("the container's copy:\n%s\nthe workspace:\n%s", got, want)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
 
+	"github.com/paddock-dev/paddock/internal/agent/tree"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errconnect"
@@ -425,6 +427,39 @@ func (c *Client) WriteFileMode(ctx context.Context, path, user string, mode os.F
 // stream is an error, never a short archive.
 func (c *Client) TarOut(ctx context.Context, dir, user string, w io.Writer) error {
 	return c.download(ctx, "/paddock/v1/tar", "tar "+dir, "tar "+dir+": stream broken", dir, user, w)
+}
+
+// ErrNoTree is an agent without the tree route (one from before it).
+var ErrNoTree = errors.New("the agent has no tree route")
+
+// TreeOut streams the directory dir as a tree stream (package tree) into
+// w, files changed before before (nanoseconds since 1970) without their
+// content, and returns the agent's clock when it began the walk. A broken
+// stream is an error, never a short tree.
+func (c *Client) TreeOut(ctx context.Context, dir, user string, before int64, w io.Writer) (walkStart int64, err error) {
+	q := url.Values{"path": {dir}, "unchanged_before": {strconv.FormatInt(before, 10)}}
+	resp, err := c.do(ctx, http.MethodGet, tree.Path, user, q, nil, "")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		return 0, ErrNoTree // the mux's own 404: no such route
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, httpErr("read "+dir, resp)
+	}
+	walkStart, err = strconv.ParseInt(resp.Header.Get(tree.WalkStartHeader), 10, 64)
+	if err != nil || walkStart <= 0 {
+		return 0, fmt.Errorf("read %s: the agent gave no walk time: %w", dir, errdefs.ErrUnavailable)
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		if ctx.Err() != nil {
+			return 0, ctxError(ctx, nil)
+		}
+		return 0, fmt.Errorf("read %s: stream broken: %v: %w", dir, err, errdefs.ErrUnavailable)
+	}
+	return walkStart, nil
 }
 
 // TarIn extracts the tar stream r under dir.
