@@ -463,6 +463,22 @@ func TestWorkspaceContainerCopyFollows(t *testing.T) {
 	if got := run("test -e link || test -L link || echo no-link", ctr).Stdout; got != "no-link\n" {
 		t.Fatalf("the symlink stayed in the copy: %q", got)
 	}
+	// A shell command lands while a container command runs: the version
+	// the container's changes make holds the shell's file too, which the
+	// copy does not, so the next container command must get it.
+	slow := make(chan error, 1)
+	go func() {
+		_, err := d.client.RunInWorkspace(ctx, "follow", api.WorkspaceRunRequest{Script: "sleep 2 && echo c2 > c2", Executor: ctr})
+		slow <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	run("echo s > s", sh)
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	if got := run("cat s c2", ctr).Stdout; got != "s\nc2\n" {
+		t.Fatalf("after a shell command landed beside a container command, the container reads %q", got)
+	}
 	// The copy matches the head version file for file.
 	want := run("find . | sort && cat b c same", sh).Stdout
 	if got := run("find . | sort && cat b c same", ctr).Stdout; got != want {
