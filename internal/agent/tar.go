@@ -71,16 +71,16 @@ func (a *Agent) outDir(w http.ResponseWriter, r *http.Request) (dir, real string
 	return dir, real, true
 }
 
-// writeTar writes dir's tree with names relative to it. Symlinks are
-// stored as links, never followed; sockets, devices and fifos are skipped.
-func writeTar(ctx context.Context, w io.Writer, dir string) error {
-	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+// walkLive walks dir's tree (not dir itself), calling fn with each entry's
+// path, its name relative to dir and its Lstat. The tree is live: what
+// vanishes or cannot be read on the way is passed over.
+func walkLive(ctx context.Context, dir string, fn func(p, rel string, fi fs.FileInfo) error) error {
+	return filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			if p == dir {
 				return err
 			}
-			return nil // vanished or unreadable: the tree is live
+			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -96,7 +96,17 @@ func writeTar(ctx context.Context, w io.Writer, dir string) error {
 		if err != nil {
 			return nil
 		}
+		return fn(p, rel, fi)
+	})
+}
+
+// writeTar writes dir's tree with names relative to it. Symlinks are
+// stored as links, never followed; sockets, devices and fifos are skipped.
+func writeTar(ctx context.Context, w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	err := walkLive(ctx, dir, func(p, rel string, fi fs.FileInfo) error {
 		var link string
+		var err error
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			if link, err = os.Readlink(p); err != nil {

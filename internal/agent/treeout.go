@@ -43,29 +43,9 @@ func writeTree(ctx context.Context, w io.Writer, dir string, before int64) error
 	if err != nil {
 		return err
 	}
-	err = filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
-			if p == dir {
-				return err
-			}
-			return nil // vanished or unreadable: the tree is live
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if p == dir {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
+	err = walkLive(ctx, dir, func(p, rel string, fi fs.FileInfo) error {
 		rec := tree.Record{Path: filepath.ToSlash(rel), Kind: tree.KindOther}
 		if len(rec.Path) > tree.MaxPath {
-			return nil
-		}
-		fi, err := de.Info()
-		if err != nil {
 			return nil
 		}
 		rec.Mode, rec.Mtime = fi.Mode().Perm(), fi.ModTime().UnixNano()
