@@ -81,13 +81,25 @@ func historyBound(r Record) int64 { return 4 * r.MaxBytes }
 
 // pruneHistory drops the oldest versions while the contents the
 // workspace's history holds are past historyBound (tx holds the write
-// lock). The current version is never touched: it fits the quota, which
-// is below the bound. A version v is dropped by removing the entry rows
-// that died at v or before: every version from v on keeps all its rows.
-func pruneHistory(ctx context.Context, tx *sql.Tx, r Record) error {
+// lock), and returns an upper bound of what it holds after. The current
+// version is never touched: it fits the quota, which is below the bound.
+// A version v is dropped by removing the entry rows that died at v or
+// before: every version from v on keeps all its rows.
+//
+// added is at least what the commit makes the history's contents grow
+// by: while the bound known for r.Head plus added stays
+// within historyBound, nothing is summed, so a small change to a large
+// workspace does not read every content row.
+func (s *Store) pruneHistory(ctx context.Context, tx *sql.Tx, r Record, added int64) (int64, error) {
 	bound := historyBound(r)
 	if bound <= 0 {
-		return nil
+		return -1, nil
+	}
+	s.mu.Lock()
+	known, ok := s.stored[r.ID]
+	s.mu.Unlock()
+	if ok && known.version == r.Head && known.bytes+added <= bound {
+		return known.bytes + added, nil
 	}
 	stored := func() (int64, error) {
 		var n int64
@@ -104,13 +116,13 @@ func pruneHistory(ctx context.Context, tx *sql.Tx, r Record) error {
 		var hashes []string
 		rows, qerr := tx.QueryContext(ctx, "SELECT DISTINCT hash FROM entries WHERE workspace = ? AND until <= ? AND hash IS NOT NULL", r.ID, cut.Int64)
 		if qerr != nil {
-			return qerr
+			return -1, qerr
 		}
 		for rows.Next() {
 			var h string
 			if err := rows.Scan(&h); err != nil {
 				rows.Close()
-				return err
+				return -1, err
 			}
 			hashes = append(hashes, h)
 		}
@@ -121,17 +133,20 @@ func pruneHistory(ctx context.Context, tx *sql.Tx, r Record) error {
 			"UPDATE workspaces SET oldest = MAX(oldest, ?2) WHERE id = ?1",
 		} {
 			if _, err := tx.ExecContext(ctx, q, r.ID, cut.Int64); err != nil {
-				return err
+				return -1, err
 			}
 		}
 		for _, h := range hashes {
 			if _, err := tx.ExecContext(ctx, "DELETE FROM blobs WHERE hash = ?1 AND NOT EXISTS (SELECT 1 FROM entries WHERE hash = ?1)", h); err != nil {
-				return err
+				return -1, err
 			}
 		}
 		n, err = stored()
 	}
-	return err
+	if err != nil {
+		return -1, err
+	}
+	return n, nil
 }
 
 type difference struct {

@@ -104,11 +104,19 @@ type Store struct {
 	// which drops it.
 	mu    sync.Mutex
 	heads map[string]headEntries
-	blobs *blobCache
+	// stored holds, by workspace id, an upper bound of the contents its
+	// history held at a version (pruneHistory), so that a commit well
+	// under the bound does not sum every content of the workspace.
+	stored map[string]storedBound
+	blobs  *blobCache
 
 	// JSCommand starts the js executor's child (wjs.Options.Command);
 	// nil: this store runs no JavaScript. Set before the first Run.
 	JSCommand []string
+}
+
+type storedBound struct {
+	version, bytes int64
 }
 
 type headEntries struct {
@@ -152,7 +160,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(4)
-	return &Store{w: w, r: r, heads: map[string]headEntries{}, blobs: newBlobCache(64 << 20)}, nil
+	return &Store{w: w, r: r, heads: map[string]headEntries{}, stored: map[string]storedBound{}, blobs: newBlobCache(64 << 20)}, nil
 }
 
 // openDB opens one pool with the daemon database's settings.
@@ -304,6 +312,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	}
 	s.mu.Lock()
 	delete(s.heads, id)
+	delete(s.stored, id)
 	s.mu.Unlock()
 	return nil
 }
@@ -358,6 +367,21 @@ func (s *Store) advance(id string, base, next int64, changes []vfs.Change) {
 	s.mu.Unlock()
 	if !ok || h.version != base {
 		return
+	}
+	files := make([]vfs.Entry, 0, len(changes))
+	for _, ch := range changes {
+		if ch.Removed || ch.Dir {
+			break
+		}
+		// As the database gives it back: nanoseconds, UTC.
+		ch.ModTime = time.Unix(0, ch.ModTime.UnixNano()).UTC()
+		files = append(files, ch.Entry)
+	}
+	if len(files) == len(changes) {
+		if ix, ok := h.index.WithFiles(files); ok {
+			s.remember(id, next, ix)
+			return
+		}
 	}
 	entries := slices.Clone(h.index.Entries())
 	at := make(map[string]int, len(entries))
@@ -527,12 +551,19 @@ func (s *Store) Apply(ctx context.Context, c Commit) (int64, []api.WorkspaceChan
 	if err := checkQuota(r, bytes, files); err != nil {
 		return 0, nil, err
 	}
+	// At most what the history's contents grow by: the size of every file
+	// the version gets anew, whether its content is new or already held
+	// (by this workspace or, deduplicated, by another).
+	var brought int64
 	for _, ch := range c.Changes {
-		if ch.Data != nil {
-			if err := pruneHistory(ctx, tx, r); err != nil {
-				return 0, nil, err
-			}
-			break
+		if !ch.Removed && !ch.Dir {
+			brought += ch.Size
+		}
+	}
+	var stored int64 = -1
+	if brought > 0 {
+		if stored, err = s.pruneHistory(ctx, tx, r, brought); err != nil {
+			return 0, nil, err
 		}
 	}
 	if len(out) == 0 {
@@ -562,6 +593,11 @@ func (s *Store) Apply(ctx context.Context, c Commit) (int64, []api.WorkspaceChan
 		return 0, nil, fmt.Errorf("workspaces: commit version %d of %s: %w", next, c.Workspace, err)
 	}
 	s.advance(c.Workspace, r.Head, next, c.Changes)
+	if stored >= 0 {
+		s.mu.Lock()
+		s.stored[c.Workspace] = storedBound{version: next, bytes: stored}
+		s.mu.Unlock()
+	}
 	return next, out, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,7 +60,7 @@ func edit(t *testing.T, s *Store, r Record, fn func(tr *vfs.Tree)) (int64, []api
 	return s.Apply(ctx, Commit{Workspace: r.ID, Base: base, Changes: tr.Changes(), Caller: "local", Executor: "test", Command: "edit"})
 }
 
-func write(t *testing.T, tr vfs.FS, name, data string) {
+func write(t testing.TB, tr vfs.FS, name, data string) {
 	t.Helper()
 	f, err := tr.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -326,6 +327,10 @@ func TestHeadCacheFollowsCommits(t *testing.T) {
 		func(tr *vfs.Tree) { tr.Rename("a", "z"); write(t, tr, "g", "3") },
 		func(tr *vfs.Tree) { tr.Remove("z/b/f"); tr.Remove("z/b"); tr.Chmod("g", 0o600) },
 		func(tr *vfs.Tree) { tr.Remove("g"); tr.Mkdir("g", 0o700); write(t, tr, "g/h", "4") },
+		// Files changed in place only: the cache's quick path.
+		func(tr *vfs.Tree) { write(t, tr, "g/h", "five"); tr.Chmod("z/b", 0o700) },
+		func(tr *vfs.Tree) { write(t, tr, "g/h", "6"); write(t, tr, "g/i", "7") },
+		func(tr *vfs.Tree) { write(t, tr, "g/h", "eight"); tr.Chmod("g/i", 0o600) },
 	}
 	for i, step := range steps {
 		if _, _, err := edit(t, s, r, step); err != nil {
@@ -338,6 +343,13 @@ func TestHeadCacheFollowsCommits(t *testing.T) {
 		db, _ := s.entriesAt(context.Background(), s.r, r.ID, v)
 		if fmt.Sprint(ix.Entries()) != fmt.Sprint(db) {
 			t.Fatalf("step %d: cached head\n%v\ndatabase\n%v", i, ix.Entries(), db)
+		}
+		fresh, err := vfs.NewIndex(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(ix, fresh) {
+			t.Fatalf("step %d: cached index %+v, from the database %+v", i, ix, fresh)
 		}
 	}
 }

@@ -56,8 +56,9 @@ type Change struct {
 // directory's children by name. It is read-only once made, so one Index
 // serves every command that starts from its version.
 type Index struct {
-	entries  []Entry
-	byPath   map[string]Entry
+	entries []Entry
+	// byPath is each entry's place in entries.
+	byPath   map[string]int
 	children map[string][]string // directory path ("." for the root) to sorted names
 	bytes    int64
 	root     Entry
@@ -68,7 +69,7 @@ type Index struct {
 func NewIndex(entries []Entry) (*Index, error) {
 	ix := &Index{
 		entries:  slices.Clone(entries),
-		byPath:   make(map[string]Entry, len(entries)),
+		byPath:   make(map[string]int, len(entries)),
 		children: map[string][]string{".": nil},
 		root:     Entry{Path: ".", Dir: true, Mode: 0o755},
 	}
@@ -96,11 +97,46 @@ func NewIndex(entries []Entry) (*Index, error) {
 		} else {
 			ix.bytes += e.Size
 		}
-		ix.byPath[e.Path] = e
+		ix.byPath[e.Path] = len(kept)
 		kept = append(kept, e)
 	}
 	ix.entries = kept
 	return ix, nil
+}
+
+// WithFiles returns the Index of the version that differs from ix only
+// in the given files, each of which ix holds as a file, or false when
+// any is not such a file (the caller makes a NewIndex instead). The
+// paths are those of ix, so its path map and directories are shared,
+// and a command that changed a few files of a large version costs a
+// copy of the entries, not a new sort.
+func (ix *Index) WithFiles(files []Entry) (*Index, bool) {
+	next := &Index{
+		entries:  slices.Clone(ix.entries),
+		byPath:   ix.byPath,
+		children: ix.children,
+		bytes:    ix.bytes,
+		root:     ix.root,
+	}
+	for _, f := range files {
+		i, ok := next.byPath[f.Path]
+		if !ok || next.entries[i].Dir || f.Dir {
+			return nil, false
+		}
+		f.Mode = f.Mode.Perm()
+		next.bytes += f.Size - next.entries[i].Size
+		next.entries[i] = f
+	}
+	return next, true
+}
+
+// entry is the entry at p.
+func (ix *Index) entry(p string) (Entry, bool) {
+	i, ok := ix.byPath[p]
+	if !ok {
+		return Entry{}, false
+	}
+	return ix.entries[i], true
 }
 
 // Entries are the version's entries sorted by path (shared: not to be
@@ -186,7 +222,7 @@ func (t *Tree) kids(n *node) map[string]*node {
 		if n.src != "." {
 			p = n.src + "/" + name
 		}
-		e := t.ix.byPath[p]
+		e, _ := t.ix.entry(p)
 		n.children[name] = &node{dir: e.Dir, mode: e.Mode, modTime: e.ModTime, hash: e.Hash, size: e.Size, src: p, lazy: e.Dir}
 	}
 	n.lazy = false
@@ -568,7 +604,7 @@ func (t *Tree) Changes() []Change {
 					data = c.data
 				}
 			}
-			o, had := t.ix.byPath[p]
+			o, had := t.ix.entry(p)
 			if !had || o.Dir != e.Dir || o.Mode != e.Mode || o.Hash != e.Hash || o.Size != e.Size || !o.ModTime.Equal(e.ModTime) {
 				ch := Change{Entry: e}
 				if !c.dir && (!had || o.Hash != e.Hash) {

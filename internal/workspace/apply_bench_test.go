@@ -1,0 +1,47 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/paddock-dev/paddock/internal/workspace/vfs"
+)
+
+// BenchmarkApplyOneChange lands a change of one file of a 2,000-file
+// workspace: the cost a sed -i pays in the store.
+func BenchmarkApplyOneChange(b *testing.B) {
+	s, err := Open(context.Background(), b.TempDir()+"/w.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	r, err := s.Create(context.Background(), Record{ID: "wb", Name: "b", Owner: "local", MaxBytes: 1 << 30, MaxFiles: 100000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	apply := func(fn func(tr *vfs.Tree)) {
+		base, ix, err := s.Head(ctx, r.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tr := vfs.FromIndex(ix, s.Content, vfs.Limits{})
+		fn(tr)
+		if _, _, err := s.Apply(ctx, Commit{Workspace: r.ID, Base: base, Changes: tr.Changes(), Caller: "local", Executor: "test", Command: "edit"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	apply(func(tr *vfs.Tree) {
+		for d := 0; d < 20; d++ {
+			tr.Mkdir(fmt.Sprintf("d%d", d), 0o755)
+			for f := 0; f < 100; f++ {
+				write(b, tr, fmt.Sprintf("d%d/f%d.txt", d, f+d*100), fmt.Sprintf("line %d\nneedle? no\n", f))
+			}
+		}
+	})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		apply(func(tr *vfs.Tree) { write(b, tr, "d3/f300.txt", fmt.Sprintf("round %d\n", i)) })
+	}
+}
