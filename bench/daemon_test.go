@@ -257,6 +257,7 @@ func BenchmarkOneShot(b *testing.B) {
 }
 
 func TestMain(m *testing.M) {
+	ServeFUSEIfAsked() // the FUSE loopback's server, when started by TestFUSELoopback
 	code := m.Run()
 	if builtBin != "" {
 		os.RemoveAll(filepath.Dir(builtBin))

@@ -118,6 +118,7 @@ func (s *Suite) measureWorkspace(ctx context.Context) ([]Comparison, []Figure) {
 		cs = append(cs, NewComparison(c.id, "Workspace: "+c.title, note, series))
 	}
 	cs = append(cs, s.measureWorkspaceContainer(ctx, ws.ID, sb.ID))
+	cs = append(cs, s.measureWorkspaceFUSE(ctx)...)
 	figs := []Figure{{
 		ID: "workspace-seed", Name: fmt.Sprintf("Seeding the workspace with %d files in one shell-executor command (one version)", workspaceFiles),
 		Value: float64(seed.Microseconds()) / 1000, Unit: "ms",
@@ -129,7 +130,7 @@ func (s *Suite) measureWorkspace(ctx context.Context) ([]Comparison, []Figure) {
 			Note: fmt.Sprintf("goal: p50 under %.0f ms for a small command", WorkspaceSmallGoalMs),
 		})
 	}
-	return cs, figs
+	return cs, append(figs, workspaceFUSEFigures(cs)...)
 }
 
 // workspaceTargets checks the workspace figures against the goals.

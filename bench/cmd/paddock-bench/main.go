@@ -21,6 +21,7 @@ import (
 )
 
 func main() {
+	bench.ServeFUSEIfAsked()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "paddock-bench:", err)
 		os.Exit(1)
