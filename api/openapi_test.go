@@ -448,7 +448,8 @@ func checkOperation(t *testing.T, doc, item, op object, r route) {
 
 // checkParams checks that every {name} in the path is declared as a
 // required path parameter, and nothing else is; that the query parameters
-// the route line shows are declared; and that file routes take ?user=.
+// the route line shows are declared; and that a sandbox's file routes take
+// ?user=.
 func checkParams(t *testing.T, doc object, r route, item, op object) {
 	t.Helper()
 	want := map[string]bool{}
@@ -480,7 +481,9 @@ func checkParams(t *testing.T, doc object, r route, item, op object) {
 		t.Errorf("path parameters %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 	}
 	wantQuery := r.query
-	if strings.Contains(r.path, "/files") || strings.HasSuffix(r.path, "/tar") {
+	// A sandbox's file routes act as a user inside it; a workspace has no
+	// users.
+	if strings.HasPrefix(r.path, "/v1/sandboxes/") && (strings.Contains(r.path, "/files") || strings.HasSuffix(r.path, "/tar")) {
 		wantQuery = append(wantQuery, "user")
 	}
 	for _, name := range wantQuery {

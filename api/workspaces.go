@@ -144,3 +144,10 @@ type WorkspaceDiff struct {
 type WorkspaceRollbackRequest struct {
 	Version int64 `json:"version"`
 }
+
+// Headers of GET /v1/workspaces/{id}/files: the version the file was read
+// from, and its permission bits in octal.
+const (
+	WorkspaceVersionHeader = "X-Paddock-Workspace-Version"
+	FileModeHeader         = "X-Paddock-File-Mode"
+)

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/sdk/go/paddock"
 )
 
 // maxRunStdin bounds what paddock run --stdin sends: the request carries
@@ -185,8 +187,84 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 	imp.Flags().StringVar(&importName, "name", "", "name of the new workspace")
 	_ = imp.MarkFlagRequired("name")
 	q.flags(imp)
-	cmd.AddCommand(create, ls, inspect, rm, log, diff, rollback, export, imp)
+	cmd.AddCommand(create, ls, inspect, rm, log, diff, rollback, export, imp, newWorkspaceGetCmd(g), newWorkspacePutCmd(g))
 	return cmd
+}
+
+func newWorkspaceGetCmd(g *globals) *cobra.Command {
+	var out string
+	var version int64
+	get := &cobra.Command{
+		Use:   "get WORKSPACE PATH [-o FILE]",
+		Short: "Write a file of a workspace to stdout or a local file",
+		Long: `get writes the file at PATH (relative to the workspace's root, like src/app.py)
+of the current version, or of --version N, to stdout or to -o FILE.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				out = "-"
+			}
+			return writeOutput(cmd, out, func(w io.Writer) error {
+				_, err := g.client().ReadWorkspaceFile(cmd.Context(), args[0], args[1], version, w)
+				return err
+			})
+		},
+	}
+	get.Flags().StringVarP(&out, "output", "o", "", "file to write (default stdout)")
+	get.Flags().Int64Var(&version, "version", -1, "version to read (default the current one)")
+	return get
+}
+
+func newWorkspacePutCmd(g *globals) *cobra.Command {
+	var mode string
+	var base int64
+	put := &cobra.Command{
+		Use:   "put WORKSPACE PATH [FILE|-]",
+		Short: "Write a local file (or stdin) as a file of a workspace, as one new version",
+		Long: `put writes FILE (stdin when it is '-' or absent) as the file at PATH, relative to
+the workspace's root, making missing parent directories. It lands as one new
+version, shown in the workspace's log as "write PATH".
+
+  --mode 0755   sets the file's permission bits (default: kept, 0644 for a new file)
+  --base N      writes only if no version after N changed the file (else a conflict)`,
+		Args: cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var opts paddock.WriteWorkspaceFileOptions
+			if mode != "" {
+				m, err := strconv.ParseUint(mode, 8, 32)
+				if err != nil || m > 0o777 || m == 0 {
+					return fmt.Errorf("--mode %q: give octal permission bits such as 0644 or 0755", mode)
+				}
+				opts.Mode = fs.FileMode(m)
+			}
+			if base < 0 {
+				return fmt.Errorf("--base %d: give a version number", base)
+			}
+			opts.Base = base
+			src := "-"
+			if len(args) == 3 {
+				src = args[2]
+			}
+			in, closeIn, err := openInput(cmd, src)
+			if err != nil {
+				return err
+			}
+			defer closeIn()
+			res, err := g.client().WriteWorkspaceFile(cmd.Context(), args[0], args[1], in, opts)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "version %d\n", res.Version)
+			printChanges(cmd.OutOrStdout(), res.Changes)
+			return nil
+		},
+	}
+	put.Flags().StringVar(&mode, "mode", "", "permission bits in octal, like 0644")
+	put.Flags().Int64Var(&base, "base", 0, "the version the file was read at: refuse if a later one changed it")
+	return put
 }
 
 // quotaFlags are a new workspace's quota flags.

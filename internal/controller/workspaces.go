@@ -11,6 +11,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/workspace"
+	"github.com/paddock-dev/paddock/internal/workspace/vfs"
 )
 
 // Workspaces are named filesystems the daemon keeps (internal/workspace);
@@ -32,6 +33,9 @@ const (
 
 // MaxWorkspaceImportBytes bounds the contents of one workspace import.
 const MaxWorkspaceImportBytes = workspace.MaxImportBytes
+
+// MaxWorkspaceFileBytes bounds one file of a workspace.
+const MaxWorkspaceFileBytes = vfs.MaxFileSize
 
 func (c *Controller) workspaces() (*workspace.Store, error) {
 	if c.opts.Workspaces == nil {
@@ -276,4 +280,24 @@ func (c *Controller) RollbackWorkspace(ctx context.Context, ref string, version 
 		return nil, err
 	}
 	return &api.WorkspaceRunResult{BaseVersion: r.Head, Version: v, Changes: changes}, nil
+}
+
+// ReadWorkspaceFile reads one file of a workspace's version (the current
+// one when version < 0).
+func (c *Controller) ReadWorkspaceFile(ctx context.Context, ref, path string, version int64) (workspace.File, error) {
+	st, r, err := c.workspace(ctx, ref)
+	if err != nil {
+		return workspace.File{}, err
+	}
+	return st.ReadFile(ctx, r, version, path)
+}
+
+// WriteWorkspaceFile writes one file of a workspace as a new version
+// (workspace.Store.WriteFile); base < 0: on the current version.
+func (c *Controller) WriteWorkspaceFile(ctx context.Context, ref, path string, mode fs.FileMode, base int64, body io.Reader) (*api.WorkspaceRunResult, error) {
+	st, r, err := c.workspace(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return st.WriteFile(ctx, workspace.FileWrite{Workspace: r, Caller: Caller(ctx), Path: path, Data: body, Mode: mode, Base: base})
 }

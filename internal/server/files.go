@@ -60,16 +60,27 @@ func (s *Server) streamOut(w http.ResponseWriter, r *http.Request, what, content
 }
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
-	var mode uint64
-	if m := r.URL.Query().Get("mode"); m != "" {
-		var err error
-		if mode, err = strconv.ParseUint(m, 8, 32); err != nil || mode > 0o777 {
-			writeError(w, errdefs.Invalid("mode %q: want octal permission bits such as 0644 or 0755", m))
-			return
-		}
+	mode, err := queryMode(r)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
-	fi, err := s.opts.Controller.WriteFile(r.Context(), fileRef(r), os.FileMode(mode), r.Body)
+	fi, err := s.opts.Controller.WriteFile(r.Context(), fileRef(r), mode, r.Body)
 	answerFile(w, fi, err)
+}
+
+// queryMode reads the mode parameter: octal permission bits, 0 when
+// absent.
+func queryMode(r *http.Request) (os.FileMode, error) {
+	m := r.URL.Query().Get("mode")
+	if m == "" {
+		return 0, nil
+	}
+	mode, err := strconv.ParseUint(m, 8, 32)
+	if err != nil || mode > 0o777 {
+		return 0, errdefs.Invalid("mode %q: want octal permission bits such as 0644 or 0755", m)
+	}
+	return os.FileMode(mode), nil
 }
 
 // answerFile answers with a file's description, or the error.

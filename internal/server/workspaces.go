@@ -1,7 +1,9 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
@@ -27,6 +29,60 @@ func (s *Server) routesWorkspaces(m *http.ServeMux) {
 	m.HandleFunc("POST /v1/workspaces/{id}/rollback", s.rollbackWorkspace)
 	m.HandleFunc("GET /v1/workspaces/{id}/export", s.exportWorkspace)
 	m.HandleFunc("POST /v1/workspaces/import", s.importWorkspace)
+	m.HandleFunc("GET /v1/workspaces/{id}/files", s.readWorkspaceFile)
+	m.HandleFunc("PUT /v1/workspaces/{id}/files", s.writeWorkspaceFile)
+}
+
+func (s *Server) readWorkspaceFile(w http.ResponseWriter, r *http.Request) {
+	version, err := queryVersion(r, "version")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	f, err := s.opts.Controller.ReadWorkspaceFile(r.Context(), r.PathValue("id"), r.URL.Query().Get("path"), version)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.Itoa(len(f.Data)))
+	h.Set(api.WorkspaceVersionHeader, strconv.FormatInt(f.Version, 10))
+	h.Set(api.FileModeHeader, fmt.Sprintf("%04o", uint32(f.Entry.Mode.Perm())))
+	h.Set("Last-Modified", f.Entry.ModTime.UTC().Format(http.TimeFormat))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(f.Data)
+}
+
+func (s *Server) writeWorkspaceFile(w http.ResponseWriter, r *http.Request) {
+	mode, err := queryMode(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	base, err := queryVersion(r, "base")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// The file is held in memory until its version lands: under the
+	// daemon's body budget, like a JSON body. The workspace bounds it too
+	// as it is written (its quota).
+	body, err := s.bodies.Open(r, controller.MaxWorkspaceFileBytes)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer body.Close()
+	res, err := s.opts.Controller.WriteWorkspaceFile(r.Context(), r.PathValue("id"), r.URL.Query().Get("path"), mode, base, body)
+	if berr := body.Err(); berr != nil {
+		err = berr
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) exportWorkspace(w http.ResponseWriter, r *http.Request) {

@@ -189,6 +189,8 @@ func TestWorkspaceTenancy(t *testing.T) {
 		{"GET", "/v1/workspaces/{ref}/diff", ""},
 		{"POST", "/v1/workspaces/{ref}/rollback", `{"version":0}`},
 		{"GET", "/v1/workspaces/{ref}/export", ""},
+		{"GET", "/v1/workspaces/{ref}/files?path=s", ""},
+		{"PUT", "/v1/workspaces/{ref}/files?path=s", "overwritten"},
 	} {
 		p, body := r.fill(wa.ID, "", "")
 		theirs := b.raw.do(r.method, p, body)

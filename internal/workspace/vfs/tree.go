@@ -130,8 +130,8 @@ func (ix *Index) WithFiles(files []Entry) (*Index, bool) {
 	return next, true
 }
 
-// entry is the entry at p.
-func (ix *Index) entry(p string) (Entry, bool) {
+// Entry is the entry at p.
+func (ix *Index) Entry(p string) (Entry, bool) {
 	i, ok := ix.byPath[p]
 	if !ok {
 		return Entry{}, false
@@ -222,7 +222,7 @@ func (t *Tree) kids(n *node) map[string]*node {
 		if n.src != "." {
 			p = n.src + "/" + name
 		}
-		e, _ := t.ix.entry(p)
+		e, _ := t.ix.Entry(p)
 		n.children[name] = &node{dir: e.Dir, mode: e.Mode, modTime: e.ModTime, hash: e.Hash, size: e.Size, src: p, lazy: e.Dir}
 	}
 	n.lazy = false
@@ -604,7 +604,7 @@ func (t *Tree) Changes() []Change {
 					data = c.data
 				}
 			}
-			o, had := t.ix.entry(p)
+			o, had := t.ix.Entry(p)
 			if !had || o.Dir != e.Dir || o.Mode != e.Mode || o.Hash != e.Hash || o.Size != e.Size || !o.ModTime.Equal(e.ModTime) {
 				ch := Change{Entry: e}
 				if !c.dir && (!had || o.Hash != e.Hash) {

@@ -307,26 +307,32 @@ func (c *Client) call(ctx context.Context, r request, out any) error {
 
 // download streams a response body into w.
 func (c *Client) download(ctx context.Context, r request, w io.Writer) error {
+	_, err := c.downloadHeader(ctx, r, w)
+	return err
+}
+
+// downloadHeader is download that also returns the answer's header.
+func (c *Client) downloadHeader(ctx context.Context, r request, w io.Writer) (http.Header, error) {
 	if w == nil {
-		return fmt.Errorf("nil writer: %w", ErrInvalidArgument)
+		return nil, fmt.Errorf("nil writer: %w", ErrInvalidArgument)
 	}
 	resp, err := c.send(ctx, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	ew := &errWriter{w: w}
 	if _, err := io.Copy(ew, resp.Body); err != nil {
 		if ew.err != nil {
 			// The caller's writer failed: its error, not the daemon's.
-			return ew.err
+			return nil, ew.err
 		}
 		if cerr := ctx.Err(); cerr != nil {
-			return cerr
+			return nil, cerr
 		}
-		return fmt.Errorf("download %s: %v: %w", r.path, err, ErrUnavailable)
+		return nil, fmt.Errorf("download %s: %v: %w", r.path, err, ErrUnavailable)
 	}
-	return nil
+	return resp.Header, nil
 }
 
 // errWriter remembers its writer's error, to tell it from a read error.

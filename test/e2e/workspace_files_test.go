@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/sdk/go/paddock"
+)
+
+// TestWorkspaceFileRoutes moves files in and out of a workspace without a
+// command: put and get through the CLI (a local file, stdin, stdout, -o),
+// a binary file byte for byte, a file of an older version, permission
+// bits, a write on the version the writer read refused once another
+// version changed the file, and the files seen by the shell and
+// container executors both ways.
+func TestWorkspaceFileRoutes(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	ctx := ctxT(t, 5*time.Minute)
+	d.must("workspace", "create", "xfer")
+	local := filepath.Join(t.TempDir(), "in.bin")
+	blob := make([]byte, 2<<20)
+	if _, err := rand.Read(blob); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(local, blob, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := d.must("workspace", "put", "xfer", "data/blob.bin", local); !strings.HasPrefix(out, "version 1\n") || !strings.Contains(out, "+ data/\n") || !strings.Contains(out, "+ data/blob.bin\n") {
+		t.Fatalf("put of a local file printed %q", out)
+	}
+	back := filepath.Join(t.TempDir(), "out.bin")
+	d.must("workspace", "get", "xfer", "data/blob.bin", "-o", back)
+	if got, _ := os.ReadFile(back); !bytes.Equal(got, blob) {
+		t.Fatalf("get -o gave %d bytes that differ from the %d put", len(got), len(blob))
+	}
+	// stdin in, stdout out; a mode; the shell executor sees it.
+	if out, errOut, code := d.runStdin([]byte("#!/bin/sh\necho hi\n"), "workspace", "put", "xfer", "bin/hi.sh", "--mode", "0755"); code != 0 {
+		t.Fatalf("put from stdin: %d %s %s", code, out, errOut)
+	}
+	if out := d.must("workspace", "get", "xfer", "bin/hi.sh"); out != "#!/bin/sh\necho hi\n" {
+		t.Fatalf("get to stdout: %q", out)
+	}
+	if out := d.must("run", "xfer", "--", "ls", "-l", "bin/hi.sh"); !strings.HasPrefix(out, "-rwxr-xr-x") {
+		t.Fatalf("ls -l of the put file: %q", out)
+	}
+	// The container executor runs it, changes a file, and get reads that.
+	res, err := d.client.RunInWorkspace(ctx, "xfer", api.WorkspaceRunRequest{Script: "sh bin/hi.sh > hi.out && sha256sum data/blob.bin | cut -c1-8 >> hi.out", Executor: api.ExecutorContainer})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("container command: %v %+v", err, res)
+	}
+	out := d.must("workspace", "get", "xfer", "hi.out")
+	if lines := strings.Split(out, "\n"); len(lines) != 3 || lines[0] != "hi" || len(lines[1]) != 8 {
+		t.Fatalf("hi.out written in the container: %q", out)
+	}
+	// A file of an older version, and a missing one.
+	if out := d.must("workspace", "get", "xfer", "bin/hi.sh", "--version", "2"); out != "#!/bin/sh\necho hi\n" {
+		t.Fatalf("get --version 2: %q", out)
+	}
+	if _, errOut, code := d.run("workspace", "get", "xfer", "hi.out", "--version", "2"); code == 0 || !strings.Contains(errOut, "no hi.out in version 2") {
+		t.Fatalf("get of a file not yet made: %d %q", code, errOut)
+	}
+	if _, errOut, code := d.run("workspace", "put", "xfer", "/etc/passwd", local); code == 0 || !strings.Contains(errOut, "relative to the workspace's root") {
+		t.Fatalf("put to an absolute path: %d %q", code, errOut)
+	}
+
+	// Read, then write back on the version read: it lands while nobody
+	// else changed the file, and is refused (nothing lands) once someone
+	// did.
+	var buf bytes.Buffer
+	f, err := d.client.ReadWorkspaceFile(ctx, "xfer", "hi.out", -1, &buf)
+	if err != nil || f.Version != 3 || f.Mode != 0o644 {
+		t.Fatalf("read of hi.out: %+v, %v", f, err)
+	}
+	if _, err := d.client.WriteWorkspaceFile(ctx, "xfer", "notes.txt", strings.NewReader("elsewhere"), paddock.WriteWorkspaceFileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := d.client.WriteWorkspaceFile(ctx, "xfer", "hi.out", strings.NewReader("mine\n"), paddock.WriteWorkspaceFileOptions{Base: f.Version})
+	if err != nil || w.BaseVersion != 3 || w.Version != 5 {
+		t.Fatalf("write on the version read, another file changed since: %+v, %v", w, err)
+	}
+	if _, err := d.client.WriteWorkspaceFile(ctx, "xfer", "hi.out", strings.NewReader("stale\n"), paddock.WriteWorkspaceFileOptions{Base: f.Version}); !errors.Is(err, paddock.ErrConflict) {
+		t.Fatalf("write on a version the file changed after: %v, want a conflict", err)
+	}
+	if out := d.must("workspace", "get", "xfer", "hi.out"); out != "mine\n" {
+		t.Fatalf("hi.out after the refused write: %q", out)
+	}
+	var hist api.WorkspaceHistory
+	if err := json.Unmarshal([]byte(d.must("--json", "workspace", "log", "xfer")), &hist); err != nil || len(hist.Versions) != 5 ||
+		hist.Versions[0].Command != "write hi.out" || hist.Versions[0].Executor != "files" {
+		t.Fatalf("history: %v %+v", err, hist.Versions)
+	}
+	// The same content again makes no version.
+	if w, err := d.client.WriteWorkspaceFile(ctx, "xfer", "hi.out", strings.NewReader("mine\n"), paddock.WriteWorkspaceFileOptions{}); err != nil || w.Version != 5 || len(w.Changes) != 0 {
+		t.Fatalf("a repeated write: %+v, %v", w, err)
+	}
+}
