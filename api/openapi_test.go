@@ -32,6 +32,8 @@ var wireTypes = map[string]reflect.Type{
 	"WorkspaceChange":          reflect.TypeFor[WorkspaceChange](),
 	"WorkspaceVersion":         reflect.TypeFor[WorkspaceVersion](),
 	"WorkspaceHistory":         reflect.TypeFor[WorkspaceHistory](),
+	"WorkspaceCommand":         reflect.TypeFor[WorkspaceCommand](),
+	"WorkspaceLedger":          reflect.TypeFor[WorkspaceLedger](),
 	"WorkspaceDiff":            reflect.TypeFor[WorkspaceDiff](),
 	"WorkspaceRollbackRequest": reflect.TypeFor[WorkspaceRollbackRequest](),
 	"Resources":                reflect.TypeFor[Resources](),

@@ -151,3 +151,36 @@ const (
 	WorkspaceVersionHeader = "X-Paddock-Workspace-Version"
 	FileModeHeader         = "X-Paddock-File-Mode"
 )
+
+// WorkspaceCommand is one entry of a workspace's ledger: a command run in
+// it, or a file written through the file routes (executor "files"),
+// whether it changed files or not.
+type WorkspaceCommand struct {
+	Seq      int64     `json:"seq"`
+	At       time.Time `json:"at"`
+	Caller   string    `json:"caller,omitempty"`
+	Executor string    `json:"executor"`
+	// Reason is why auto chose the executor.
+	Reason     string  `json:"reason,omitempty"`
+	Command    string  `json:"command"`
+	ExitCode   int     `json:"exit_code"`
+	DurationMs float64 `json:"duration_ms"`
+	// BaseVersion is the version the command saw; Version the one its
+	// changes landed as, equal to BaseVersion when it changed nothing or
+	// nothing of it was kept.
+	BaseVersion int64 `json:"base_version"`
+	Version     int64 `json:"version"`
+	// Stopped says which bound stopped it (nothing of it was kept).
+	Stopped string `json:"stopped,omitempty"`
+	// Error says why its changes did not land although it ran whole (a
+	// concurrent command changed the same path, the quota).
+	Error string `json:"error,omitempty"`
+}
+
+// WorkspaceLedger is the body of GET /v1/workspaces/{id}/ledger: entries
+// oldest first. When Next is set there are more; ask again with
+// ?after=Next.
+type WorkspaceLedger struct {
+	Entries []WorkspaceCommand `json:"entries"`
+	Next    int64              `json:"next,omitempty"`
+}

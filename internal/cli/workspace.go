@@ -187,8 +187,56 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 	imp.Flags().StringVar(&importName, "name", "", "name of the new workspace")
 	_ = imp.MarkFlagRequired("name")
 	q.flags(imp)
-	cmd.AddCommand(create, ls, inspect, rm, log, diff, rollback, export, imp, newWorkspaceGetCmd(g), newWorkspacePutCmd(g))
+	cmd.AddCommand(create, ls, inspect, rm, log, diff, rollback, export, imp, newWorkspaceGetCmd(g), newWorkspacePutCmd(g), newWorkspaceLedgerCmd(g))
 	return cmd
+}
+
+func newWorkspaceLedgerCmd(g *globals) *cobra.Command {
+	var after int64
+	ledger := &cobra.Command{
+		Use:   "ledger WORKSPACE [--after SEQ]",
+		Short: "List every command run in a workspace, oldest first, whether it changed files or not",
+		Long: `ledger lists a workspace's ledger: every command run in it (with its executor,
+exit code, duration, the version it saw and the one its changes made), every
+file written with "workspace put", and rollbacks. A command stopped by a bound,
+or whose changes were refused (a concurrent change, the quota), says so. The
+last 10,000 entries of a workspace are kept.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			all := api.WorkspaceLedger{Entries: []api.WorkspaceCommand{}}
+			for {
+				page, err := g.client().WorkspaceLedger(cmd.Context(), args[0], after, 0)
+				if err != nil {
+					return err
+				}
+				all.Entries = append(all.Entries, page.Entries...)
+				if page.Next == 0 {
+					break
+				}
+				after = page.Next
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), all)
+			}
+			t := newTable(cmd.OutOrStdout(), "SEQ", "TIME", "EXECUTOR", "EXIT", "MS", "VERSION", "COMMAND")
+			for _, e := range all.Entries {
+				version := strconv.FormatInt(e.Version, 10)
+				switch {
+				case e.Stopped != "":
+					version = "stopped: " + e.Stopped
+				case e.Error != "":
+					version = "not kept"
+				case e.Version == e.BaseVersion:
+					version = "-"
+				}
+				t.row(strconv.FormatInt(e.Seq, 10), e.At.Local().Format(time.DateTime), e.Executor, strconv.Itoa(e.ExitCode),
+					strconv.FormatFloat(e.DurationMs, 'f', 1, 64), version, oneLine(e.Command, 60))
+			}
+			return t.flush()
+		},
+	}
+	ledger.Flags().Int64Var(&after, "after", 0, "list the entries after this seq")
+	return ledger
 }
 
 func newWorkspaceGetCmd(g *globals) *cobra.Command {

@@ -301,3 +301,17 @@ func (c *Controller) WriteWorkspaceFile(ctx context.Context, ref, path string, m
 	}
 	return st.WriteFile(ctx, workspace.FileWrite{Workspace: r, Caller: Caller(ctx), Path: path, Data: body, Mode: mode, Base: base})
 }
+
+// WorkspaceLedger lists a workspace's ledger (every command run in it)
+// after seq after, oldest first.
+func (c *Controller) WorkspaceLedger(ctx context.Context, ref string, after int64, limit int) (*api.WorkspaceLedger, error) {
+	st, r, err := c.workspace(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	entries, next, err := st.Ledger(ctx, r.ID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	return &api.WorkspaceLedger{Entries: entries, Next: next}, nil
+}

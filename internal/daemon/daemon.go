@@ -128,6 +128,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	// wjs.ChildMain for this argument), by /proc/self/exe so an upgrade
 	// of the file on disk cannot change what runs.
 	workspaces.JSCommand = []string{"/proc/self/exe", wjs.ChildArg}
+	workspaces.Logger = log.With("part", "workspaces")
 
 	images, err := image.New(image.Options{Dir: cfg.ImagesDir(), Logger: log.With("part", "images")})
 	if err != nil {

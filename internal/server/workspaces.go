@@ -31,6 +31,26 @@ func (s *Server) routesWorkspaces(m *http.ServeMux) {
 	m.HandleFunc("POST /v1/workspaces/import", s.importWorkspace)
 	m.HandleFunc("GET /v1/workspaces/{id}/files", s.readWorkspaceFile)
 	m.HandleFunc("PUT /v1/workspaces/{id}/files", s.writeWorkspaceFile)
+	m.HandleFunc("GET /v1/workspaces/{id}/ledger", s.workspaceLedger)
+}
+
+func (s *Server) workspaceLedger(w http.ResponseWriter, r *http.Request) {
+	after, err := queryInt(r, "after")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	l, err := s.opts.Controller.WorkspaceLedger(r.Context(), r.PathValue("id"), after, int(min(limit, 1<<20))) // the store bounds a page
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
 }
 
 func (s *Server) readWorkspaceFile(w http.ResponseWriter, r *http.Request) {

@@ -45,3 +45,33 @@ func BenchmarkApplyOneChange(b *testing.B) {
 		apply(func(tr *vfs.Tree) { write(b, tr, "d3/f300.txt", fmt.Sprintf("round %d\n", i)) })
 	}
 }
+
+// BenchmarkRunSedOneFile runs sed -i on one file of a 2,000-file
+// workspace through Run, the shell executor's whole path in the daemon.
+func BenchmarkRunSedOneFile(b *testing.B) {
+	s, err := Open(context.Background(), b.TempDir()+"/w.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	r, err := s.Create(ctx, Record{ID: "wb", Name: "b", Owner: "local", MaxBytes: 1 << 30, MaxFiles: 100000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func(script string) {
+		r, err := s.Get(ctx, r.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := s.Run(ctx, RunSpec{Workspace: r, Caller: "local", Executor: "shell", Script: script, Command: script})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("%s: %v %+v", script, err, res)
+		}
+	}
+	run(`i=0; while [ $i -lt 2000 ]; do d=d$((i / 100)); [ -d $d ] || mkdir $d; echo "file $i" > $d/f$i.txt; i=$((i + 1)); done`)
+	b.ResetTimer()
+	for b.Loop() {
+		run(`sed -i 's/$/./' d3/f300.txt`)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -123,25 +124,24 @@ func (s *Store) WriteFile(ctx context.Context, w FileWrite) (*api.WorkspaceRunRe
 		}
 		base = w.Base
 	}
+	start := time.Now()
 	tree := vfs.FromIndex(index, s.Content, vfs.Limits{MaxBytes: r.MaxBytes, MaxEntries: r.MaxFiles})
 	if err := writeTreeFile(tree, w.Path, w.Data, w.Mode); err != nil {
 		return nil, fileError(r, w.Path, err)
 	}
 	out := &api.WorkspaceRunResult{Executor: ExecutorFiles, BaseVersion: base, Version: base}
-	changes := tree.Changes()
-	if old, ok := index.Entry(w.Path); base == r.Head && (len(changes) == 0 ||
-		ok && len(changes) == 1 && changes[0].Path == w.Path && changes[0].Hash == old.Hash && changes[0].Mode == old.Mode) {
+	c := Commit{Workspace: r.ID, Base: base, Caller: w.Caller, Executor: ExecutorFiles, Command: "write " + w.Path}
+	c.Changes = tree.Changes()
+	if old, ok := index.Entry(w.Path); base == r.Head && (len(c.Changes) == 0 ||
+		ok && len(c.Changes) == 1 && c.Changes[0].Path == w.Path && c.Changes[0].Hash == old.Hash && c.Changes[0].Mode == old.Mode) {
 		// The current content and mode again: a PUT that repeats itself
 		// makes no version (only the file's time would differ). On an
 		// older base it goes on to Apply, which says whether another
 		// version changed the file since.
-		return out, nil
+		c.Changes = nil
 	}
-	out.Version, out.Changes, err = s.Apply(context.WithoutCancel(ctx), Commit{
-		Workspace: r.ID, Base: base, Changes: changes,
-		Caller: w.Caller, Executor: ExecutorFiles, Command: "write " + w.Path,
-	})
-	if err != nil {
+	out.DurationMs = float64(time.Since(start).Microseconds()) / 1000
+	if err := s.finish(ctx, c, out); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -201,8 +201,10 @@ func (s *Store) Rollback(ctx context.Context, r Record, version int64, caller st
 		}
 		changes = append(changes, vfs.Change{Entry: d.to})
 	}
-	return s.Apply(ctx, Commit{
+	out := &api.WorkspaceRunResult{BaseVersion: r.Head, Version: r.Head}
+	err = s.finish(ctx, Commit{
 		Workspace: r.ID, Base: r.Head, Changes: changes, Caller: caller,
 		Command: fmt.Sprintf("rollback to version %d", version),
-	})
+	}, out)
+	return out.Version, out.Changes, err
 }

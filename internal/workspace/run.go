@@ -93,22 +93,28 @@ func (s *Store) Run(ctx context.Context, spec RunSpec) (*api.WorkspaceRunResult,
 		Stdout: stdout.String(), Stderr: stderr.String(), BaseVersion: base, Version: base,
 		DurationMs: float64(res.Duration.Microseconds()) / 1000,
 	}
-	if res.Stopped != "" || !tree.Changed() {
-		return out, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("the request ended before the command's changes were kept; nothing of it was kept: %w", err)
+	changes := changesOf(tree, res.Stopped)
+	if len(changes) > 0 {
+		if err := ctx.Err(); err != nil {
+			out.Stopped = "the request ended before the command's changes were kept"
+			_ = s.finish(ctx, s.commit(spec, base, nil, out), out)
+			return nil, fmt.Errorf("the request ended before the command's changes were kept; nothing of it was kept: %w", err)
+		}
 	}
 	// The changes land even if the client goes away now: the command ran
 	// whole, so its changes are kept whole.
-	out.Version, out.Changes, err = s.Apply(context.WithoutCancel(ctx), Commit{
-		Workspace: spec.Workspace.ID, Base: base, Changes: tree.Changes(),
-		Caller: spec.Caller, Executor: executor, Command: spec.Command, ExitCode: res.ExitCode,
-	})
-	if err != nil {
+	if err := s.finish(ctx, s.commit(spec, base, changes, out), out); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// commit is the Commit of a command of spec that saw version base.
+func (s *Store) commit(spec RunSpec, base int64, changes []vfs.Change, out *api.WorkspaceRunResult) Commit {
+	return Commit{
+		Workspace: spec.Workspace.ID, Base: base, Changes: changes,
+		Caller: spec.Caller, Executor: out.Executor, Command: spec.Command, ExitCode: out.ExitCode,
+	}
 }
 
 // runInContainer runs the command on the container executor and lands
@@ -129,21 +135,16 @@ func (s *Store) runInContainer(ctx context.Context, spec RunSpec, reason string,
 	}
 	landed := int64(-1)
 	defer func() { res.Landed(landed) }()
-	if res.Stopped != "" {
-		return out, nil
+	var changes []vfs.Change
+	if res.Stopped == "" {
+		changes = res.Changes
 	}
-	if len(res.Changes) == 0 {
-		landed = base
-		return out, nil
-	}
-	out.Version, out.Changes, err = s.Apply(context.WithoutCancel(ctx), Commit{
-		Workspace: spec.Workspace.ID, Base: base, Changes: res.Changes,
-		Caller: spec.Caller, Executor: api.ExecutorContainer, Command: spec.Command, ExitCode: res.ExitCode,
-	})
-	if err != nil {
+	if err := s.finish(ctx, s.commit(spec, base, changes, out), out); err != nil {
 		return nil, err
 	}
-	landed = out.Version
+	if res.Stopped == "" {
+		landed = out.Version
+	}
 	return out, nil
 }
 

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -41,8 +42,9 @@ import (
 )
 
 // schemaVersion is the schema this binary writes (PRAGMA user_version):
-// 2 added workspaces.oldest (history pruned below it).
-const schemaVersion = 2
+// 2 added workspaces.oldest (history pruned below it), 3 the ledger
+// (table commands, ledger.go).
+const schemaVersion = 3
 
 const schema = `
 CREATE TABLE IF NOT EXISTS workspaces (
@@ -113,6 +115,9 @@ type Store struct {
 	// JSCommand starts the js executor's child (wjs.Options.Command);
 	// nil: this store runs no JavaScript. Set before the first Run.
 	JSCommand []string
+	// Logger, when set, hears of ledger entries that could not be
+	// written. Set before the first Run.
+	Logger *slog.Logger
 }
 
 type storedBound struct {
@@ -150,7 +155,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if v == 1 {
 		upgrade = "ALTER TABLE workspaces ADD COLUMN oldest INTEGER NOT NULL DEFAULT 0;"
 	}
-	if _, err := w.ExecContext(ctx, schema+upgrade+fmt.Sprintf("PRAGMA user_version = %d;", schemaVersion)); err != nil {
+	if _, err := w.ExecContext(ctx, schema+ledgerSchema+upgrade+fmt.Sprintf("PRAGMA user_version = %d;", schemaVersion)); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("workspaces: create schema in %s: %w", abs, err)
 	}
@@ -471,6 +476,9 @@ type Commit struct {
 	Executor string
 	Command  string
 	ExitCode int
+	// log, when set, is recorded in the ledger in the version's
+	// transaction (finish).
+	log *api.WorkspaceCommand
 }
 
 // ErrConflict's text names the path a concurrent command changed.
@@ -587,6 +595,9 @@ func (s *Store) Apply(ctx context.Context, c Commit) (int64, []api.WorkspaceChan
 	}
 	if _, err := tx.ExecContext(ctx, "UPDATE workspaces SET head = ?, bytes = ?, files = ?, updated_at = ? WHERE id = ?",
 		next, bytes, files, now, c.Workspace); err != nil {
+		return 0, nil, err
+	}
+	if err := s.logInTx(ctx, tx, c, next); err != nil {
 		return 0, nil, err
 	}
 	if err := tx.Commit(); err != nil {

@@ -101,4 +101,35 @@ func TestWorkspaceFileRoutes(t *testing.T) {
 	if w, err := d.client.WriteWorkspaceFile(ctx, "xfer", "hi.out", strings.NewReader("mine\n"), paddock.WriteWorkspaceFileOptions{}); err != nil || w.Version != 5 || len(w.Changes) != 0 {
 		t.Fatalf("a repeated write: %+v, %v", w, err)
 	}
+
+	// The ledger has every command and write, read-only ones and the
+	// refused one included, and survives a kill -9.
+	d.must("run", "xfer", "--", "cat", "notes.txt")
+	d.kill9()
+	d.start()
+	var l api.WorkspaceLedger
+	if err := json.Unmarshal([]byte(d.must("--json", "workspace", "ledger", "xfer")), &l); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range l.Entries {
+		got = append(got, e.Executor+": "+e.Command)
+	}
+	want := []string{
+		"files: write data/blob.bin", "files: write bin/hi.sh", "shell: ls -l bin/hi.sh",
+		"container: sh bin/hi.sh > hi.out && sha256sum data/blob.bin | cut -c1-8 >> hi.out",
+		"files: write notes.txt", "files: write hi.out", "files: write hi.out", "files: write hi.out", "shell: cat notes.txt",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("ledger:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if e := l.Entries[6]; e.Error == "" || e.Version != e.BaseVersion {
+		t.Fatalf("the refused write's entry: %+v", e)
+	}
+	if e := l.Entries[8]; e.Version != 5 || e.BaseVersion != 5 || e.DurationMs <= 0 {
+		t.Fatalf("a read-only command's entry: %+v", e)
+	}
+	if table := d.must("workspace", "ledger", "xfer"); !strings.Contains(table, "not kept") || !strings.Contains(table, "cat notes.txt") {
+		t.Fatalf("ledger table:\n%s", table)
+	}
 }

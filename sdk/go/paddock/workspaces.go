@@ -232,3 +232,26 @@ func (c *Client) WriteWorkspaceFile(ctx context.Context, ref, path string, r io.
 	}
 	return &out, nil
 }
+
+// WorkspaceLedger lists a workspace's ledger, every command run in it and
+// every file written through WriteWorkspaceFile, oldest first, after seq
+// after (0: from the start), at most limit (0: the daemon's most, 1000).
+// When the answer's Next is set there are more: ask again after it.
+func (c *Client) WorkspaceLedger(ctx context.Context, ref string, after int64, limit int) (*api.WorkspaceLedger, error) {
+	p, err := workspacePath(ref, "/ledger")
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out api.WorkspaceLedger
+	if err := c.call(ctx, request{method: http.MethodGet, path: p, query: q}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -1,0 +1,141 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/workspace/vfs"
+	"github.com/paddock-dev/paddock/internal/workspace/wsh"
+)
+
+// TestLedgerRecordsEveryCommand: every command is in the ledger, read-only
+// ones too, with the version it made (in the version's own transaction),
+// a stopped one with its bound, one whose changes conflicted with the
+// reason nothing was kept; file writes and rollbacks too; pages follow.
+func TestLedgerRecordsEveryCommand(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, "")
+	r := newWorkspace(t, s, "ledger", 0, 0)
+	run := func(script string, timeout time.Duration, base int64) (*api.WorkspaceRunResult, error) {
+		t.Helper()
+		rec, err := s.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := RunSpec{Workspace: rec, Caller: "alice", Executor: "", Script: script, Command: script, Timeout: timeout}
+		if base < 0 {
+			return s.Run(ctx, spec)
+		}
+		// A command that saw version base, finishing now (as one that ran
+		// beside the commands since would).
+		entries, err := s.entriesAt(ctx, s.r, r.ID, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := vfs.New(entries, s.Content, vfs.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := wsh.Run(ctx, tr, wsh.Options{Script: script, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Second, MaxOutput: 1 << 20, MaxMemory: 1 << 26})
+		out := &api.WorkspaceRunResult{Executor: api.ExecutorShell, Reason: "test", ExitCode: res.ExitCode, BaseVersion: base, Version: base}
+		return out, s.finish(ctx, s.commit(spec, base, changesOf(tr, res.Stopped), out), out)
+	}
+	if _, err := run("echo hi > a.txt", 0, -1); err != nil { // version 1
+		t.Fatal(err)
+	}
+	if _, err := run("cat a.txt", 0, -1); err != nil { // read-only
+		t.Fatal(err)
+	}
+	if _, err := run("exit 3", 0, -1); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := run("echo late > b.txt; sleep 5", 200*time.Millisecond, -1); res == nil || res.Stopped == "" {
+		t.Fatalf("a command past its timeout: %+v", res)
+	}
+	if _, err := run("echo two > a.txt", 0, -1); err != nil { // version 2
+		t.Fatal(err)
+	}
+	if _, err := run("echo three > a.txt", 0, 1); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("a command on version 1 changing a.txt after version 2 did: %v", err)
+	}
+	if _, err := putFile(t, s, r, "c.txt", "c", 0, -1); err != nil { // version 3
+		t.Fatal(err)
+	}
+	rec, _ := s.Get(ctx, r.ID)
+	if _, _, err := s.Rollback(ctx, rec, 1, "bob"); err != nil { // version 4
+		t.Fatal(err)
+	}
+	entries, next, err := s.Ledger(ctx, r.ID, 0, 0)
+	if err != nil || next != 0 {
+		t.Fatal(err, next)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, fmt.Sprintf("%s|%s|%d|%d->%d|%s|%v", e.Executor, e.Command, e.ExitCode, e.BaseVersion, e.Version, e.Stopped, e.Error != ""))
+	}
+	want := []string{
+		"shell|echo hi > a.txt|0|0->1||false",
+		"shell|cat a.txt|0|1->1||false",
+		"shell|exit 3|3|1->1||false",
+		"shell|echo late > b.txt; sleep 5|124|1->1|timeout|false",
+		"shell|echo two > a.txt|0|1->2||false",
+		"shell|echo three > a.txt|0|1->1||true",
+		"files|write c.txt|0|2->3||false",
+		"|rollback to version 1|0|3->4||false",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("ledger:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if e := entries[5]; !strings.Contains(e.Error, "changed by another command") || e.Caller != "alice" {
+		t.Fatalf("the conflicting command's entry: %+v", e)
+	}
+	if entries[7].Caller != "bob" || entries[0].Reason == "" || entries[0].At.IsZero() {
+		t.Fatalf("entries: %+v", entries)
+	}
+	page, next, err := s.Ledger(ctx, r.ID, entries[2].Seq, 3)
+	if err != nil || len(page) != 3 || page[0].Seq != entries[3].Seq || next != entries[5].Seq {
+		t.Fatalf("a page after the third: %d entries, next %d, %v", len(page), next, err)
+	}
+	// Gone with its workspace.
+	if err := s.Delete(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if left, _, _ := s.Ledger(ctx, r.ID, 0, 0); len(left) != 0 {
+		t.Fatalf("%d ledger entries outlived their workspace", len(left))
+	}
+}
+
+// TestLedgerKeepsItsLast: the ledger is cut back to its last entries.
+func TestLedgerKeepsItsLast(t *testing.T) {
+	keep, every := ledgerKeep, ledgerPruneEvery
+	ledgerKeep, ledgerPruneEvery = 5, 4
+	t.Cleanup(func() { ledgerKeep, ledgerPruneEvery = keep, every })
+	ctx := context.Background()
+	s := openStore(t, "")
+	r := newWorkspace(t, s, "short", 0, 0)
+	other := newWorkspace(t, s, "other", 0, 0)
+	for i := range 3 {
+		if _, err := s.Run(ctx, RunSpec{Workspace: other, Script: "echo", Command: fmt.Sprint("other ", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 20 {
+		if _, err := s.Run(ctx, RunSpec{Workspace: r, Script: "echo", Command: fmt.Sprint("cmd ", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, _, _ := s.Ledger(ctx, r.ID, 0, 0)
+	if n := len(entries); n < 5 || n > 5+4 || entries[n-1].Command != "cmd 19" {
+		t.Fatalf("%d entries kept, the last %+v", n, entries[n-1])
+	}
+	if o, _, _ := s.Ledger(ctx, other.ID, 0, 0); len(o) != 3 {
+		t.Fatalf("another workspace's ledger was cut: %d entries", len(o))
+	}
+}
