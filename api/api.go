@@ -81,6 +81,7 @@
 //	GET    /v1/workspaces/{id}/files?path=P&version=N  -> application/octet-stream (X-Paddock-Workspace-Version, X-Paddock-File-Mode)
 //	PUT    /v1/workspaces/{id}/files?path=P&mode=M&base=N  application/octet-stream body -> WorkspaceRunResult (409 when a version after N changed P)
 //	GET    /v1/workspaces/{id}/ledger?after=S&limit=N  -> WorkspaceLedger
+//	POST   /v1/workspaces/{id}/prune          WorkspacePruneRequest -> WorkspacePruneResult
 //	POST   /v1/sandboxes/{id}/backups          CreateBackupRequest -> Backup (201)
 //	GET    /v1/backups?sandbox=ID              -> BackupList
 //	GET    /v1/backups/{backup}                -> Backup

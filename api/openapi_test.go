@@ -34,6 +34,8 @@ var wireTypes = map[string]reflect.Type{
 	"WorkspaceHistory":         reflect.TypeFor[WorkspaceHistory](),
 	"WorkspaceCommand":         reflect.TypeFor[WorkspaceCommand](),
 	"WorkspaceLedger":          reflect.TypeFor[WorkspaceLedger](),
+	"WorkspacePruneRequest":    reflect.TypeFor[WorkspacePruneRequest](),
+	"WorkspacePruneResult":     reflect.TypeFor[WorkspacePruneResult](),
 	"WorkspaceDiff":            reflect.TypeFor[WorkspaceDiff](),
 	"WorkspaceRollbackRequest": reflect.TypeFor[WorkspaceRollbackRequest](),
 	"Resources":                reflect.TypeFor[Resources](),

@@ -145,6 +145,21 @@ type WorkspaceRollbackRequest struct {
 	Version int64 `json:"version"`
 }
 
+// WorkspacePruneRequest is the body of POST /v1/workspaces/{id}/prune:
+// drop the versions before Before (the current version is always kept).
+type WorkspacePruneRequest struct {
+	Before int64 `json:"before"`
+}
+
+// WorkspacePruneResult says what a prune dropped: Oldest is the oldest
+// version kept now, Versions how many were dropped, FreedBytes the bytes
+// of contents no version holds any more.
+type WorkspacePruneResult struct {
+	Oldest     int64 `json:"oldest"`
+	Versions   int64 `json:"versions"`
+	FreedBytes int64 `json:"freed_bytes"`
+}
+
 // Headers of GET /v1/workspaces/{id}/files: the version the file was read
 // from, and its permission bits in octal.
 const (

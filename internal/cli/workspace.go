@@ -187,8 +187,46 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 	imp.Flags().StringVar(&importName, "name", "", "name of the new workspace")
 	_ = imp.MarkFlagRequired("name")
 	q.flags(imp)
-	cmd.AddCommand(create, ls, inspect, rm, log, diff, rollback, export, imp, newWorkspaceGetCmd(g), newWorkspacePutCmd(g), newWorkspaceLedgerCmd(g))
+	cmd.AddCommand(create, ls, inspect, rm, log, diff, rollback, export, imp, newWorkspaceGetCmd(g), newWorkspacePutCmd(g), newWorkspaceLedgerCmd(g), newWorkspacePruneCmd(g))
 	return cmd
+}
+
+func newWorkspacePruneCmd(g *globals) *cobra.Command {
+	var before, keep int64
+	prune := &cobra.Command{
+		Use:   "prune WORKSPACE (--before VERSION | --keep N)",
+		Short: "Drop a workspace's oldest versions, freeing the contents only they held",
+		Long: `prune drops the versions before --before VERSION, or all but the last --keep N
+versions. They can no longer be diffed, read or rolled back to; the current
+version is always kept. The history is also pruned by itself, oldest first,
+once its contents pass four times the workspace's quota.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (before > 0) == (keep > 0) {
+				return fmt.Errorf("give one of --before VERSION and --keep N")
+			}
+			c := g.client()
+			if keep > 0 {
+				ws, err := c.GetWorkspace(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				before = max(ws.Version-keep+1, 0)
+			}
+			res, err := c.PruneWorkspace(cmd.Context(), args[0], before)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "dropped %d versions, freed %d bytes; oldest version now %d\n", res.Versions, res.FreedBytes, res.Oldest)
+			return nil
+		},
+	}
+	prune.Flags().Int64Var(&before, "before", 0, "drop the versions before this one")
+	prune.Flags().Int64Var(&keep, "keep", 0, "keep only the last N versions")
+	return prune
 }
 
 func newWorkspaceLedgerCmd(g *globals) *cobra.Command {

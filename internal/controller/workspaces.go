@@ -315,3 +315,17 @@ func (c *Controller) WorkspaceLedger(ctx context.Context, ref string, after int6
 	}
 	return &api.WorkspaceLedger{Entries: entries, Next: next}, nil
 }
+
+// PruneWorkspace drops a workspace's versions before a version, by hand
+// (workspace.Store.Prune).
+func (c *Controller) PruneWorkspace(ctx context.Context, ref string, before int64) (*api.WorkspacePruneResult, error) {
+	st, r, err := c.workspace(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	res, err := st.Prune(ctx, r, before, Caller(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}

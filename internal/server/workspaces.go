@@ -32,6 +32,21 @@ func (s *Server) routesWorkspaces(m *http.ServeMux) {
 	m.HandleFunc("GET /v1/workspaces/{id}/files", s.readWorkspaceFile)
 	m.HandleFunc("PUT /v1/workspaces/{id}/files", s.writeWorkspaceFile)
 	m.HandleFunc("GET /v1/workspaces/{id}/ledger", s.workspaceLedger)
+	m.HandleFunc("POST /v1/workspaces/{id}/prune", s.pruneWorkspace)
+}
+
+func (s *Server) pruneWorkspace(w http.ResponseWriter, r *http.Request) {
+	var req api.WorkspacePruneRequest
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := s.opts.Controller.PruneWorkspace(r.Context(), r.PathValue("id"), req.Before)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) workspaceLedger(w http.ResponseWriter, r *http.Request) {

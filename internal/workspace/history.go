@@ -6,6 +6,7 @@ package workspace
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -113,33 +114,8 @@ func (s *Store) pruneHistory(ctx context.Context, tx *sql.Tx, r Record, added in
 		if err = tx.QueryRowContext(ctx, "SELECT MIN(until) FROM entries WHERE workspace = ? AND until IS NOT NULL", r.ID).Scan(&cut); err != nil || !cut.Valid {
 			break
 		}
-		var hashes []string
-		rows, qerr := tx.QueryContext(ctx, "SELECT DISTINCT hash FROM entries WHERE workspace = ? AND until <= ? AND hash IS NOT NULL", r.ID, cut.Int64)
-		if qerr != nil {
-			return -1, qerr
-		}
-		for rows.Next() {
-			var h string
-			if err := rows.Scan(&h); err != nil {
-				rows.Close()
-				return -1, err
-			}
-			hashes = append(hashes, h)
-		}
-		rows.Close()
-		for _, q := range []string{
-			"DELETE FROM entries WHERE workspace = ? AND until IS NOT NULL AND until <= ?",
-			"DELETE FROM versions WHERE workspace = ? AND version < ?",
-			"UPDATE workspaces SET oldest = MAX(oldest, ?2) WHERE id = ?1",
-		} {
-			if _, err := tx.ExecContext(ctx, q, r.ID, cut.Int64); err != nil {
-				return -1, err
-			}
-		}
-		for _, h := range hashes {
-			if _, err := tx.ExecContext(ctx, "DELETE FROM blobs WHERE hash = ?1 AND NOT EXISTS (SELECT 1 FROM entries WHERE hash = ?1)", h); err != nil {
-				return -1, err
-			}
+		if _, err := dropBefore(ctx, tx, r.ID, cut.Int64); err != nil {
+			return -1, err
 		}
 		n, err = stored()
 	}
@@ -147,6 +123,98 @@ func (s *Store) pruneHistory(ctx context.Context, tx *sql.Tx, r Record, added in
 		return -1, err
 	}
 	return n, nil
+}
+
+// dropBefore removes the versions before cut (tx holds the write lock):
+// the entry rows that died at cut or before, the versions' rows, and the
+// contents no other row holds, whose bytes it returns. Every version from
+// cut on keeps all its rows.
+func dropBefore(ctx context.Context, tx *sql.Tx, id string, cut int64) (freed int64, err error) {
+	var hashes []string
+	rows, err := tx.QueryContext(ctx, "SELECT DISTINCT hash FROM entries WHERE workspace = ? AND until <= ? AND hash IS NOT NULL", id, cut)
+	if err != nil {
+		return 0, err
+	}
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		hashes = append(hashes, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for _, q := range []string{
+		"DELETE FROM entries WHERE workspace = ? AND until IS NOT NULL AND until <= ?",
+		"DELETE FROM versions WHERE workspace = ? AND version < ?",
+		"UPDATE workspaces SET oldest = MAX(oldest, ?2) WHERE id = ?1",
+	} {
+		if _, err := tx.ExecContext(ctx, q, id, cut); err != nil {
+			return 0, err
+		}
+	}
+	for _, h := range hashes {
+		var size int64
+		err := tx.QueryRowContext(ctx, "DELETE FROM blobs WHERE hash = ?1 AND NOT EXISTS (SELECT 1 FROM entries WHERE hash = ?1) RETURNING size", h).Scan(&size)
+		switch {
+		case errors.Is(err, sql.ErrNoRows): // still held
+		case err != nil:
+			return 0, err
+		default:
+			freed += size
+		}
+	}
+	return freed, nil
+}
+
+// Prune drops the versions of r before version before, by hand: they can
+// no longer be diffed, read or rolled back to, and the contents only they
+// held are freed. The current version is always kept. It is recorded in
+// the ledger.
+func (s *Store) Prune(ctx context.Context, r Record, before int64, caller string) (api.WorkspacePruneResult, error) {
+	if before < 0 || before > r.Head {
+		return api.WorkspacePruneResult{}, errdefs.Invalid("before %d: %s is at version %d; give a version from %d to %d (the current version is always kept)", before, r.Name, r.Head, r.Oldest, r.Head)
+	}
+	out := api.WorkspacePruneResult{Oldest: r.Oldest}
+	if before <= r.Oldest {
+		return out, nil
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return out, err
+	}
+	defer tx.Rollback()
+	var oldest int64
+	if err := tx.QueryRowContext(ctx, "SELECT oldest FROM workspaces WHERE id = ?", r.ID).Scan(&oldest); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return out, errNotFound(r.ID)
+		}
+		return out, err
+	}
+	var dropped int64
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM versions WHERE workspace = ? AND version < ?", r.ID, before).Scan(&dropped); err != nil {
+		return out, err
+	}
+	freed, err := dropBefore(ctx, tx, r.ID, before)
+	if err != nil {
+		return out, err
+	}
+	if err := s.logCommand(ctx, tx, r.ID, &api.WorkspaceCommand{
+		At: time.Now().UTC(), Caller: caller, Command: fmt.Sprintf("prune versions before %d", before),
+		BaseVersion: r.Head, Version: r.Head,
+	}); err != nil {
+		return out, err
+	}
+	if err := tx.Commit(); err != nil {
+		return out, err
+	}
+	s.mu.Lock()
+	delete(s.stored, r.ID)
+	s.mu.Unlock()
+	return api.WorkspacePruneResult{Oldest: max(oldest, before), Versions: dropped, FreedBytes: freed}, nil
 }
 
 type difference struct {

@@ -139,3 +139,71 @@ func TestLedgerKeepsItsLast(t *testing.T) {
 		t.Fatalf("another workspace's ledger was cut: %d entries", len(o))
 	}
 }
+
+// TestPruneByHand: the versions before the one named go (no diff, read or
+// rollback to them), the contents only they held are freed and counted,
+// the versions from it on are whole, and the ledger says so.
+func TestPruneByHand(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, "")
+	r := newWorkspace(t, s, "prune", 0, 0)
+	for i, data := range []string{"one", "two", "three", "four"} { // versions 1-4
+		if _, err := putFile(t, s, r, "f", data, 0, -1); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if _, err := putFile(t, s, r, "kept", "always", 0, -1); err != nil { // version 2
+				t.Fatal(err)
+			}
+		}
+	}
+	rec, _ := s.Get(ctx, r.ID)
+	if rec.Head != 5 {
+		t.Fatalf("head %d, want 5", rec.Head)
+	}
+	if _, err := s.Prune(ctx, rec, 6, "ops"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("prune past the head: %v", err)
+	}
+	res, err := s.Prune(ctx, rec, 4, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Versions 1-3 go; "one" (versions 1-2) and "two" (3) are freed,
+	// "three" is version 4's.
+	if res.Oldest != 4 || res.Versions != 3 || res.FreedBytes != int64(len("one")+len("two")) {
+		t.Fatalf("prune before 4: %+v", res)
+	}
+	rec, _ = s.Get(ctx, r.ID)
+	for _, v := range []int64{1, 3} {
+		if _, err := s.ReadFile(ctx, rec, v, "f"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Fatalf("read of pruned version %d: %v", v, err)
+		}
+		if _, _, err := s.Rollback(ctx, rec, v, "ops"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Fatalf("rollback to pruned version %d: %v", v, err)
+		}
+	}
+	for v, want := range map[int64]string{4: "three", 5: "four"} {
+		if f, err := s.ReadFile(ctx, rec, v, "f"); err != nil || string(f.Data) != want {
+			t.Fatalf("version %d after the prune: %q, %v", v, f.Data, err)
+		}
+		if f, err := s.ReadFile(ctx, rec, v, "kept"); err != nil || string(f.Data) != "always" {
+			t.Fatalf("kept at version %d after the prune: %q, %v", v, f.Data, err)
+		}
+	}
+	if res, err := s.Prune(ctx, rec, 2, "ops"); err != nil || res.Versions != 0 || res.Oldest != 4 {
+		t.Fatalf("a prune below the oldest: %+v, %v", res, err)
+	}
+	entries, _, _ := s.Ledger(ctx, r.ID, 0, 0)
+	if last := entries[len(entries)-1]; last.Command != "prune versions before 4" || last.Caller != "ops" {
+		t.Fatalf("the ledger's last entry: %+v", last)
+	}
+	// A rollback to a kept version still works, and the next commit's
+	// pruning by bound still counts right.
+	if _, _, err := s.Rollback(ctx, rec, 4, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ = s.Get(ctx, r.ID)
+	if f, _ := s.ReadFile(ctx, rec, -1, "f"); string(f.Data) != "three" || f.Version != 6 {
+		t.Fatalf("after a rollback to 4: %q", f.Data)
+	}
+}

@@ -132,4 +132,16 @@ func TestWorkspaceFileRoutes(t *testing.T) {
 	if table := d.must("workspace", "ledger", "xfer"); !strings.Contains(table, "not kept") || !strings.Contains(table, "cat notes.txt") {
 		t.Fatalf("ledger table:\n%s", table)
 	}
+
+	// Pruned by hand: the last two versions are kept, the older ones go
+	// (every content of theirs is still held by version 4 or 5).
+	if out := d.must("workspace", "prune", "xfer", "--keep", "2"); out != "dropped 3 versions, freed 0 bytes; oldest version now 4\n" {
+		t.Fatalf("prune --keep 2: %q", out)
+	}
+	if _, errOut, code := d.run("workspace", "get", "xfer", "bin/hi.sh", "--version", "2"); code == 0 || !strings.Contains(errOut, "versions 4 to 5") {
+		t.Fatalf("get of a pruned version: %d %q", code, errOut)
+	}
+	if out := d.must("workspace", "get", "xfer", "data/blob.bin", "--version", "4"); len(out) != len(blob) {
+		t.Fatalf("a kept version's blob: %d bytes", len(out))
+	}
 }

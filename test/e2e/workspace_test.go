@@ -192,6 +192,7 @@ func TestWorkspaceTenancy(t *testing.T) {
 		{"GET", "/v1/workspaces/{ref}/files?path=s", ""},
 		{"PUT", "/v1/workspaces/{ref}/files?path=s", "overwritten"},
 		{"GET", "/v1/workspaces/{ref}/ledger", ""},
+		{"POST", "/v1/workspaces/{ref}/prune", `{"before":1}`},
 	} {
 		p, body := r.fill(wa.ID, "", "")
 		theirs := b.raw.do(r.method, p, body)

@@ -255,3 +255,18 @@ func (c *Client) WorkspaceLedger(ctx context.Context, ref string, after int64, l
 	}
 	return &out, nil
 }
+
+// PruneWorkspace drops a workspace's versions before version before (the
+// current version is always kept): they can no longer be diffed, read or
+// rolled back to, and the contents only they held are freed.
+func (c *Client) PruneWorkspace(ctx context.Context, ref string, before int64) (*api.WorkspacePruneResult, error) {
+	p, err := workspacePath(ref, "/prune")
+	if err != nil {
+		return nil, err
+	}
+	var out api.WorkspacePruneResult
+	if err := c.call(ctx, request{method: http.MethodPost, path: p, jsonBody: api.WorkspacePruneRequest{Before: before}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
