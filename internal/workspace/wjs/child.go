@@ -89,12 +89,14 @@ type child struct {
 	cwd   string
 	vm    *goja.Runtime
 	out   [3][]byte
+	loop  loop
 }
 
 func (c *child) run() int {
 	c.vm = goja.New()
 	c.vm.SetMaxCallStackSize(maxCallDepth)
 	c.install()
+	c.installLoop()
 	name := c.st.File
 	if name == "" {
 		name = "[eval]"
@@ -103,11 +105,17 @@ func (c *child) run() int {
 	if err == nil {
 		_, err = c.vm.RunProgram(prog)
 	}
+	if err == nil {
+		err = c.runLoop()
+	}
 	code := 0
 	if err != nil {
 		var ex *goja.Exception
 		var deep *goja.StackOverflowError
-		if errors.As(err, &deep) {
+		var rej *rejection
+		if errors.As(err, &rej) {
+			c.write(2, rej.Error()+"\n")
+		} else if errors.As(err, &deep) {
 			c.write(2, "Uncaught RangeError: Maximum call stack size exceeded\n")
 		} else if errors.As(err, &ex) {
 			c.write(2, "Uncaught "+ex.String()+"\n")

@@ -135,11 +135,29 @@ func (c *child) format(args []goja.Value) string {
 }
 
 // fsModule is the fs object: Node's synchronous functions (readFileSync
-// and the rest) and the same without Sync, which also call a callback
-// given last, at once, as (err, result).
+// and the rest); the same without Sync, which call a callback given last
+// as (err, result) once the current code has run (from the event loop,
+// as Node does); and fs.promises, whose functions return promises. All
+// of them do the work at once: a file operation is one call to the
+// daemon.
 func (c *child) fsModule() *goja.Object {
 	vm := c.vm
 	fsObj := vm.NewObject()
+	promises := vm.NewObject()
+	_ = fsObj.Set("promises", promises)
+	// try runs fn, returning what it threw as a JavaScript value.
+	try := func(fn func(call goja.FunctionCall) goja.Value, call goja.FunctionCall) (res, thrown goja.Value) {
+		defer func() {
+			if r := recover(); r != nil {
+				v, ok := r.(goja.Value)
+				if !ok {
+					panic(r)
+				}
+				thrown = v
+			}
+		}()
+		return fn(call), nil
+	}
 	def := func(name string, fn func(call goja.FunctionCall) goja.Value) {
 		_ = fsObj.Set(name+"Sync", fn)
 		_ = fsObj.Set(name, func(call goja.FunctionCall) goja.Value {
@@ -151,31 +169,22 @@ func (c *child) fsModule() *goja.Object {
 			if !ok {
 				return fn(call)
 			}
-			var res goja.Value
-			var thrown goja.Value
-			func() {
-				defer func() {
-					if r := recover(); r != nil {
-						v, ok := r.(goja.Value)
-						if !ok {
-							panic(r)
-						}
-						thrown = v
-					}
-				}()
-				res = fn(goja.FunctionCall{This: call.This, Arguments: call.Arguments[:n-1]})
-			}()
+			res, thrown := try(fn, goja.FunctionCall{This: call.This, Arguments: call.Arguments[:n-1]})
 			if thrown != nil {
-				_, err := cb(goja.Undefined(), thrown)
-				if err != nil {
-					panic(err)
-				}
-				return goja.Undefined()
-			}
-			if _, err := cb(goja.Undefined(), goja.Null(), res); err != nil {
-				panic(err)
+				c.immediate(cb, []goja.Value{thrown})
+			} else {
+				c.immediate(cb, []goja.Value{goja.Null(), res})
 			}
 			return goja.Undefined()
+		})
+		_ = promises.Set(name, func(call goja.FunctionCall) goja.Value {
+			p, resolve, reject := vm.NewPromise()
+			if res, thrown := try(fn, call); thrown != nil {
+				_ = reject(thrown)
+			} else {
+				_ = resolve(res)
+			}
+			return vm.ToValue(p)
 		})
 	}
 	def("readFile", func(call goja.FunctionCall) goja.Value {
@@ -217,6 +226,7 @@ func (c *child) fsModule() *goja.Object {
 	})
 	_ = fsObj.Set("lstatSync", fsObj.Get("statSync"))
 	_ = fsObj.Set("lstat", fsObj.Get("stat"))
+	_ = promises.Set("lstat", promises.Get("stat"))
 	def("readdir", func(call goja.FunctionCall) goja.Value {
 		p := c.abs(c.pathArg(call, 0))
 		rep, _ := c.fsCall(call0(opReadDir, p), nil, p)

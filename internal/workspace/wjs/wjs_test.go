@@ -86,12 +86,13 @@ process.exitCode = 3;
 	if r.Stopped != "" || r.ExitCode != 3 {
 		t.Fatalf("%+v\nstdout %s\nstderr %s", r.Result, r.out, r.err)
 	}
+	// The callbacks run after the program's top level, as in Node.
 	want := `["c.js"] false true 20
 args a,b hi /workspace
-cb null 4
-cb err ENOENT
 9 123
 from stdin
+cb null 4
+cb err ENOENT
 `
 	if r.out != want {
 		t.Errorf("stdout:\n%s\nwant:\n%s", r.out, want)
