@@ -75,3 +75,27 @@ func BenchmarkRunSedOneFile(b *testing.B) {
 		run(`sed -i 's/$/./' d3/f300.txt`)
 	}
 }
+
+// BenchmarkRunEcho runs a small read-only command through Run (its ledger
+// entry queued).
+func BenchmarkRunEcho(b *testing.B) {
+	s, err := Open(context.Background(), b.TempDir()+"/w.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	r, err := s.Create(ctx, Record{ID: "wb", Name: "b", Owner: "local", MaxBytes: 1 << 30, MaxFiles: 100000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		r, err := s.Get(ctx, r.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Run(ctx, RunSpec{Workspace: r, Caller: "local", Executor: "shell", Script: "echo hi", Command: "echo hi"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

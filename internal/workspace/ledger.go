@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
@@ -45,9 +46,9 @@ CREATE INDEX IF NOT EXISTS commands_workspace ON commands (workspace, seq);
 
 // finish lands what a command changed, when it ran whole and changed
 // something, and records it in the workspace's ledger: in the version's
-// own transaction when one is made, else on its own. out is the command's
-// result; its Version and Changes are set from what landed. c names the
-// command (its Changes are the changes).
+// own transaction when one is made, else through the ledger's queue
+// (queue). out is the command's result; its Version and Changes are set
+// from what landed. c names the command (its Changes are the changes).
 func (s *Store) finish(ctx context.Context, c Commit, out *api.WorkspaceRunResult) error {
 	ctx = context.WithoutCancel(ctx)
 	row := api.WorkspaceCommand{
@@ -59,28 +60,121 @@ func (s *Store) finish(ctx context.Context, c Commit, out *api.WorkspaceRunResul
 		v, changes, err := s.Apply(ctx, c)
 		if err == nil {
 			out.Version, out.Changes = v, changes
-			if row.Seq != 0 { // recorded with the version
-				return nil
-			}
-			// Its changes changed nothing after all: no version.
-			if err := s.logCommand(ctx, s.w, c.Workspace, &row); err != nil {
-				s.ledgerLost(c.Workspace, err)
+			if row.Seq == 0 { // its changes changed nothing after all: no version
+				s.queue(c.Workspace, row)
 			}
 			return nil
 		}
 		row.Error = truncate(err.Error(), 1024)
-		if lerr := s.logCommand(ctx, s.w, c.Workspace, &row); lerr != nil {
-			s.ledgerLost(c.Workspace, lerr)
-		}
+		s.queue(c.Workspace, row)
 		return err
 	}
-	if err := s.logCommand(ctx, s.w, c.Workspace, &row); err != nil {
-		// The command ran and its output is the caller's: a ledger that
-		// cannot be written is said in the daemon's log, not in place of
-		// the output.
-		s.ledgerLost(c.Workspace, err)
-	}
+	s.queue(c.Workspace, row)
 	return nil
+}
+
+// The ledger's queue: a command that made no version is recorded by a
+// writer that gathers what arrives within ledgerDelay into one
+// transaction, so a read-only command does not pay a write of its own
+// (a transaction costs about as much as the command). What is queued
+// is written within ledgerDelay, before any read of the ledger, and at
+// Close; a daemon killed in between loses that much of it (the
+// versions, and the entries of the commands that made them, are not
+// queued).
+const ledgerDelay = 20 * time.Millisecond
+
+type queuedRow struct {
+	ws  string
+	row api.WorkspaceCommand
+}
+
+type ledgerQueue struct {
+	mu   sync.Mutex
+	rows []queuedRow
+	// flushing serialises flushes, so rows land in the order queued.
+	flushing sync.Mutex
+	wake     chan struct{}
+	stop     chan struct{}
+	stopped  chan struct{}
+	stopOnce sync.Once
+}
+
+// startLedger starts the ledger's writer.
+func (s *Store) startLedger() {
+	s.lq = &ledgerQueue{wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(s.lq.stopped)
+		for {
+			select {
+			case <-s.lq.stop:
+				s.flushLedger(context.Background())
+				return
+			case <-s.lq.wake:
+			}
+			select {
+			case <-s.lq.stop:
+			case <-time.After(ledgerDelay):
+			}
+			s.flushLedger(context.Background())
+		}
+	}()
+}
+
+// stopLedger writes what is queued and ends the writer.
+func (s *Store) stopLedger() {
+	if s.lq == nil {
+		return
+	}
+	s.lq.stopOnce.Do(func() { close(s.lq.stop) })
+	<-s.lq.stopped
+}
+
+// queue hands a ledger row to the writer.
+func (s *Store) queue(ws string, row api.WorkspaceCommand) {
+	s.lq.mu.Lock()
+	s.lq.rows = append(s.lq.rows, queuedRow{ws, row})
+	s.lq.mu.Unlock()
+	select {
+	case s.lq.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeQueued takes the queued rows (flushing held).
+func (s *Store) takeQueued() []queuedRow {
+	s.lq.mu.Lock()
+	defer s.lq.mu.Unlock()
+	rows := s.lq.rows
+	s.lq.rows = nil
+	return rows
+}
+
+// flushLedger writes the queued rows in one transaction.
+func (s *Store) flushLedger(ctx context.Context) {
+	s.lq.flushing.Lock()
+	defer s.lq.flushing.Unlock()
+	rows := s.takeQueued()
+	if len(rows) == 0 {
+		return
+	}
+	err := func() error {
+		tx, err := s.w.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		for i := range rows {
+			if err := s.logCommand(ctx, tx, rows[i].ws, &rows[i].row); err != nil {
+				return err
+			}
+		}
+		return tx.Commit()
+	}()
+	if err != nil {
+		// The commands ran and their output was answered: a ledger that
+		// cannot be written is said in the daemon's log.
+		s.ledgerLost(rows[0].ws, fmt.Errorf("%d entries: %w", len(rows), err))
+	}
 }
 
 func (s *Store) ledgerLost(ws string, err error) {
@@ -92,11 +186,16 @@ func (s *Store) ledgerLost(ws string, err error) {
 // logCommand inserts one ledger row, and now and then cuts the
 // workspace's ledger back to its last ledgerKeep rows.
 func (s *Store) logCommand(ctx context.Context, q execer, ws string, c *api.WorkspaceCommand) error {
+	// A row queued for a workspace removed since is dropped with it.
 	res, err := q.ExecContext(ctx, `INSERT INTO commands (workspace, at, caller, executor, reason, command, exit_code, duration_us, base, version, stopped, error)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`, ws, c.At.UnixNano(), c.Caller, c.Executor, truncate(c.Reason, 1024), truncate(c.Command, 4096),
+		SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12 WHERE EXISTS (SELECT 1 FROM workspaces WHERE id = ?1)`,
+		ws, c.At.UnixNano(), c.Caller, c.Executor, truncate(c.Reason, 1024), truncate(c.Command, 4096),
 		c.ExitCode, int64(c.DurationMs*1000), c.BaseVersion, c.Version, c.Stopped, c.Error)
 	if err != nil {
 		return fmt.Errorf("workspaces: record a command in the ledger of %s: %w", ws, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
 	}
 	seq, err := res.LastInsertId()
 	if err != nil {
@@ -119,6 +218,7 @@ func (s *Store) Ledger(ctx context.Context, id string, after int64, limit int) (
 	if limit <= 0 || limit > MaxLedgerPage {
 		limit = MaxLedgerPage
 	}
+	s.flushLedger(ctx) // what was queued is read too
 	rows, err := s.r.QueryContext(ctx, `SELECT seq, at, caller, executor, reason, command, exit_code, duration_us, base, version, stopped, error
 		FROM commands WHERE workspace = ? AND seq > ? ORDER BY seq LIMIT ?`, id, after, limit+1)
 	if err != nil {
@@ -146,13 +246,45 @@ func (s *Store) Ledger(ctx context.Context, id string, after int64, limit int) (
 }
 
 // logInTx records c.log, when set, in Apply's transaction as the
-// command that made version (its Seq set tells finish it was).
-func (s *Store) logInTx(ctx context.Context, tx *sql.Tx, c Commit, version int64) error {
+// command that made version (its Seq set tells finish it was), after
+// the rows queued before it, so the ledger keeps the order the commands
+// ended in. (When the writer is flushing at that moment, the rows it
+// holds land after this one.) It returns the queued rows it took: should
+// the transaction not commit, Apply gives them back (requeue).
+func (s *Store) logInTx(ctx context.Context, tx *sql.Tx, c Commit, version int64) ([]queuedRow, error) {
 	if c.log == nil {
-		return nil
+		return nil, nil
+	}
+	var rows []queuedRow
+	if s.lq.flushing.TryLock() {
+		rows = s.takeQueued()
+		s.lq.flushing.Unlock()
+		for i := range rows {
+			if err := s.logCommand(ctx, tx, rows[i].ws, &rows[i].row); err != nil {
+				return rows, err
+			}
+		}
 	}
 	c.log.Version = version
-	return s.logCommand(ctx, tx, c.Workspace, c.log)
+	return rows, s.logCommand(ctx, tx, c.Workspace, c.log)
+}
+
+// requeue puts back rows a transaction that did not commit had taken,
+// ahead of what was queued since.
+func (s *Store) requeue(rows []queuedRow) {
+	if len(rows) == 0 {
+		return
+	}
+	for i := range rows {
+		rows[i].row.Seq = 0
+	}
+	s.lq.mu.Lock()
+	s.lq.rows = append(rows, s.lq.rows...)
+	s.lq.mu.Unlock()
+	select {
+	case s.lq.wake <- struct{}{}:
+	default:
+	}
 }
 
 // changesOf is the changes a finished Tree holds, none when the command

@@ -207,3 +207,42 @@ func TestPruneByHand(t *testing.T) {
 		t.Fatalf("after a rollback to 4: %q", f.Data)
 	}
 }
+
+// TestLedgerQueueIsWritten: the entry of a command that made no version
+// reaches the database by itself shortly after, and at Close.
+func TestLedgerQueueIsWritten(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/w.db"
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newWorkspace(t, s, "queue", 0, 0)
+	count := func() (n int) {
+		if err := s.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM commands WHERE workspace = ?", r.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := s.Run(ctx, RunSpec{Workspace: r, Script: "echo one", Command: "echo one"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for count() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("a queued ledger entry was not written within 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := s.Run(ctx, RunSpec{Workspace: r, Script: "echo two", Command: "echo two"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, path)
+	entries, _, err := s.Ledger(ctx, r.ID, 0, 0)
+	if err != nil || len(entries) != 2 || entries[1].Command != "echo two" {
+		t.Fatalf("after Close and a reopen: %+v, %v", entries, err)
+	}
+}

@@ -111,6 +111,7 @@ type Store struct {
 	// under the bound does not sum every content of the workspace.
 	stored map[string]storedBound
 	blobs  *blobCache
+	lq     *ledgerQueue
 
 	// JSCommand starts the js executor's child (wjs.Options.Command);
 	// nil: this store runs no JavaScript. Set before the first Run.
@@ -165,7 +166,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(4)
-	return &Store{w: w, r: r, heads: map[string]headEntries{}, stored: map[string]storedBound{}, blobs: newBlobCache(64 << 20)}, nil
+	s := &Store{w: w, r: r, heads: map[string]headEntries{}, stored: map[string]storedBound{}, blobs: newBlobCache(64 << 20)}
+	s.startLedger()
+	return s, nil
 }
 
 // openDB opens one pool with the daemon database's settings.
@@ -178,7 +181,10 @@ func openDB(abs string, writer bool) (*sql.DB, error) {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return errors.Join(s.r.Close(), s.w.Close()) }
+func (s *Store) Close() error {
+	s.stopLedger()
+	return errors.Join(s.r.Close(), s.w.Close())
+}
 
 // Record is a workspace as the store keeps it.
 type Record struct {
@@ -597,10 +603,15 @@ func (s *Store) Apply(ctx context.Context, c Commit) (int64, []api.WorkspaceChan
 		next, bytes, files, now, c.Workspace); err != nil {
 		return 0, nil, err
 	}
-	if err := s.logInTx(ctx, tx, c, next); err != nil {
-		return 0, nil, err
+	taken, err := s.logInTx(ctx, tx, c, next)
+	if err == nil {
+		err = tx.Commit()
 	}
-	if err := tx.Commit(); err != nil {
+	if err != nil {
+		s.requeue(taken)
+		if c.log != nil {
+			c.log.Seq = 0
+		}
 		return 0, nil, fmt.Errorf("workspaces: commit version %d of %s: %w", next, c.Workspace, err)
 	}
 	s.advance(c.Workspace, r.Head, next, c.Changes)

@@ -103,8 +103,10 @@ func TestWorkspaceFileRoutes(t *testing.T) {
 	}
 
 	// The ledger has every command and write, read-only ones and the
-	// refused one included, and survives a kill -9.
+	// refused one included, and survives a kill -9 (an entry of a command
+	// that made no version is written within 20 ms of it).
 	d.must("run", "xfer", "--", "cat", "notes.txt")
+	time.Sleep(200 * time.Millisecond)
 	d.kill9()
 	d.start()
 	var l api.WorkspaceLedger
