@@ -31,21 +31,26 @@ func queryInt(r *http.Request, name string) (int64, error) {
 	return n, nil
 }
 
+// queryPage reads a ledger page's after and limit (limit capped where
+// the callee's own bound refuses or cuts it anyway).
+func queryPage(r *http.Request) (after int64, limit int, err error) {
+	if after, err = queryInt(r, "after"); err != nil {
+		return 0, 0, err
+	}
+	n, err := queryInt(r, "limit")
+	if err != nil {
+		return 0, 0, err
+	}
+	return after, int(min(n, 1<<20)), nil
+}
+
 func (s *Server) getLedger(w http.ResponseWriter, r *http.Request) {
-	after, err := queryInt(r, "after")
+	after, limit, err := queryPage(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	limit, err := queryInt(r, "limit")
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if limit > 1<<20 {
-		limit = 1 << 20 // the controller refuses it with its own bound
-	}
-	l, err := s.opts.Controller.Ledger(r.Context(), r.PathValue("id"), after, int(limit))
+	l, err := s.opts.Controller.Ledger(r.Context(), r.PathValue("id"), after, limit)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -50,17 +50,12 @@ func (s *Server) pruneWorkspace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) workspaceLedger(w http.ResponseWriter, r *http.Request) {
-	after, err := queryInt(r, "after")
+	after, limit, err := queryPage(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	limit, err := queryInt(r, "limit")
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	l, err := s.opts.Controller.WorkspaceLedger(r.Context(), r.PathValue("id"), after, int(min(limit, 1<<20))) // the store bounds a page
+	l, err := s.opts.Controller.WorkspaceLedger(r.Context(), r.PathValue("id"), after, limit)
 	if err != nil {
 		writeError(w, err)
 		return

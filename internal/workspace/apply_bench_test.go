@@ -8,19 +8,26 @@ import (
 	"github.com/paddock-dev/paddock/internal/workspace/vfs"
 )
 
-// BenchmarkApplyOneChange lands a change of one file of a 2,000-file
-// workspace: the cost a sed -i pays in the store.
-func BenchmarkApplyOneChange(b *testing.B) {
+// benchStore is a store in a temporary directory with one empty
+// workspace of large quotas.
+func benchStore(b *testing.B) (*Store, Record) {
 	s, err := Open(context.Background(), b.TempDir()+"/w.db")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
 	r, err := s.Create(context.Background(), Record{ID: "wb", Name: "b", Owner: "local", MaxBytes: 1 << 30, MaxFiles: 100000})
 	if err != nil {
 		b.Fatal(err)
 	}
+	return s, r
+}
+
+// BenchmarkApplyOneChange lands a change of one file of a 2,000-file
+// workspace: the cost a sed -i pays in the store.
+func BenchmarkApplyOneChange(b *testing.B) {
 	ctx := context.Background()
+	s, r := benchStore(b)
 	apply := func(fn func(tr *vfs.Tree)) {
 		base, ix, err := s.Head(ctx, r.ID)
 		if err != nil {
@@ -49,16 +56,8 @@ func BenchmarkApplyOneChange(b *testing.B) {
 // BenchmarkRunSedOneFile runs sed -i on one file of a 2,000-file
 // workspace through Run, the shell executor's whole path in the daemon.
 func BenchmarkRunSedOneFile(b *testing.B) {
-	s, err := Open(context.Background(), b.TempDir()+"/w.db")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
 	ctx := context.Background()
-	r, err := s.Create(ctx, Record{ID: "wb", Name: "b", Owner: "local", MaxBytes: 1 << 30, MaxFiles: 100000})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, r := benchStore(b)
 	run := func(script string) {
 		r, err := s.Get(ctx, r.ID)
 		if err != nil {
@@ -79,16 +78,8 @@ func BenchmarkRunSedOneFile(b *testing.B) {
 // BenchmarkRunEcho runs a small read-only command through Run (its ledger
 // entry queued).
 func BenchmarkRunEcho(b *testing.B) {
-	s, err := Open(context.Background(), b.TempDir()+"/w.db")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
 	ctx := context.Background()
-	r, err := s.Create(ctx, Record{ID: "wb", Name: "b", Owner: "local", MaxBytes: 1 << 30, MaxFiles: 100000})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, r := benchStore(b)
 	for b.Loop() {
 		r, err := s.Get(ctx, r.ID)
 		if err != nil {

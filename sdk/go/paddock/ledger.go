@@ -59,13 +59,8 @@ func idempotencyKey(ctx context.Context, r request) string {
 	return base + "." + hex.EncodeToString(h[:8])
 }
 
-// LedgerPage returns up to limit ledger entries after seq after (0: from
-// the start; limit 0: the daemon's page size). Page on with Next.
-func (c *Client) LedgerPage(ctx context.Context, id string, after int64, limit int) (*api.Ledger, error) {
-	p, err := sandboxPath(id, "/ledger")
-	if err != nil {
-		return nil, err
-	}
+// pageQuery is a ledger page's query: after and limit when set.
+func pageQuery(after int64, limit int) url.Values {
 	q := url.Values{}
 	if after > 0 {
 		q.Set("after", strconv.FormatInt(after, 10))
@@ -73,8 +68,18 @@ func (c *Client) LedgerPage(ctx context.Context, id string, after int64, limit i
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
+	return q
+}
+
+// LedgerPage returns up to limit ledger entries after seq after (0: from
+// the start; limit 0: the daemon's page size). Page on with Next.
+func (c *Client) LedgerPage(ctx context.Context, id string, after int64, limit int) (*api.Ledger, error) {
+	p, err := sandboxPath(id, "/ledger")
+	if err != nil {
+		return nil, err
+	}
 	var l api.Ledger
-	if err := c.call(ctx, request{method: http.MethodGet, path: p, query: q}, &l); err != nil {
+	if err := c.call(ctx, request{method: http.MethodGet, path: p, query: pageQuery(after, limit)}, &l); err != nil {
 		return nil, err
 	}
 	return &l, nil

@@ -242,15 +242,8 @@ func (c *Client) WorkspaceLedger(ctx context.Context, ref string, after int64, l
 	if err != nil {
 		return nil, err
 	}
-	q := url.Values{}
-	if after > 0 {
-		q.Set("after", strconv.FormatInt(after, 10))
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
 	var out api.WorkspaceLedger
-	if err := c.call(ctx, request{method: http.MethodGet, path: p, query: q}, &out); err != nil {
+	if err := c.call(ctx, request{method: http.MethodGet, path: p, query: pageQuery(after, limit)}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
