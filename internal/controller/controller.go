@@ -22,7 +22,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/store"
-	"github.com/paddock-dev/paddock/internal/workspace"
 )
 
 // Images is what the controller needs of the image store.
@@ -49,8 +48,6 @@ type Options struct {
 	Network Network
 	// Secrets keeps secrets for credential injection; nil: none (secrets.go).
 	Secrets Secrets
-	// Workspaces keeps workspaces; nil: none (workspaces.go).
-	Workspaces *workspace.Store
 	// Clock tells the time for snapshot lifetimes (taken, expiry,
 	// renewal) and for the demand pools grow by; nil: time.Now. Tests
 	// move it by days.
@@ -91,11 +88,6 @@ type Controller struct {
 	// shutting down cut short.
 	closing   chan struct{}
 	closeOnce sync.Once
-
-	// wsContainers are the workspaces' attached container executors
-	// (wscontainer.go), under wsMu.
-	wsMu         sync.Mutex
-	wsContainers map[string]*wsContainer
 }
 
 // entry is the owner of one sandbox: mu serialises its lifecycle steps.

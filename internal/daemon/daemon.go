@@ -21,6 +21,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/console"
 	"github.com/paddock-dev/paddock/internal/controller"
+	wssvc "github.com/paddock-dev/paddock/internal/controller/workspaces"
 	"github.com/paddock-dev/paddock/internal/e2b"
 	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/image"
@@ -204,7 +205,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	ctrl, err := controller.New(controller.Options{
 		Store: st, Images: images, Backends: backends, AgentBinary: agentBin,
 		Config: cfg, Logger: log.With("part", "controller"), Snapshots: snaps,
-		Network: netOpt, Secrets: secOpt, Workspaces: workspaces,
+		Network: netOpt, Secrets: secOpt,
 	})
 	if err != nil {
 		return err
@@ -228,7 +229,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	// tenant cannot take it all from the others; the unix socket's
 	// operator is bounded by the whole budget only.
 	bodies.SetShares(bodyShareKey, 0)
-	srv := server.New(server.Options{Controller: ctrl, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
+	wsService := wssvc.New(ctrl, workspaces, log.With("part", "workspaces"))
+	srv := server.New(server.Options{Controller: ctrl, Workspaces: wsService, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
 	con := console.New() // the web console, at / on both listeners
 	apiGate.open(socketRouter(srv.Handler(false), con))
 	if cfg.Listen != "" {

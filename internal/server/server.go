@@ -14,6 +14,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/workspaces"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 	"github.com/paddock-dev/paddock/internal/httpbody"
@@ -31,6 +32,8 @@ type Images interface {
 // Options wires a Server.
 type Options struct {
 	Controller *controller.Controller
+	// Workspaces serves /v1/workspaces; nil: none (each route says so).
+	Workspaces *workspaces.Service
 	Store      store.Store // API keys
 	Images     Images
 	Logger     *slog.Logger

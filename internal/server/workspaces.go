@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/workspaces"
 )
 
 // maxImportOverhead allows for an export's manifest and tar headers on
@@ -41,7 +41,7 @@ func (s *Server) pruneWorkspace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res, err := s.opts.Controller.PruneWorkspace(r.Context(), r.PathValue("id"), req.Before)
+	res, err := s.opts.Workspaces.Prune(r.Context(), r.PathValue("id"), req.Before)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -55,7 +55,7 @@ func (s *Server) workspaceLedger(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	l, err := s.opts.Controller.WorkspaceLedger(r.Context(), r.PathValue("id"), after, limit)
+	l, err := s.opts.Workspaces.Ledger(r.Context(), r.PathValue("id"), after, limit)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -69,7 +69,7 @@ func (s *Server) readWorkspaceFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	f, err := s.opts.Controller.ReadWorkspaceFile(r.Context(), r.PathValue("id"), r.URL.Query().Get("path"), version)
+	f, err := s.opts.Workspaces.ReadFile(r.Context(), r.PathValue("id"), r.URL.Query().Get("path"), version)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -98,13 +98,13 @@ func (s *Server) writeWorkspaceFile(w http.ResponseWriter, r *http.Request) {
 	// The file is held in memory until its version lands: under the
 	// daemon's body budget, like a JSON body. The workspace bounds it too
 	// as it is written (its quota).
-	body, err := s.bodies.Open(r, controller.MaxWorkspaceFileBytes)
+	body, err := s.bodies.Open(r, workspaces.MaxWorkspaceFileBytes)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	defer body.Close()
-	res, err := s.opts.Controller.WriteWorkspaceFile(r.Context(), r.PathValue("id"), r.URL.Query().Get("path"), mode, base, body)
+	res, err := s.opts.Workspaces.WriteFile(r.Context(), r.PathValue("id"), r.URL.Query().Get("path"), mode, base, body)
 	if berr := body.Err(); berr != nil {
 		err = berr
 	}
@@ -119,13 +119,13 @@ func (s *Server) exportWorkspace(w http.ResponseWriter, r *http.Request) {
 	// Nothing is written before the workspace is found, so a missing one
 	// is a plain 404; a failure after the first byte breaks the stream.
 	ref := r.PathValue("id")
-	if _, err := s.opts.Controller.GetWorkspace(r.Context(), ref); err != nil {
+	if _, err := s.opts.Workspaces.Get(r.Context(), ref); err != nil {
 		writeError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
 	w.Header().Set("Content-Disposition", `attachment; filename="workspace.tar"`)
-	if err := s.opts.Controller.ExportWorkspace(r.Context(), ref, w); err != nil {
+	if err := s.opts.Workspaces.Export(r.Context(), ref, w); err != nil {
 		s.log.Warn("workspace export broken off", "workspace", ref, "err", err)
 		panic(http.ErrAbortHandler)
 	}
@@ -143,8 +143,8 @@ func (s *Server) importWorkspace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, controller.MaxWorkspaceImportBytes+maxImportOverhead)
-	ws, err := s.opts.Controller.ImportWorkspace(r.Context(), req, body)
+	body := http.MaxBytesReader(w, r.Body, workspaces.MaxWorkspaceImportBytes+maxImportOverhead)
+	ws, err := s.opts.Workspaces.Import(r.Context(), req, body)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -158,7 +158,7 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	ws, err := s.opts.Controller.CreateWorkspace(r.Context(), req)
+	ws, err := s.opts.Workspaces.Create(r.Context(), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -167,7 +167,7 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request) {
-	list, err := s.opts.Controller.ListWorkspaces(r.Context())
+	list, err := s.opts.Workspaces.List(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -176,7 +176,7 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request) {
-	ws, err := s.opts.Controller.GetWorkspace(r.Context(), r.PathValue("id"))
+	ws, err := s.opts.Workspaces.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -185,7 +185,7 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request) {
-	if err := s.opts.Controller.DeleteWorkspace(r.Context(), r.PathValue("id")); err != nil {
+	if err := s.opts.Workspaces.Delete(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -198,7 +198,7 @@ func (s *Server) runInWorkspace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res, err := s.opts.Controller.RunInWorkspace(r.Context(), r.PathValue("id"), req)
+	res, err := s.opts.Workspaces.Run(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -212,7 +212,7 @@ func (s *Server) workspaceVersions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	list, err := s.opts.Controller.WorkspaceHistory(r.Context(), r.PathValue("id"), int(limit))
+	list, err := s.opts.Workspaces.History(r.Context(), r.PathValue("id"), int(limit))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -231,7 +231,7 @@ func (s *Server) workspaceDiff(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	d, err := s.opts.Controller.WorkspaceDiff(r.Context(), r.PathValue("id"), from, to)
+	d, err := s.opts.Workspaces.Diff(r.Context(), r.PathValue("id"), from, to)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -245,7 +245,7 @@ func (s *Server) rollbackWorkspace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res, err := s.opts.Controller.RollbackWorkspace(r.Context(), r.PathValue("id"), req.Version)
+	res, err := s.opts.Workspaces.Rollback(r.Context(), r.PathValue("id"), req.Version)
 	if err != nil {
 		writeError(w, err)
 		return

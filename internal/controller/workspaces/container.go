@@ -1,4 +1,4 @@
-package controller
+package workspaces
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/workspace"
 	"github.com/paddock-dev/paddock/internal/workspace/vfs"
@@ -68,16 +69,14 @@ type wsContainer struct {
 // forget makes the copy not known: the next command copies it in whole.
 func (w *wsContainer) forget() { w.held, w.walk, w.junk = nil, 0, nil }
 
-func (c *Controller) wsContainerFor(id string) *wsContainer {
-	c.wsMu.Lock()
-	defer c.wsMu.Unlock()
-	if c.wsContainers == nil {
-		c.wsContainers = map[string]*wsContainer{}
-	}
-	w, ok := c.wsContainers[id]
+// containerFor is the workspace's container executor, made on first use.
+func (s *Service) containerFor(id string) *wsContainer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.containers[id]
 	if !ok {
 		w = &wsContainer{}
-		c.wsContainers[id] = w
+		s.containers[id] = w
 	}
 	return w
 }
@@ -85,18 +84,18 @@ func (c *Controller) wsContainerFor(id string) *wsContainer {
 // asOwner is ctx acting as a workspace's owner, for its sandbox.
 func asOwner(ctx context.Context, owner string) context.Context {
 	if owner == api.CallerLocal || owner == "" {
-		return System(ctx)
+		return controller.System(ctx)
 	}
-	return WithCaller(ctx, owner, api.KeyScopeOwn)
+	return controller.WithCaller(ctx, owner, api.KeyScopeOwn)
 }
 
 // runInContainer is the workspace.ContainerFunc of this controller.
-func (c *Controller) runInContainer(ctx context.Context, run workspace.ContainerRun) (*workspace.ContainerResult, error) {
-	st, err := c.workspaces()
+func (s *Service) runInContainer(ctx context.Context, run workspace.ContainerRun) (*workspace.ContainerResult, error) {
+	st, err := s.store()
 	if err != nil {
 		return nil, err
 	}
-	w := c.wsContainerFor(run.Workspace.ID)
+	w := s.containerFor(run.Workspace.ID)
 	w.mu.Lock()
 	unlocked := false
 	unlock := func() {
@@ -107,14 +106,14 @@ func (c *Controller) runInContainer(ctx context.Context, run workspace.Container
 	}
 	defer unlock()
 	octx := asOwner(ctx, run.Workspace.Owner)
-	if err := c.attach(octx, w, run.Workspace); err != nil {
+	if err := s.attach(octx, w, run.Workspace); err != nil {
 		return nil, err
 	}
-	if err := c.syncCopy(octx, st, w, run.Entries); err != nil {
+	if err := s.syncCopy(octx, st, w, run.Entries); err != nil {
 		w.forget()
 		return nil, err
 	}
-	res, err := c.execInCopy(octx, w.sandbox, run)
+	res, err := s.execInCopy(octx, w.sandbox, run)
 	if err != nil {
 		w.forget()
 		return nil, err
@@ -122,7 +121,7 @@ func (c *Controller) runInContainer(ctx context.Context, run workspace.Container
 	if res.Stopped != "" {
 		w.forget() // stopped mid-write, maybe
 	} else {
-		changes, skipped, err := c.readBack(octx, w, run)
+		changes, skipped, err := s.readBack(octx, w, run)
 		if err != nil {
 			w.forget()
 			return nil, err
@@ -144,10 +143,10 @@ func (c *Controller) runInContainer(ctx context.Context, run workspace.Container
 // files changed since the last read-back come with their content (see
 // package tree); when the copy turns out not to be the one known, it is
 // read again whole.
-func (c *Controller) readBack(ctx context.Context, w *wsContainer, run workspace.ContainerRun) ([]vfs.Change, []string, error) {
+func (s *Service) readBack(ctx context.Context, w *wsContainer, run workspace.ContainerRun) ([]vfs.Change, []string, error) {
 	lim := vfs.Limits{MaxBytes: run.Workspace.MaxBytes, MaxEntries: run.Workspace.MaxFiles}
 	read := func(before int64) (changes []vfs.Change, skipped []string, seen workspace.Copy, walk int64, err error) {
-		err = c.streamCopy(ctx, w.sandbox, func(ag *client.Client, pw io.Writer) (err error) {
+		err = s.streamCopy(ctx, w.sandbox, func(ag *client.Client, pw io.Writer) (err error) {
 			walk, err = ag.TreeOut(ctx, workspaceDir, "user", before, pw)
 			return err
 		}, func(r io.Reader) (err error) {
@@ -162,12 +161,12 @@ func (c *Controller) readBack(ctx context.Context, w *wsContainer, run workspace
 	}
 	changes, skipped, seen, walk, err := read(before)
 	if errors.Is(err, workspace.ErrStaleCopy) {
-		c.log.Debug("workspace copy not as known; reading it whole", "workspace", run.Workspace.ID, "sandbox", w.sandbox)
+		s.log.Debug("workspace copy not as known; reading it whole", "workspace", run.Workspace.ID, "sandbox", w.sandbox)
 		changes, skipped, seen, walk, err = read(0)
 	}
 	if errors.Is(err, client.ErrNoTree) { // an agent from before the tree route
 		walk = 0
-		err = c.streamCopy(ctx, w.sandbox, func(ag *client.Client, pw io.Writer) error {
+		err = s.streamCopy(ctx, w.sandbox, func(ag *client.Client, pw io.Writer) error {
 			return ag.TarOut(ctx, workspaceDir, "user", pw)
 		}, func(r io.Reader) (err error) {
 			changes, skipped, seen, err = workspace.ChangesFromTar(r, run.Entries, lim)
@@ -184,13 +183,15 @@ func (c *Controller) readBack(ctx context.Context, w *wsContainer, run workspace
 // streamCopy pipes what out writes, from the sandbox's agent, into in,
 // and returns in's verdict: out's error when in failed on it, none when in
 // read all it needed (out may then fail on the rest, read no further).
-func (c *Controller) streamCopy(ctx context.Context, sandbox string, out func(*client.Client, io.Writer) error, in func(io.Reader) error) error {
+func (s *Service) streamCopy(ctx context.Context, sandbox string, out func(*client.Client, io.Writer) error, in func(io.Reader) error) error {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := c.withFileAgent(ctx, FileRef{Sandbox: sandbox, Path: workspaceDir, User: "user"}, true, func(ag *client.Client, _ string) error {
-			return out(ag, pw)
-		})
+		ag, _, release, err := s.core.Agent(ctx, sandbox)
+		if err == nil {
+			err = out(ag, pw)
+			release()
+		}
 		pw.CloseWithError(err)
 		done <- err
 	}()
@@ -208,9 +209,9 @@ func (c *Controller) streamCopy(ctx context.Context, sandbox string, out func(*c
 }
 
 // attach finds or makes the workspace's sandbox.
-func (c *Controller) attach(ctx context.Context, w *wsContainer, ws workspace.Record) error {
+func (s *Service) attach(ctx context.Context, w *wsContainer, ws workspace.Record) error {
 	if w.sandbox != "" {
-		if _, err := c.Get(ctx, w.sandbox); err == nil {
+		if _, err := s.core.Get(ctx, w.sandbox); err == nil {
 			return nil
 		} else if !errors.Is(err, errdefs.ErrNotFound) {
 			return err
@@ -220,7 +221,7 @@ func (c *Controller) attach(ctx context.Context, w *wsContainer, ws workspace.Re
 	}
 	// One made before a restart of the daemon is used again (its copy's
 	// version is unknown, so it is brought up to date whole).
-	list, err := c.List(ctx, map[string]string{LabelWorkspace: ws.ID})
+	list, err := s.core.List(ctx, map[string]string{LabelWorkspace: ws.ID})
 	if err != nil {
 		return err
 	}
@@ -231,7 +232,7 @@ func (c *Controller) attach(ctx context.Context, w *wsContainer, ws workspace.Re
 			return nil
 		}
 	}
-	sb, err := c.Create(ctx, api.CreateSandboxRequest{
+	sb, err := s.core.Create(ctx, api.CreateSandboxRequest{
 		Labels:     map[string]string{LabelWorkspace: ws.ID},
 		SleepAfter: workspaceSandboxIdle,
 	})
@@ -246,26 +247,26 @@ func (c *Controller) attach(ctx context.Context, w *wsContainer, ws workspace.Re
 // syncCopy makes the sandbox's /workspace exactly the version's files:
 // from a copy as known, by removing and writing only what differs; else
 // (or when that fails) whole.
-func (c *Controller) syncCopy(ctx context.Context, st *workspace.Store, w *wsContainer, entries []vfs.Entry) error {
+func (s *Service) syncCopy(ctx context.Context, st *workspace.Store, w *wsContainer, entries []vfs.Entry) error {
 	if w.held != nil {
 		remove, write, next := workspace.SyncPlan(w.held, entries)
-		err := c.syncChanges(ctx, st, w.sandbox, append(remove, w.junk...), write)
+		err := s.syncChanges(ctx, st, w.sandbox, append(remove, w.junk...), write)
 		if err == nil {
 			w.held, w.junk = next, nil
 			return nil
 		}
-		c.log.Debug("workspace copy: changes not applied; copying it whole", "sandbox", w.sandbox, "err", err)
+		s.log.Debug("workspace copy: changes not applied; copying it whole", "sandbox", w.sandbox, "err", err)
 	}
 	w.forget()
 	prep := fmt.Sprintf("rm -rf %[1]s && mkdir %[1]s && chown 1000:1000 %[1]s", workspaceDir)
-	res, err := c.execCollect(ctx, w.sandbox, api.ExecRequest{Cmd: []string{"/bin/sh", "-c", prep}, User: "root"}, 1<<16)
+	res, err := s.execCollect(ctx, w.sandbox, api.ExecRequest{Cmd: []string{"/bin/sh", "-c", prep}, User: "root"}, 1<<16)
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
 	if err != nil {
 		return fmt.Errorf("prepare the workspace's copy: %w", err)
 	}
-	if err := c.copyIn(ctx, st, w.sandbox, entries); err != nil {
+	if err := s.copyIn(ctx, st, w.sandbox, entries); err != nil {
 		return err
 	}
 	w.held = workspace.CopyOf(entries)
@@ -279,7 +280,7 @@ const maxRemoveArgs = 64 << 10
 // syncChanges removes paths from the copy and writes entries into it, as
 // the sandbox's user (who owns the copy: a link the command planted is
 // never followed with more rights than the command had).
-func (c *Controller) syncChanges(ctx context.Context, st *workspace.Store, sandbox string, remove []string, write []vfs.Entry) error {
+func (s *Service) syncChanges(ctx context.Context, st *workspace.Store, sandbox string, remove []string, write []vfs.Entry) error {
 	if len(remove) > 0 {
 		cmd, n := []string{"rm", "-rf", "--"}, 0
 		for _, p := range remove {
@@ -289,7 +290,7 @@ func (c *Controller) syncChanges(ctx context.Context, st *workspace.Store, sandb
 		if n > maxRemoveArgs {
 			return fmt.Errorf("%d paths to remove", len(remove))
 		}
-		res, err := c.execCollect(ctx, sandbox, api.ExecRequest{Cmd: cmd, User: "user", Cwd: workspaceDir}, 1<<16)
+		res, err := s.execCollect(ctx, sandbox, api.ExecRequest{Cmd: cmd, User: "user", Cwd: workspaceDir}, 1<<16)
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("rm exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 		}
@@ -297,17 +298,17 @@ func (c *Controller) syncChanges(ctx context.Context, st *workspace.Store, sandb
 			return err
 		}
 	}
-	return c.copyIn(ctx, st, sandbox, write)
+	return s.copyIn(ctx, st, sandbox, write)
 }
 
 // copyIn writes entries into the copy as a tar.
-func (c *Controller) copyIn(ctx context.Context, st *workspace.Store, sandbox string, entries []vfs.Entry) error {
+func (s *Service) copyIn(ctx context.Context, st *workspace.Store, sandbox string, entries []vfs.Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(st.WriteTar(pw, entries)) }()
-	err := c.TarIn(ctx, FileRef{Sandbox: sandbox, Path: workspaceDir, User: "user"}, pr)
+	err := s.core.TarIn(ctx, controller.FileRef{Sandbox: sandbox, Path: workspaceDir, User: "user"}, pr)
 	pr.CloseWithError(errors.New("read no further"))
 	if err != nil {
 		return fmt.Errorf("copy the workspace into its container: %w", err)
@@ -316,20 +317,20 @@ func (c *Controller) copyIn(ctx context.Context, st *workspace.Store, sandbox st
 }
 
 // execInCopy runs the command in the copy, output bounded.
-func (c *Controller) execInCopy(ctx context.Context, sandbox string, run workspace.ContainerRun) (*workspace.ContainerResult, error) {
+func (s *Service) execInCopy(ctx context.Context, sandbox string, run workspace.ContainerRun) (*workspace.ContainerResult, error) {
 	req := api.ExecRequest{
 		Cmd: []string{"/bin/sh", "-c", run.Script}, Env: run.Env, Cwd: path.Join(workspaceDir, run.Cwd),
 		Stdin: run.Stdin, Timeout: run.Timeout.String(),
 	}
-	return c.execCollect(ctx, sandbox, req, workspace.MaxOutput)
+	return s.execCollect(ctx, sandbox, req, workspace.MaxOutput)
 }
 
 // execCollect runs an exec and keeps its output up to max bytes in all.
-func (c *Controller) execCollect(ctx context.Context, sandbox string, req api.ExecRequest, max int) (*workspace.ContainerResult, error) {
+func (s *Service) execCollect(ctx context.Context, sandbox string, req api.ExecRequest, max int) (*workspace.ContainerResult, error) {
 	var stdout, stderr bytes.Buffer
 	res := &workspace.ContainerResult{}
 	var end *api.ExecEvent
-	err := c.Exec(ctx, sandbox, req, func(ev api.ExecEvent) error {
+	err := s.core.Exec(ctx, sandbox, req, func(ev api.ExecEvent) error {
 		switch ev.Type {
 		case api.EventStdout, api.EventStderr:
 			buf := &stdout
@@ -366,20 +367,20 @@ func (c *Controller) execCollect(ctx context.Context, sandbox string, req api.Ex
 	return res, nil
 }
 
-// detachWorkspace removes a workspace's sandboxes (with the workspace).
-func (c *Controller) detachWorkspace(ctx context.Context, ws workspace.Record) {
-	c.wsMu.Lock()
-	delete(c.wsContainers, ws.ID)
-	c.wsMu.Unlock()
+// detach removes a workspace's sandboxes (with the workspace).
+func (s *Service) detach(ctx context.Context, ws workspace.Record) {
+	s.mu.Lock()
+	delete(s.containers, ws.ID)
+	s.mu.Unlock()
 	octx := asOwner(ctx, ws.Owner)
-	list, err := c.List(octx, map[string]string{LabelWorkspace: ws.ID})
+	list, err := s.core.List(octx, map[string]string{LabelWorkspace: ws.ID})
 	if err != nil {
-		c.log.Warn("list a removed workspace's sandboxes", "workspace", ws.ID, "err", err)
+		s.log.Warn("list a removed workspace's sandboxes", "workspace", ws.ID, "err", err)
 		return
 	}
 	for _, sb := range list {
-		if err := c.Delete(octx, sb.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			c.log.Warn("remove a removed workspace's sandbox", "workspace", ws.ID, "sandbox", sb.ID, "err", err)
+		if err := s.core.Delete(octx, sb.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			s.log.Warn("remove a removed workspace's sandbox", "workspace", ws.ID, "sandbox", sb.ID, "err", err)
 		}
 	}
 }

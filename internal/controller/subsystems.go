@@ -1,0 +1,39 @@
+package controller
+
+import "context"
+
+// What the subsystem packages beside the core (internal/controller/...,
+// such as workspaces) use of it besides the Controller's methods: the
+// caller's identity and scope, and the rules for ids and names, so that
+// every kind of object is owned, named and seen the same way.
+
+// RequireCaller refuses ctx when it carries no caller.
+func RequireCaller(ctx context.Context) error { return requireCaller(ctx) }
+
+// Visible says whether ctx's caller may see what owner owns.
+func Visible(ctx context.Context, owner string) bool { return visible(ctx, owner) }
+
+// PickNamed picks, among the objects held under a name, the one ctx's
+// caller means: its own (or, for a key of scope all, the only one);
+// another owner's is not found.
+func PickNamed[T any](ctx context.Context, what, name string, held []T, owner func(T) string) (T, error) {
+	return pickNamed(ctx, what, name, held, owner)
+}
+
+// NewID returns a new object id.
+func NewID() string { return newID() }
+
+// IsID says whether s has the form of an object id.
+func IsID(s string) bool { return idRE.MatchString(s) }
+
+// ValidName says whether s may name an object.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// ValidRef says whether s can be an id or a name at all.
+func ValidRef(s string) bool { return validRef(s) }
+
+// ValidEnvName says whether s may name an environment variable.
+func ValidEnvName(s string) bool { return envRE.MatchString(s) }
+
+// Truncate cuts s to at most n bytes for an error message.
+func Truncate(s string, n int) string { return truncate(s, n) }
