@@ -202,7 +202,13 @@ func (s *Store) logCommand(ctx context.Context, q execer, ws string, c *api.Work
 		return err
 	}
 	c.Seq = seq
-	if seq%ledgerPruneEvery == 0 {
+	// Counted per workspace, so that one whose entries interleave with
+	// another's is cut back as often.
+	s.mu.Lock()
+	s.ledgerN[ws]++
+	n := s.ledgerN[ws]
+	s.mu.Unlock()
+	if n%ledgerPruneEvery == 0 {
 		if _, err := q.ExecContext(ctx, `DELETE FROM commands WHERE workspace = ?1 AND seq <=
 			(SELECT seq FROM commands WHERE workspace = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)`, ws, ledgerKeep); err != nil {
 			return fmt.Errorf("workspaces: cut back the ledger of %s: %w", ws, err)

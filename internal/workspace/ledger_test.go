@@ -138,6 +138,19 @@ func TestLedgerKeepsItsLast(t *testing.T) {
 	if o, _, _ := s.Ledger(ctx, other.ID, 0, 0); len(o) != 3 {
 		t.Fatalf("another workspace's ledger was cut: %d entries", len(o))
 	}
+	// Two workspaces whose commands alternate are both cut back.
+	for i := range 40 {
+		for _, w := range []Record{r, other} {
+			if _, err := s.Run(ctx, RunSpec{Workspace: w, Script: "echo", Command: fmt.Sprint("turn ", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, w := range []Record{r, other} {
+		if got, _, _ := s.Ledger(ctx, w.ID, 0, 0); len(got) > 5+4 {
+			t.Fatalf("workspace %s keeps %d entries after alternating commands", w.Name, len(got))
+		}
+	}
 }
 
 // TestPruneByHand: the versions before the one named go (no diff, read or

@@ -112,6 +112,9 @@ type Store struct {
 	stored map[string]storedBound
 	blobs  *blobCache
 	lq     *ledgerQueue
+	// ledgerN counts each workspace's ledger inserts since the store
+	// opened (logCommand cuts its ledger back every ledgerPruneEvery).
+	ledgerN map[string]int64
 
 	// JSCommand starts the js executor's child (wjs.Options.Command);
 	// nil: this store runs no JavaScript. Set before the first Run.
@@ -166,7 +169,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(4)
-	s := &Store{w: w, r: r, heads: map[string]headEntries{}, stored: map[string]storedBound{}, blobs: newBlobCache(64 << 20)}
+	s := &Store{w: w, r: r, heads: map[string]headEntries{}, stored: map[string]storedBound{}, ledgerN: map[string]int64{}, blobs: newBlobCache(64 << 20)}
 	s.startLedger()
 	return s, nil
 }
@@ -324,6 +327,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	s.mu.Lock()
 	delete(s.heads, id)
 	delete(s.stored, id)
+	delete(s.ledgerN, id)
 	s.mu.Unlock()
 	return nil
 }
