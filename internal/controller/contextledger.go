@@ -7,6 +7,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/ledger"
 )
 
 // codeRun collects what the ledger says about one run of code in a
@@ -82,7 +83,7 @@ func (c *Controller) recordRun(ctx context.Context, sandboxID string, ag *client
 		l.data["language"] = lang
 	}
 	l.data["code_bytes"] = strconv.Itoa(len(r.code))
-	l.data["code"] = cutUTF8(r.code, maxLedgerCodeStart)
+	l.data["code"] = ledger.CutUTF8(r.code, maxLedgerCodeStart)
 	if len(l.data["code"]) < len(r.code) {
 		l.data["code_truncated"] = "true"
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/ledger"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/store"
@@ -48,6 +49,10 @@ type Options struct {
 	Network Network
 	// Secrets keeps secrets for credential injection; nil: none (secrets.go).
 	Secrets Secrets
+	// Ledger writes the daemon's ledger entries; share it with the parts
+	// made before the controller that record too (the egress proxy's
+	// refusals). nil: one over Store.
+	Ledger *ledger.Recorder
 	// Clock tells the time for snapshot lifetimes (taken, expiry,
 	// renewal) and for the demand pools grow by; nil: time.Now. Tests
 	// move it by days.
@@ -56,16 +61,16 @@ type Options struct {
 
 // Controller is safe for concurrent use.
 type Controller struct {
-	opts Options
-	log  *slog.Logger
-	cfg  config.Config
+	opts     Options
+	log      *slog.Logger
+	recorder *ledger.Recorder // ledger.go
+	cfg      config.Config
 
 	mu      sync.Mutex
 	entries map[string]*entry
 
 	terms  termTable   // terminals of every sandbox (terminal.go)
 	snaps  snapState   // snapshot bookkeeping (snapshots.go)
-	s3     s3State     // S3 backup storage client (backupstore.go)
 	pools  poolState   // warm pools (pools.go)
 	slots  createSlots // creates starting at once, per caller (createslots.go)
 	adm    admission   // policy, quotas and runtime probes (admission.go, info.go)
@@ -140,12 +145,16 @@ func New(opts Options) (*Controller, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
+	if opts.Ledger == nil {
+		opts.Ledger = ledger.NewRecorder(opts.Store, opts.Logger)
+	}
 	return &Controller{
-		opts:    opts,
-		log:     opts.Logger,
-		cfg:     opts.Config,
-		entries: make(map[string]*entry),
-		closing: make(chan struct{}),
+		opts:     opts,
+		log:      opts.Logger,
+		recorder: opts.Ledger,
+		cfg:      opts.Config,
+		entries:  make(map[string]*entry),
+		closing:  make(chan struct{}),
 		// Buffered: a wake sent while the loop is busy is not lost.
 		lifetimeWake: make(chan struct{}, 1),
 	}, nil

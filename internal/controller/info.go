@@ -55,6 +55,5 @@ func (c *Controller) Info() api.Info {
 		CgroupLayout:  layout,
 		PolicyActive:  active,
 		SnapshotStore: c.storeUsage(),
-		BackupS3:      c.S3Info(),
 	}
 }

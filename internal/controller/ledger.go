@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -12,21 +11,15 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/lazyre"
+	"github.com/paddock-dev/paddock/internal/ledger"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
-// recordTimeout bounds one ledger write. Records are written after the
-// work they describe, often when the request is gone, so they get their
-// own deadline instead of the request's.
-const recordTimeout = 10 * time.Second
-
 // Bounds on what a caller may add to a ledger.
 const (
-	maxLedgerNote      = 4096
-	maxLedgerData      = 32
-	maxLedgerDataValue = 1024
-	defaultLedgerPage  = 1000
-	maxLedgerPage      = 5000
+	maxLedgerData     = 32
+	defaultLedgerPage = 1000
+	maxLedgerPage     = 5000
 )
 
 var (
@@ -34,57 +27,16 @@ var (
 	ledgerDataKeyRE = lazyre.New(`^[A-Za-z0-9_.-]{1,64}$`)
 )
 
-// daemonKinds are recorded by paddock only, so a reader can trust that an
-// "exec" entry is an exec that happened, not a caller's claim. It is
-// api.PaddockLedgerKinds: record refuses any other kind, so a kind the
-// daemon records cannot be left out of the list callers are refused.
-var daemonKinds = func() map[string]bool {
-	m := map[string]bool{}
-	for _, k := range api.PaddockLedgerKinds() {
-		m[k] = true
-	}
-	return m
-}()
-
-// Record appends an entry the daemon made to a sandbox's ledger. Features
-// call it after the fact they record (a snapshot taken, a restore done).
-// A failure is logged and returned, never fatal to the recorded work: the
-// work has happened by then.
+// Record appends an entry the daemon made to a sandbox's ledger
+// (internal/ledger's Recorder, shared with the parts made before the
+// controller). Features call it after the fact they record.
 func (c *Controller) Record(ctx context.Context, sandboxID string, e api.LedgerEntry) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
-	var name string
-	if rec, err := c.opts.Store.GetSandbox(ctx, sandboxID); err == nil {
-		name = rec.Name
-	}
-	return c.record(ctx, sandboxID, name, e)
+	return c.recorder.Record(ctx, sandboxID, e)
 }
 
+// record is Record under a name the caller knows, within ctx's deadline.
 func (c *Controller) record(ctx context.Context, sandboxID, name string, e api.LedgerEntry) error {
-	if !daemonKinds[e.Kind] {
-		// A programming error: the kind must be in api.PaddockLedgerKinds,
-		// or a caller could forge entries of it.
-		c.log.Error("ledger record refused: kind is not in api.PaddockLedgerKinds", "sandbox", sandboxID, "kind", e.Kind)
-		return fmt.Errorf("ledger kind %q is not one paddock records: %w", e.Kind, errdefs.ErrInvalidArgument)
-	}
-	e = storable(e) // ledgercmd.go
-	se := &store.LedgerEntry{
-		SandboxID:   sandboxID,
-		SandboxName: name,
-		Kind:        e.Kind,
-		Source:      store.SourcePaddock,
-		Command:     e.Command,
-		ExitCode:    e.ExitCode,
-		Duration:    time.Duration(e.DurationMS) * time.Millisecond,
-		Path:        e.Path,
-		Note:        e.Note,
-		Data:        e.Data,
-	}
-	if err := c.opts.Store.AppendLedger(ctx, se); err != nil {
-		c.log.Warn("ledger record lost", "sandbox", sandboxID, "kind", e.Kind, "err", err)
-		return err
-	}
-	return nil
+	return c.recorder.RecordNamed(ctx, sandboxID, name, e)
 }
 
 // RecordRef is Record for a sandbox named by id or name (as in a URL).
@@ -94,7 +46,7 @@ func (c *Controller) RecordRef(ctx context.Context, ref string, e api.LedgerEntr
 		c.log.Warn("ledger record lost", "sandbox", ref, "kind", e.Kind, "err", err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledger.Timeout)
 	defer cancel()
 	_ = c.record(ctx, rec.ID, rec.Name, e)
 }
@@ -126,7 +78,7 @@ func (c *Controller) recordTransition(ctx context.Context, rec *store.Sandbox, f
 	if kind == api.LedgerCreate {
 		e.Data = map[string]string{"image": rec.Image, "image_digest": rec.ImageDigest, "runtime": rec.Runtime}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledger.Timeout)
 	defer cancel()
 	_ = c.record(ctx, rec.ID, rec.Name, e)
 	if kind == api.LedgerCreate {
@@ -241,11 +193,11 @@ func validateLedgerAdd(req api.AddLedgerEntryRequest) error {
 	if !ledgerKindRE.MatchString(req.Kind) {
 		return errdefs.Invalid("kind %q: use 1-64 lowercase letters, digits, '_', '.' or '-', starting with a letter", req.Kind)
 	}
-	if daemonKinds[req.Kind] {
+	if ledger.IsDaemonKind(req.Kind) {
 		return errdefs.Invalid("kind %q is recorded by paddock itself; name your own kind (for example payment.sent)", req.Kind)
 	}
-	if len(req.Note) > maxLedgerNote || !utf8.ValidString(req.Note) || containsNUL(req.Note) {
-		return errdefs.Invalid("note must be valid UTF-8 without NUL, at most %d bytes", maxLedgerNote)
+	if len(req.Note) > ledger.MaxNote || !utf8.ValidString(req.Note) || containsNUL(req.Note) {
+		return errdefs.Invalid("note must be valid UTF-8 without NUL, at most %d bytes", ledger.MaxNote)
 	}
 	if len(req.Data) > maxLedgerData {
 		return errdefs.Invalid("data has %d entries, at most %d", len(req.Data), maxLedgerData)
@@ -255,8 +207,8 @@ func validateLedgerAdd(req api.AddLedgerEntryRequest) error {
 		if !ledgerDataKeyRE.MatchString(k) {
 			return errdefs.Invalid("data key %q: use 1-64 letters, digits, '_', '.' or '-'", k)
 		}
-		if len(v) > maxLedgerDataValue || !utf8.ValidString(v) || containsNUL(v) {
-			return errdefs.Invalid("data value of %q must be valid UTF-8 without NUL, at most %d bytes", k, maxLedgerDataValue)
+		if len(v) > ledger.MaxDataValue || !utf8.ValidString(v) || containsNUL(v) {
+			return errdefs.Invalid("data value of %q must be valid UTF-8 without NUL, at most %d bytes", k, ledger.MaxDataValue)
 		}
 	}
 	return nil
@@ -274,8 +226,8 @@ func containsNUL(s string) bool {
 // purgeInterval is how often retention runs; it also runs at start.
 const purgeInterval = time.Hour
 
-// RunRetention enforces the ledger's retention, forgets expired
-// Idempotency-Key results and deletes expired backups, now and then every
+// RunRetention enforces the ledger's retention and forgets expired
+// Idempotency-Key results, now and then every
 // purgeInterval (the ledger's more often when its retention is shorter:
 // ledgerretention.go), until ctx ends.
 func (c *Controller) RunRetention(ctx context.Context) {
@@ -304,8 +256,4 @@ func (c *Controller) purgeOnce(ctx context.Context) {
 	if _, err := c.opts.Store.PurgeIdempotency(ctx, now); err != nil {
 		c.log.Warn("idempotency key expiry", "err", err)
 	}
-	if err := c.purgeBackups(ctx); err != nil {
-		c.log.Warn("backup expiry", "err", err)
-	}
-	c.sweepS3Orphans(ctx) // backupstore.go
 }

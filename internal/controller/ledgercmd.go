@@ -7,15 +7,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/ledger"
 )
 
 // Bounds on what a command's entry carries, so that one huge command line
 // (an exec may send 1 MiB of arguments) still fits one ledger entry.
 const (
-	maxLedgerCommand   = 64 << 10
 	maxLedgerEnvNames  = 4 << 10
 	maxLedgerCodeStart = 256
 	maxLedgerText      = 1 << 10
@@ -57,7 +56,7 @@ type cmdEnd struct {
 func (l *cmdLedger) entry(end *cmdEnd) api.LedgerEntry {
 	e := api.LedgerEntry{Kind: l.kind, Data: map[string]string{}}
 	var truncated bool
-	e.Command, truncated = boundCommand(l.cmd)
+	e.Command, truncated = ledger.BoundCommand(l.cmd)
 	if truncated {
 		n := 0
 		for _, a := range l.cmd {
@@ -66,13 +65,13 @@ func (l *cmdLedger) entry(end *cmdEnd) api.LedgerEntry {
 		e.Data["command_bytes"] = strconv.Itoa(n)
 	}
 	for k, v := range l.data {
-		e.Data[k] = ledgerText(v, maxLedgerText)
+		e.Data[k] = ledger.Text(v, maxLedgerText)
 	}
 	if l.user != "" {
-		e.Data["user"] = ledgerText(l.user, maxLedgerText)
+		e.Data["user"] = ledger.Text(l.user, maxLedgerText)
 	}
 	if l.cwd != "" {
-		e.Data["cwd"] = ledgerText(l.cwd, 4096)
+		e.Data["cwd"] = ledger.Text(l.cwd, 4096)
 	}
 	if names := envNames(l.env); names != "" {
 		e.Data["env"] = names
@@ -86,15 +85,15 @@ func (l *cmdLedger) entry(end *cmdEnd) api.LedgerEntry {
 	}
 	e.ExitCode = end.exitCode
 	if end.signal != "" {
-		e.Data["signal"] = ledgerText(end.signal, 64)
+		e.Data["signal"] = ledger.Text(end.signal, 64)
 	}
 	if end.timedOut {
 		e.Data["timed_out"] = "true"
 	}
 	for k, v := range end.data {
-		e.Data[k] = ledgerText(v, maxLedgerText)
+		e.Data[k] = ledger.Text(v, maxLedgerText)
 	}
-	e.Note = ledgerText(end.note, maxLedgerNote)
+	e.Note = ledger.Text(end.note, ledger.MaxNote)
 	return e
 }
 
@@ -107,7 +106,7 @@ func envNames(env map[string]string) string {
 	var b strings.Builder
 	names := slices.Sorted(maps.Keys(env))
 	for i, k := range names {
-		k = ledgerText(k, maxLedgerText)
+		k = ledger.Text(k, maxLedgerText)
 		if b.Len()+len(k)+1 > maxLedgerEnvNames {
 			b.WriteString(",… " + strconv.Itoa(len(names)-i) + " more")
 			break
@@ -118,56 +117,6 @@ func envNames(env map[string]string) string {
 		b.WriteString(k)
 	}
 	return b.String()
-}
-
-// boundCommand keeps a command line within maxLedgerCommand bytes, cutting
-// the argument that crosses the bound and dropping the rest.
-func boundCommand(cmd []string) ([]string, bool) {
-	if len(cmd) == 0 {
-		return nil, false
-	}
-	out := make([]string, 0, len(cmd))
-	n := 0
-	for _, a := range cmd {
-		a = ledgerText(a, maxLedgerCommand)
-		if n+len(a) > maxLedgerCommand {
-			out = append(out, cutUTF8(a, maxLedgerCommand-n)+"…")
-			return out, true
-		}
-		n += len(a)
-		out = append(out, a)
-	}
-	return out, false
-}
-
-// ledgerText makes text from a request or from a sandbox storable: valid
-// UTF-8 without NUL bytes, at most max bytes.
-func ledgerText(s string, max int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if strings.IndexByte(s, 0) >= 0 {
-		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
-	}
-	if len(s) > max {
-		return cutUTF8(s, max-len("…")) + "…"
-	}
-	return s
-}
-
-// cutUTF8 returns the longest prefix of s of at most n bytes that does not
-// split a character.
-func cutUTF8(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // ledgerExec wraps an exec's emit (a plain exec's or a session command's)
@@ -211,20 +160,4 @@ func CommandEntry(kind string, cmd []string, user, cwd string, env, data map[str
 	l.user, l.cwd, l.env = user, cwd, env
 	maps.Copy(l.data, data)
 	return l.entry(nil)
-}
-
-// storable bounds and cleans an entry's text (some of it comes from
-// requests or from a sandbox) so the store accepts it.
-func storable(e api.LedgerEntry) api.LedgerEntry {
-	e.Command, _ = boundCommand(e.Command)
-	e.Path = ledgerText(e.Path, 4096)
-	e.Note = ledgerText(e.Note, maxLedgerNote)
-	if len(e.Data) > 0 {
-		d := make(map[string]string, len(e.Data))
-		for k, v := range e.Data {
-			d[ledgerText(k, 64)] = ledgerText(v, maxLedgerDataValue*16)
-		}
-		e.Data = d
-	}
-	return e
 }

@@ -9,12 +9,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/ledger"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
 
 func TestCmdLedgerEntry(t *testing.T) {
 	three, minus := 3, -1
-	long := strings.Repeat("a", maxLedgerCommand)
+	long := strings.Repeat("a", ledger.MaxCommand)
 	cases := []struct {
 		name  string
 		l     cmdLedger
@@ -66,7 +67,7 @@ func TestCmdLedgerEntry(t *testing.T) {
 				for _, a := range e.Command {
 					n += len(a)
 				}
-				if len(e.Command) != 2 || n > maxLedgerCommand+len("…") || e.Data["command_bytes"] != "65544" {
+				if len(e.Command) != 2 || n > ledger.MaxCommand+len("…") || e.Data["command_bytes"] != "65544" {
 					t.Errorf("%d args, %d bytes, data %v", len(e.Command), n, e.Data)
 				}
 			},

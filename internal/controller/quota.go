@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -21,7 +22,7 @@ func (c *Controller) localStoreBytes() int64 {
 	if c.opts.Snapshots != nil {
 		n += c.opts.Snapshots.DiskUsage()
 	}
-	if entries, err := os.ReadDir(c.backupsDir()); err == nil {
+	if entries, err := os.ReadDir(c.BackupsDir()); err == nil {
 		for _, e := range entries {
 			if !strings.HasSuffix(e.Name(), ".tar.gz") {
 				continue
@@ -53,6 +54,26 @@ func (c *Controller) storeUsage() *api.StoreUsage {
 
 // StoreUsage is storeUsage for the server.
 func (c *Controller) StoreUsage() *api.StoreUsage { return c.storeUsage() }
+
+// BackupsDir is where local backup archives are kept
+// (internal/controller/backups); the local store's cap counts them with
+// the snapshots.
+func (c *Controller) BackupsDir() string { return filepath.Join(c.cfg.StateDir, "backups") }
+
+// StoreRoom refuses adding bytes to the local store past its cap (0: asks
+// whether it is already full) and, when place is set, runs it with the
+// store's lock held, so two writers cannot both pass on the same room.
+func (c *Controller) StoreRoom(adding int64, place func() error) error {
+	if place == nil {
+		return c.checkStoreRoom(adding)
+	}
+	c.snaps.mu.Lock()
+	defer c.snaps.mu.Unlock()
+	if err := c.checkStoreRoom(adding); err != nil {
+		return err
+	}
+	return place()
+}
 
 // checkStoreRoom refuses adding more bytes to the local store than its cap
 // allows. adding 0 asks whether the store is already full, before work

@@ -3,11 +3,11 @@ package controller
 import (
 	"context"
 	"fmt"
-	"github.com/paddock-dev/paddock/internal/agent/client"
 	"strings"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )

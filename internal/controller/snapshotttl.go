@@ -7,6 +7,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/ledger"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -91,7 +92,7 @@ func (c *Controller) renewSnapshot(ctx context.Context, id string) {
 	if id == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledger.Timeout)
 	defer cancel()
 	s, err := c.opts.Store.GetSnapshot(ctx, id)
 	if err != nil {

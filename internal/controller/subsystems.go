@@ -1,6 +1,9 @@
 package controller
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // What the subsystem packages beside the core (internal/controller/...,
 // such as workspaces) use of it besides the Controller's methods: the
@@ -37,3 +40,19 @@ func ValidEnvName(s string) bool { return envRE.MatchString(s) }
 
 // Truncate cuts s to at most n bytes for an error message.
 func Truncate(s string, n int) string { return truncate(s, n) }
+
+// ValidUser says whether s names a user (a name or uid, optionally with a
+// group) as exec and files take it.
+func ValidUser(s string) bool { return userRE.MatchString(s) }
+
+// ParseDuration reads a duration field of a request, between min and a
+// year ("" is 0).
+func ParseDuration(field, s string, min time.Duration) (time.Duration, error) {
+	return parseDuration(field, s, min)
+}
+
+// RecordedSandbox finds the sandbox ref names that ctx's caller may see: a
+// live one first, then a destroyed one whose ledger is still kept.
+func (c *Controller) RecordedSandbox(ctx context.Context, ref string) (id, name string, err error) {
+	return c.ledgerTarget(ctx, ref)
+}

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,10 +20,12 @@ import (
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/console"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/backups"
 	wssvc "github.com/paddock-dev/paddock/internal/controller/workspaces"
 	"github.com/paddock-dev/paddock/internal/e2b"
 	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/ledger"
 	"github.com/paddock-dev/paddock/internal/network"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/runtime/oci"
@@ -160,17 +161,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
-	// Egress refusals go to the sandbox's ledger through the controller,
-	// which exists only later; refusals before that (none in practice: no
-	// sandbox is attached yet) only reach the log.
-	var ctrlRef atomic.Pointer[controller.Controller]
-	recordRefusal := func(ctx context.Context, sandbox string, e api.LedgerEntry) error {
-		c := ctrlRef.Load()
-		if c == nil {
-			return nil
-		}
-		return c.Record(controller.System(ctx), sandbox, e)
-	}
+	// One ledger writer for the controller and for the parts made before
+	// it that record (the egress proxy's refusals).
+	recorder := ledger.NewRecorder(st, log.With("part", "ledger"))
 	secrets := secretstore.New(secretstore.Options{StateDir: cfg.StateDir, Store: st, Sandboxes: st})
 	var nets *network.Manager
 	if cfg.Backend == config.BackendLocal {
@@ -178,7 +171,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		// namespaces and firewall rules mean nothing there.
 		nets, err = network.Open(ctx, network.Options{
 			StateDir: cfg.StateDir, Config: cfg.Network, Logger: log.With("part", "network"),
-			Secrets: secrets, Record: recordRefusal,
+			Secrets: secrets, Record: recorder.Record,
 		})
 		if err != nil {
 			return err
@@ -193,7 +186,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if cfg.Backend == config.BackendKubernetes && cfg.Kubernetes.EgressProxy != "" {
 		cnet, err := network.OpenCluster(network.ClusterOptions{
 			StateDir: cfg.StateDir, Config: cfg.Network, Logger: log.With("part", "network"),
-			Secrets: secrets, Record: recordRefusal, Listen: cfg.Kubernetes.EgressProxy,
+			Secrets: secrets, Record: recorder.Record, Listen: cfg.Kubernetes.EgressProxy,
 			Apply: egressApplier(backends), // runtimes.go
 		})
 		if err != nil {
@@ -205,12 +198,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	ctrl, err := controller.New(controller.Options{
 		Store: st, Images: images, Backends: backends, AgentBinary: agentBin,
 		Config: cfg, Logger: log.With("part", "controller"), Snapshots: snaps,
-		Network: netOpt, Secrets: secOpt,
+		Network: netOpt, Secrets: secOpt, Ledger: recorder,
 	})
 	if err != nil {
 		return err
 	}
-	ctrlRef.Store(ctrl)
 	ctrl.SetRuntimeProbes(probes, oci.CgroupLayout(), Version)
 	if err := loadPolicy(ctrl, cfg); err != nil { // runtimes.go
 		return err
@@ -219,7 +211,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		return err
 	}
 	defer ctrl.Close()
-	go ctrl.RunRetention(ctx)      // ledger retention, expired idempotency keys and backups
+	go ctrl.RunRetention(ctx)      // ledger retention, expired idempotency keys
 	go ctrl.RunSnapshotExpiry(ctx) // expired snapshots and unused layers
 	go ctrl.RunPools(ctx)          // warm pools: refill, stale replacement, cooldown
 	go ctrl.RunStats(ctx)          // the last hour's figures, for the console
@@ -230,7 +222,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	// operator is bounded by the whole budget only.
 	bodies.SetShares(bodyShareKey, 0)
 	wsService := wssvc.New(ctrl, workspaces, log.With("part", "workspaces"))
-	srv := server.New(server.Options{Controller: ctrl, Workspaces: wsService, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
+	bkService := backups.New(backups.Options{Core: ctrl, Store: st, TTL: cfg.BackupTTL, S3: cfg.BackupS3, Logger: log.With("part", "backups")})
+	go bkService.RunRetention(ctx) // expired backups, orphaned archives
+	srv := server.New(server.Options{Controller: ctrl, Workspaces: wsService, Backups: bkService, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
 	con := console.New() // the web console, at / on both listeners
 	apiGate.open(socketRouter(srv.Handler(false), con))
 	if cfg.Listen != "" {

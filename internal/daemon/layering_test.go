@@ -13,12 +13,16 @@ import (
 // TestLayering: the daemon is the composition root and the server its
 // HTTP face; no domain package may import either, or wiring would run
 // back up. Only the CLI (serve) imports the daemon, and only the daemon
-// the server.
+// the server; the controller's subsystem packages, which import the
+// controller, are imported only by the daemon and the server, so the
+// controller never imports them.
 func TestLayering(t *testing.T) {
 	const mod = "github.com/paddock-dev/paddock/"
 	allowed := map[string][]string{
-		mod + "internal/daemon": {"internal/cli"},
-		mod + "internal/server": {"internal/daemon"},
+		mod + "internal/daemon":                {"internal/cli"},
+		mod + "internal/server":                {"internal/daemon"},
+		mod + "internal/controller/workspaces": {"internal/daemon", "internal/server"},
+		mod + "internal/controller/backups":    {"internal/daemon", "internal/server"},
 	}
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()

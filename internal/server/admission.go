@@ -19,6 +19,9 @@ func (s *Server) routesAdmission(m *http.ServeMux) {
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	in := s.opts.Controller.Info()
 	in.Version = s.opts.Version
+	if s.opts.Backups != nil {
+		in.BackupS3 = s.opts.Backups.S3Info()
+	}
 	writeJSON(w, http.StatusOK, in)
 }
 

@@ -8,15 +8,10 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
-// routesLedger adds the ledger and backup routes.
+// routesLedger adds the ledger routes.
 func (s *Server) routesLedger(m *http.ServeMux) {
 	m.HandleFunc("GET /v1/sandboxes/{id}/ledger", s.getLedger)
 	m.HandleFunc("POST /v1/sandboxes/{id}/ledger", s.addLedger)
-	m.HandleFunc("POST /v1/sandboxes/{id}/backups", s.createBackup)
-	m.HandleFunc("GET /v1/backups", s.listBackups)
-	m.HandleFunc("GET /v1/backups/{backup}", s.getBackup)
-	m.HandleFunc("DELETE /v1/backups/{backup}", s.deleteBackup)
-	m.HandleFunc("POST /v1/backups/{backup}/restore", s.restoreBackup)
 }
 
 func queryInt(r *http.Request, name string) (int64, error) {
@@ -70,59 +65,4 @@ func (s *Server) addLedger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, e)
-}
-
-// recordFile notes a file change made through the API in the ledger.
-func (s *Server) createBackup(w http.ResponseWriter, r *http.Request) {
-	var req api.CreateBackupRequest
-	if err := s.decode(r, maxJSONBody, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	b, err := s.opts.Controller.CreateBackup(r.Context(), r.PathValue("id"), req)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, b)
-}
-
-func (s *Server) listBackups(w http.ResponseWriter, r *http.Request) {
-	list, err := s.opts.Controller.ListBackups(r.Context(), r.URL.Query().Get("sandbox"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.BackupList{Backups: list})
-}
-
-func (s *Server) getBackup(w http.ResponseWriter, r *http.Request) {
-	b, err := s.opts.Controller.GetBackup(r.Context(), r.PathValue("backup"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, b)
-}
-
-func (s *Server) deleteBackup(w http.ResponseWriter, r *http.Request) {
-	if err := s.opts.Controller.DeleteBackup(r.Context(), r.PathValue("backup")); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (s *Server) restoreBackup(w http.ResponseWriter, r *http.Request) {
-	var req api.RestoreBackupRequest
-	if err := s.decode(r, maxJSONBody, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	b, err := s.opts.Controller.RestoreBackup(r.Context(), r.PathValue("backup"), req)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, b)
 }

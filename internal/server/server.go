@@ -14,6 +14,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/backups"
 	"github.com/paddock-dev/paddock/internal/controller/workspaces"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
@@ -34,10 +35,12 @@ type Options struct {
 	Controller *controller.Controller
 	// Workspaces serves /v1/workspaces; nil: none (each route says so).
 	Workspaces *workspaces.Service
-	Store      store.Store // API keys
-	Images     Images
-	Logger     *slog.Logger
-	Version    string
+	// Backups serves /v1/backups; nil: none (each route says so).
+	Backups *backups.Service
+	Store   store.Store // API keys
+	Images  Images
+	Logger  *slog.Logger
+	Version string
 	// MCP mounts the MCP server at /mcp; it reaches the API in-process,
 	// through the same handlers as any other client (mcp.go).
 	MCP bool
@@ -111,6 +114,7 @@ func (s *Server) routes() {
 	s.routesMCP(m)
 	s.routesInteractive(m)
 	s.routesLedger(m)
+	s.routesBackups(m)
 	s.routesNetwork(m)
 	s.routesSecrets(m)
 	s.routesSessions(m)

@@ -1,4 +1,4 @@
-package controller
+package backups
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/config"
+	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/objstore"
 	"github.com/paddock-dev/paddock/internal/store"
@@ -32,24 +34,24 @@ type s3State struct {
 
 // s3Client returns the configured client, or ErrUnavailable saying S3 is
 // not configured.
-func (c *Controller) s3Client() (*objstore.Client, error) {
-	cfg := c.cfg.BackupS3
+func (s *Service) s3Client() (*objstore.Client, error) {
+	cfg := s.s3cfg
 	if !cfg.Enabled() {
 		return nil, fmt.Errorf("S3 backup storage is not configured on this daemon (set PADDOCK_BACKUP_S3_ENDPOINT and PADDOCK_BACKUP_S3_BUCKET): %w", errdefs.ErrUnavailable)
 	}
-	c.s3.once.Do(func() {
-		c.s3.client, c.s3.err = objstore.New(objstore.Options{
+	s.s3.once.Do(func() {
+		s.s3.client, s.s3.err = objstore.New(objstore.Options{
 			Endpoint: cfg.Endpoint, Region: cfg.Region, PathStyle: cfg.PathStyle,
 			Credentials: objstore.Credentials{
 				AccessKeyID: cfg.AccessKeyID, SecretAccessKey: cfg.SecretAccessKey, SessionToken: cfg.SessionToken,
 			},
-			Logger: c.log.With("part", "s3"),
+			Logger: s.log.With("part", "s3"),
 		})
 	})
-	if c.s3.err != nil {
-		return nil, fmt.Errorf("S3 backup storage: %w", c.s3.err)
+	if s.s3.err != nil {
+		return nil, fmt.Errorf("S3 backup storage: %w", s.s3.err)
 	}
-	return c.s3.client, nil
+	return s.s3.client, nil
 }
 
 // backupStore reads a request's store name.
@@ -60,7 +62,7 @@ func backupStore(s string) (string, error) {
 	case storageS3:
 		return storageS3, nil
 	}
-	return "", errdefs.Invalid("store %q: want %q or %q", truncate(s, 40), storageLocal, storageS3)
+	return "", errdefs.Invalid("store %q: want %q or %q", controller.Truncate(s, 40), storageLocal, storageS3)
 }
 
 // s3Location splits a record's "s3://bucket/key".
@@ -73,15 +75,15 @@ func s3Location(storage string) (bucket, key string, ok bool) {
 	return bucket, key, ok && objstore.ValidBucket(bucket) && objstore.ValidKey(key)
 }
 
-func (c *Controller) s3Key(id string) string {
-	return c.cfg.BackupS3.Prefix + "backups/" + id + ".tar.gz"
+func (s *Service) s3Key(id string) string {
+	return s.s3cfg.Prefix + "backups/" + id + ".tar.gz"
 }
 
 // uploadBackup puts a finished local archive into the bucket, under
 // bk.ID, and points bk's Storage at it. Nothing is recorded here: a
 // failure leaves no record, and the caller removes the local file.
-func (c *Controller) uploadBackup(ctx context.Context, bk *store.Backup, path string) error {
-	cl, err := c.s3Client()
+func (s *Service) uploadBackup(ctx context.Context, bk *store.Backup, path string) error {
+	cl, err := s.s3Client()
 	if err != nil {
 		return err
 	}
@@ -90,7 +92,7 @@ func (c *Controller) uploadBackup(ctx context.Context, bk *store.Backup, path st
 		return fmt.Errorf("backup %s: reopen archive: %w", bk.ID, err)
 	}
 	defer f.Close()
-	bucket, key := c.cfg.BackupS3.Bucket, c.s3Key(bk.ID)
+	bucket, key := s.s3cfg.Bucket, s.s3Key(bk.ID)
 	// An upload is not abandoned half-way when the caller goes away; it is
 	// bounded instead.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Hour)
@@ -105,9 +107,9 @@ func (c *Controller) uploadBackup(ctx context.Context, bk *store.Backup, path st
 // openArchive returns a backup's archive as a local file whose sha256 has
 // been checked against the record, positioned at its start, and a func
 // that closes (and for S3, removes) it.
-func (c *Controller) openArchive(ctx context.Context, b *store.Backup) (*os.File, func(), error) {
+func (s *Service) openArchive(ctx context.Context, b *store.Backup) (*os.File, func(), error) {
 	if b.Storage == storageLocal {
-		f, err := os.Open(c.backupFile(b.ID))
+		f, err := os.Open(s.backupFile(b.ID))
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return nil, nil, fmt.Errorf("backup %s: its archive is missing from the backup store: %w", b.ID, errdefs.ErrFailedPrecondition)
@@ -124,16 +126,16 @@ func (c *Controller) openArchive(ctx context.Context, b *store.Backup) (*os.File
 	if !ok {
 		return nil, nil, fmt.Errorf("backup %s: its record names an unknown storage: %w", b.ID, errdefs.ErrFailedPrecondition)
 	}
-	cl, err := c.s3Client()
+	cl, err := s.s3Client()
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := os.MkdirAll(c.backupsDir(), 0o700); err != nil {
+	if err := os.MkdirAll(s.dir(), 0o700); err != nil {
 		return nil, nil, fmt.Errorf("backup store: %w", err)
 	}
 	// The object is spooled to a private file so its checksum is known
 	// before anything is written into the sandbox.
-	f, err := os.CreateTemp(c.backupsDir(), b.ID+".*.dl.tmp")
+	f, err := os.CreateTemp(s.dir(), b.ID+".*.dl.tmp")
 	if err != nil {
 		return nil, nil, fmt.Errorf("backup store: %w", err)
 	}
@@ -185,10 +187,10 @@ func verifyArchive(b *store.Backup, f *os.File, maxSize int64) error {
 // removeArchive deletes a backup's bytes. For S3 a failure is returned so
 // the record is kept and expiry tries again, instead of orphaning the
 // object.
-func (c *Controller) removeArchive(ctx context.Context, b *store.Backup) error {
+func (s *Service) removeArchive(ctx context.Context, b *store.Backup) error {
 	if b.Storage == storageLocal {
-		if err := os.Remove(c.backupFile(b.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			c.log.Warn("remove backup archive", "backup", b.ID, "err", err)
+		if err := os.Remove(s.backupFile(b.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("remove backup archive", "backup", b.ID, "err", err)
 		}
 		return nil
 	}
@@ -196,7 +198,7 @@ func (c *Controller) removeArchive(ctx context.Context, b *store.Backup) error {
 	if !ok {
 		return nil
 	}
-	cl, err := c.s3Client()
+	cl, err := s.s3Client()
 	if err != nil {
 		return err
 	}
@@ -219,8 +221,11 @@ func storageAPI(storage string) (name, location string) {
 }
 
 // S3Info describes the configured S3 backup storage, without credentials.
-func (c *Controller) S3Info() *api.S3Info {
-	s := c.cfg.BackupS3
+func (s *Service) S3Info() *api.S3Info {
+	return s3Info(s.s3cfg)
+}
+
+func s3Info(s config.BackupS3) *api.S3Info {
 	if !s.Enabled() {
 		return nil
 	}
@@ -240,20 +245,20 @@ func storageOf(storage string) string {
 // record names and that are older than orphanAge: left by a daemon killed
 // between uploading and recording. Younger ones may be an upload in
 // progress.
-func (c *Controller) sweepS3Orphans(ctx context.Context) {
-	if !c.cfg.BackupS3.Enabled() {
+func (s *Service) sweepS3Orphans(ctx context.Context) {
+	if !s.s3cfg.Enabled() {
 		return
 	}
-	cl, err := c.s3Client()
+	cl, err := s.s3Client()
 	if err != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	prefix := c.cfg.BackupS3.Prefix + "backups/"
-	objs, err := cl.List(ctx, c.cfg.BackupS3.Bucket, prefix, 100000)
+	prefix := s.s3cfg.Prefix + "backups/"
+	objs, err := cl.List(ctx, s.s3cfg.Bucket, prefix, 100000)
 	if err != nil {
-		c.log.Warn("S3 backup sweep", "err", err)
+		s.log.Warn("S3 backup sweep", "err", err)
 		return
 	}
 	for _, o := range objs {
@@ -261,13 +266,13 @@ func (c *Controller) sweepS3Orphans(ctx context.Context) {
 		if !ok || !backupIDRE.MatchString(id) || o.LastModified.IsZero() || time.Since(o.LastModified) < orphanAge {
 			continue
 		}
-		if _, err := c.opts.Store.GetBackup(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+		if _, err := s.st.GetBackup(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
 			continue
 		}
-		if err := cl.Delete(ctx, c.cfg.BackupS3.Bucket, o.Key); err != nil {
-			c.log.Warn("S3 backup sweep", "key", o.Key, "err", err)
+		if err := cl.Delete(ctx, s.s3cfg.Bucket, o.Key); err != nil {
+			s.log.Warn("S3 backup sweep", "key", o.Key, "err", err)
 			continue
 		}
-		c.log.Info("deleted an S3 backup object no record names", "key", o.Key)
+		s.log.Info("deleted an S3 backup object no record names", "key", o.Key)
 	}
 }

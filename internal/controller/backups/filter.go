@@ -1,4 +1,4 @@
-package controller
+package backups
 
 import (
 	"archive/tar"

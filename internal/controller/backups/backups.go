@@ -1,4 +1,10 @@
-package controller
+// Package backups is the controller's backups subsystem: archives of a
+// sandbox's directory kept beside the daemon (local) or in S3-compatible
+// object storage (s3.go), filtered on the way (filter.go), owned and seen
+// like every object, restored into any sandbox the caller may reach. It
+// reaches sandboxes, their ledger and the local store's cap through the
+// controller's core (Core).
+package backups
 
 import (
 	"compress/gzip"
@@ -9,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,13 +24,16 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/config"
+	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
 // storageLocal keeps archives as files under the state dir; storageS3
-// (backupstore.go) in S3-compatible object storage.
+// (s3.go) in S3-compatible object storage.
 const storageLocal = "local"
 
 // backupSlack is added to a sandbox's disk size to bound a backup's
@@ -38,6 +48,84 @@ const orphanAge = time.Hour
 
 var backupIDRE = lazyre.New(`^bk[a-z0-9]{20}$`)
 
+// Core is what the subsystem uses of the controller (*controller.Controller
+// implements it): a sandbox's agent, its ledger, and the local store's
+// room, which backups share with snapshots.
+type Core interface {
+	// Agent reaches a running sandbox ctx's caller may use.
+	Agent(ctx context.Context, ref string) (ag *client.Client, id string, done func(), err error)
+	// Record appends a daemon-made entry to a sandbox's ledger.
+	Record(ctx context.Context, sandboxID string, e api.LedgerEntry) error
+	// RecordedSandbox finds a sandbox ctx's caller may see, live or
+	// destroyed with its ledger kept.
+	RecordedSandbox(ctx context.Context, ref string) (id, name string, err error)
+	// StoreRoom refuses adding bytes past the local store's cap, and runs
+	// place, if set, with the room held.
+	StoreRoom(adding int64, place func() error) error
+	// BackupsDir is where local archives are kept (the cap counts them).
+	BackupsDir() string
+}
+
+var _ Core = (*controller.Controller)(nil)
+
+// Store keeps the records: backups, and the sandboxes they come from.
+type Store interface {
+	store.BackupStore
+	GetSandbox(ctx context.Context, id string) (*store.Sandbox, error)
+}
+
+// Options configures the subsystem.
+type Options struct {
+	Core  Core
+	Store Store
+	// TTL is how long a backup is kept when its request does not say.
+	TTL time.Duration
+	// S3 is the object storage for store "s3"; off unless configured.
+	S3     config.BackupS3
+	Logger *slog.Logger
+}
+
+// Service serves backups.
+type Service struct {
+	core  Core
+	st    Store
+	ttl   time.Duration
+	s3cfg config.BackupS3
+	s3    s3State
+	log   *slog.Logger
+}
+
+// New returns the subsystem.
+func New(o Options) *Service {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{core: o.Core, st: o.Store, ttl: o.TTL, s3cfg: o.S3, log: log}
+}
+
+// purgeInterval is how often RunRetention deletes expired backups and
+// sweeps orphaned archives; it also does at start.
+const purgeInterval = time.Hour
+
+// RunRetention deletes expired backups and archives no record names, now
+// and every purgeInterval, until ctx ends.
+func (s *Service) RunRetention(ctx context.Context) {
+	t := time.NewTicker(purgeInterval)
+	defer t.Stop()
+	for {
+		if err := s.purge(ctx); err != nil {
+			s.log.Warn("backup expiry", "err", err)
+		}
+		s.sweepS3Orphans(ctx) // s3.go
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 func newBackupID() string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	b := make([]byte, 20)
@@ -48,10 +136,10 @@ func newBackupID() string {
 	return "bk" + string(b)
 }
 
-func (c *Controller) backupsDir() string { return filepath.Join(c.cfg.StateDir, "backups") }
+func (s *Service) dir() string { return s.core.BackupsDir() }
 
-func (c *Controller) backupFile(id string) string {
-	return filepath.Join(c.backupsDir(), id+".tar.gz")
+func (s *Service) backupFile(id string) string {
+	return filepath.Join(s.dir(), id+".tar.gz")
 }
 
 func validBackupPath(field, p string) error {
@@ -68,21 +156,21 @@ func backupUser(u string) (string, error) {
 	if u == "" {
 		return "", nil // the sandbox's default user
 	}
-	if !userRE.MatchString(u) {
+	if !controller.ValidUser(u) {
 		return "", errdefs.Invalid("user %q is not a valid user name", u)
 	}
 	return u, nil
 }
 
 // parseBackupTTL reads "72h", "never", or "" (the default).
-func (c *Controller) parseBackupTTL(s string) (time.Duration, bool, error) {
-	switch s {
+func (s *Service) parseBackupTTL(v string) (time.Duration, bool, error) {
+	switch v {
 	case "":
-		return c.cfg.BackupTTL, false, nil
+		return s.ttl, false, nil
 	case "never":
 		return 0, true, nil
 	}
-	d, err := parseDuration("ttl", s, time.Second)
+	d, err := controller.ParseDuration("ttl", v, time.Second)
 	if err != nil {
 		return 0, false, err
 	}
@@ -92,11 +180,11 @@ func (c *Controller) parseBackupTTL(s string) (time.Duration, bool, error) {
 	return d, false, nil
 }
 
-// CreateBackup archives a directory of a sandbox into the local backup
+// Create archives a directory of a sandbox into the local backup
 // store. The copy is not atomic against writers in the sandbox (use a
 // snapshot for a frozen view); the archive itself is all-or-nothing: it is
 // listed only once it is completely written and synced.
-func (c *Controller) CreateBackup(ctx context.Context, ref string, req api.CreateBackupRequest) (*api.Backup, error) {
+func (s *Service) Create(ctx context.Context, ref string, req api.CreateBackupRequest) (*api.Backup, error) {
 	if err := validBackupPath("path", req.Path); err != nil {
 		return nil, err
 	}
@@ -107,7 +195,7 @@ func (c *Controller) CreateBackup(ctx context.Context, ref string, req api.Creat
 	if err != nil {
 		return nil, err
 	}
-	ttl, never, err := c.parseBackupTTL(req.TTL)
+	ttl, never, err := s.parseBackupTTL(req.TTL)
 	if err != nil {
 		return nil, err
 	}
@@ -116,33 +204,33 @@ func (c *Controller) CreateBackup(ctx context.Context, ref string, req api.Creat
 		return nil, err
 	}
 	if where == storageS3 {
-		if _, err := c.s3Client(); err != nil {
+		if _, err := s.s3Client(); err != nil {
 			return nil, err
 		}
-	} else if err := c.checkStoreRoom(0); err != nil {
+	} else if err := s.core.StoreRoom(0, nil); err != nil {
 		return nil, err
 	}
-	ag, id, done, err := c.Agent(ctx, ref)
+	ag, id, done, err := s.core.Agent(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	rec, err := c.opts.Store.GetSandbox(ctx, id)
+	rec, err := s.st.GetSandbox(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(c.backupsDir(), 0o700); err != nil {
+	if err := os.MkdirAll(s.dir(), 0o700); err != nil {
 		return nil, fmt.Errorf("backup store: %w", err)
 	}
 	bk := &store.Backup{
 		ID: newBackupID(), SandboxID: id, SandboxName: rec.Name, Path: req.Path,
 		Excludes: slices.Clone(req.Exclude), Storage: storageLocal,
-		CreatedAt: time.Now().UTC().Round(0), Owner: Caller(ctx),
+		CreatedAt: time.Now().UTC().Round(0), Owner: controller.Caller(ctx),
 	}
 	if !never {
 		bk.ExpiresAt = bk.CreatedAt.Add(ttl)
 	}
-	tmp, err := os.CreateTemp(c.backupsDir(), bk.ID+".*.tmp")
+	tmp, err := os.CreateTemp(s.dir(), bk.ID+".*.tmp")
 	if err != nil {
 		return nil, fmt.Errorf("backup store: %w", err)
 	}
@@ -184,37 +272,32 @@ func (c *Controller) CreateBackup(ctx context.Context, ref string, req api.Creat
 	bk.SizeBytes = counter.n
 	bk.SHA256 = hex.EncodeToString(h.Sum(nil))
 	if where == storageS3 {
-		if err := c.uploadBackup(ctx, bk, tmp.Name()); err != nil {
+		if err := s.uploadBackup(ctx, bk, tmp.Name()); err != nil {
 			return nil, err
 		}
-		if err := c.opts.Store.CreateBackup(context.WithoutCancel(ctx), bk); err != nil {
-			if rerr := c.removeArchive(context.WithoutCancel(ctx), bk); rerr != nil {
-				c.log.Warn("remove unrecorded backup object", "backup", bk.ID, "err", rerr)
+		if err := s.st.CreateBackup(context.WithoutCancel(ctx), bk); err != nil {
+			if rerr := s.removeArchive(context.WithoutCancel(ctx), bk); rerr != nil {
+				s.log.Warn("remove unrecorded backup object", "backup", bk.ID, "err", rerr)
 			}
 			return nil, err
 		}
 	} else {
 		// The quota is checked with the store's lock held, so two backups
 		// cannot both pass it on the same free room.
-		c.snaps.mu.Lock()
-		err := c.checkStoreRoom(bk.SizeBytes)
-		if err == nil {
-			err = os.Rename(tmp.Name(), c.backupFile(bk.ID))
-		}
-		c.snaps.mu.Unlock()
+		err := s.core.StoreRoom(bk.SizeBytes, func() error { return os.Rename(tmp.Name(), s.backupFile(bk.ID)) })
 		if err != nil {
 			return nil, fmt.Errorf("backup store: %w", err)
 		}
-		syncDir(c.backupsDir())
-		if err := c.opts.Store.CreateBackup(context.WithoutCancel(ctx), bk); err != nil {
-			_ = os.Remove(c.backupFile(bk.ID))
+		syncDir(s.dir())
+		if err := s.st.CreateBackup(context.WithoutCancel(ctx), bk); err != nil {
+			_ = os.Remove(s.backupFile(bk.ID))
 			return nil, err
 		}
 	}
-	_ = c.Record(ctx, id, api.LedgerEntry{Kind: api.LedgerBackup, Path: req.Path, Data: map[string]string{
+	_ = s.core.Record(ctx, id, api.LedgerEntry{Kind: api.LedgerBackup, Path: req.Path, Data: map[string]string{
 		"backup_id": bk.ID, "sha256": bk.SHA256, "size_bytes": strconv.FormatInt(bk.SizeBytes, 10), "store": where,
 	}})
-	c.log.Info("backup created", "sandbox", id, "backup", bk.ID, "path", req.Path, "bytes", bk.SizeBytes)
+	s.log.Info("backup created", "sandbox", id, "backup", bk.ID, "path", req.Path, "bytes", bk.SizeBytes)
 	return toAPIBackup(bk), nil
 }
 
@@ -253,15 +336,15 @@ func toAPIBackup(b *store.Backup) *api.Backup {
 
 // visibleBackup returns a backup ctx's caller may see; another owner's is
 // not found, with the store's own words for a missing one.
-func (c *Controller) visibleBackup(ctx context.Context, id string) (*store.Backup, error) {
+func (s *Service) visibleBackup(ctx context.Context, id string) (*store.Backup, error) {
 	if !backupIDRE.MatchString(id) {
 		return nil, errdefs.Invalid("%q is not a backup id (bk followed by 20 letters or digits)", id)
 	}
-	b, err := c.opts.Store.GetBackup(ctx, id)
+	b, err := s.st.GetBackup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if !visible(ctx, b.Owner) {
+	if !controller.Visible(ctx, b.Owner) {
 		return nil, errdefs.NotFound("backup %q", id)
 	}
 	return b, nil
@@ -269,8 +352,8 @@ func (c *Controller) visibleBackup(ctx context.Context, id string) (*store.Backu
 
 // getBackup returns a backup ctx's caller may see that exists and has not
 // expired.
-func (c *Controller) getBackup(ctx context.Context, id string) (*store.Backup, error) {
-	b, err := c.visibleBackup(ctx, id)
+func (s *Service) getBackup(ctx context.Context, id string) (*store.Backup, error) {
+	b, err := s.visibleBackup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -280,85 +363,85 @@ func (c *Controller) getBackup(ctx context.Context, id string) (*store.Backup, e
 	return b, nil
 }
 
-// GetBackup describes one backup.
-func (c *Controller) GetBackup(ctx context.Context, id string) (*api.Backup, error) {
-	b, err := c.getBackup(ctx, id)
+// Get describes one backup.
+func (s *Service) Get(ctx context.Context, id string) (*api.Backup, error) {
+	b, err := s.getBackup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	return toAPIBackup(b), nil
 }
 
-// ListBackups lists unexpired backups ctx's caller may see, of one sandbox
+// List lists unexpired backups ctx's caller may see, of one sandbox
 // when ref is set (also of a destroyed one, by id, or by name while its
 // ledger is kept). Expired backups are deleted on the way.
-func (c *Controller) ListBackups(ctx context.Context, ref string) ([]api.Backup, error) {
-	if err := c.purgeBackups(ctx); err != nil {
-		c.log.Warn("backup expiry", "err", err)
+func (s *Service) List(ctx context.Context, ref string) ([]api.Backup, error) {
+	if err := s.purge(ctx); err != nil {
+		s.log.Warn("backup expiry", "err", err)
 	}
 	var sandboxID string
 	if ref != "" {
-		id, _, err := c.ledgerTarget(ctx, ref)
+		id, _, err := s.core.RecordedSandbox(ctx, ref)
 		switch {
 		case err == nil:
 			sandboxID = id
-		case errors.Is(err, errdefs.ErrNotFound) && idRE.MatchString(ref):
+		case errors.Is(err, errdefs.ErrNotFound) && controller.IsID(ref):
 			sandboxID = ref
 		default:
 			return nil, err
 		}
 	}
-	bs, err := c.opts.Store.ListBackups(ctx, sandboxID)
+	bs, err := s.st.ListBackups(ctx, sandboxID)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	out := make([]api.Backup, 0, len(bs))
 	for _, b := range bs {
-		if (b.ExpiresAt.IsZero() || now.Before(b.ExpiresAt)) && visible(ctx, b.Owner) {
+		if (b.ExpiresAt.IsZero() || now.Before(b.ExpiresAt)) && controller.Visible(ctx, b.Owner) {
 			out = append(out, *toAPIBackup(b))
 		}
 	}
 	return out, nil
 }
 
-// DeleteBackup removes a backup ctx's caller may see.
-func (c *Controller) DeleteBackup(ctx context.Context, id string) error {
-	b, err := c.visibleBackup(ctx, id)
+// Delete removes a backup ctx's caller may see.
+func (s *Service) Delete(ctx context.Context, id string) error {
+	b, err := s.visibleBackup(ctx, id)
 	if err != nil {
 		return err
 	}
-	return c.deleteBackup(ctx, b)
+	return s.deleteBackup(ctx, b)
 }
 
 // deleteBackup removes a backup, whoever owns it. A local archive goes
 // after its record (a leftover file is swept by the purge); an S3 object
 // goes first, and if that fails the record stays, so the object is never
 // orphaned.
-func (c *Controller) deleteBackup(ctx context.Context, b *store.Backup) error {
+func (s *Service) deleteBackup(ctx context.Context, b *store.Backup) error {
 	id := b.ID
 	if b.Storage != storageLocal {
-		if err := c.removeArchive(ctx, b); err != nil {
+		if err := s.removeArchive(ctx, b); err != nil {
 			return err
 		}
 	}
-	if err := c.opts.Store.DeleteBackup(ctx, id); err != nil {
+	if err := s.st.DeleteBackup(ctx, id); err != nil {
 		return err
 	}
 	if b.Storage == storageLocal {
-		return c.removeArchive(ctx, b)
+		return s.removeArchive(ctx, b)
 	}
 	return nil
 }
 
-// RestoreBackup extracts a backup into a sandbox (the one it came from or
+// Restore extracts a backup into a sandbox (the one it came from or
 // any other). The archive's checksum is verified in full before a single
 // file is written, so a corrupt archive changes nothing.
-func (c *Controller) RestoreBackup(ctx context.Context, backupID string, req api.RestoreBackupRequest) (*api.Backup, error) {
+func (s *Service) Restore(ctx context.Context, backupID string, req api.RestoreBackupRequest) (*api.Backup, error) {
 	if req.Sandbox == "" {
 		return nil, errdefs.Invalid("sandbox is required: the id or name of the sandbox to restore into")
 	}
-	b, err := c.getBackup(ctx, backupID)
+	b, err := s.getBackup(ctx, backupID)
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +456,7 @@ func (c *Controller) RestoreBackup(ctx context.Context, backupID string, req api
 	if err != nil {
 		return nil, err
 	}
-	f, closeArchive, err := c.openArchive(ctx, b)
+	f, closeArchive, err := s.openArchive(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +465,7 @@ func (c *Controller) RestoreBackup(ctx context.Context, backupID string, req api
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %v: %w", b.ID, err, errdefs.ErrFailedPrecondition)
 	}
-	ag, id, done, err := c.Agent(ctx, req.Sandbox)
+	ag, id, done, err := s.core.Agent(ctx, req.Sandbox)
 	if err != nil {
 		return nil, err
 	}
@@ -390,17 +473,17 @@ func (c *Controller) RestoreBackup(ctx context.Context, backupID string, req api
 	if err := ag.TarIn(ctx, dst, user, zr); err != nil {
 		return nil, fmt.Errorf("restore backup %s into %s of sandbox %s: %w", b.ID, dst, id, err)
 	}
-	_ = c.Record(ctx, id, api.LedgerEntry{Kind: api.LedgerBackupRestore, Path: dst, Data: map[string]string{
+	_ = s.core.Record(ctx, id, api.LedgerEntry{Kind: api.LedgerBackupRestore, Path: dst, Data: map[string]string{
 		"backup_id": b.ID, "from_sandbox": b.SandboxID, "sha256": b.SHA256, "store": storageOf(b.Storage),
 	}})
-	c.log.Info("backup restored", "backup", b.ID, "sandbox", id, "path", dst)
+	s.log.Info("backup restored", "backup", b.ID, "sandbox", id, "path", dst)
 	return toAPIBackup(b), nil
 }
 
-// purgeBackups deletes expired backups, and archive files that no record
+// purge deletes expired backups, and archive files that no record
 // names (left by a crash between writing and recording).
-func (c *Controller) purgeBackups(ctx context.Context) error {
-	expired, err := c.opts.Store.ExpiredBackups(ctx, time.Now())
+func (s *Service) purge(ctx context.Context) error {
+	expired, err := s.st.ExpiredBackups(ctx, time.Now())
 	if err != nil {
 		return err
 	}
@@ -413,18 +496,18 @@ func (c *Controller) purgeBackups(ctx context.Context) error {
 		if b.Storage != storageLocal && s3Down {
 			continue
 		}
-		if err := c.deleteBackup(ctx, b); err != nil {
+		if err := s.deleteBackup(ctx, b); err != nil {
 			if errors.Is(err, errdefs.ErrUnavailable) {
 				s3Down = true
 			}
 			if !errors.Is(err, errdefs.ErrNotFound) {
-				c.log.Warn("expired backup not deleted yet", "backup", b.ID, "err", err)
+				s.log.Warn("expired backup not deleted yet", "backup", b.ID, "err", err)
 			}
 			continue
 		}
-		c.log.Info("backup expired and deleted", "backup", b.ID, "sandbox", b.SandboxID)
+		s.log.Info("backup expired and deleted", "backup", b.ID, "sandbox", b.SandboxID)
 	}
-	entries, err := os.ReadDir(c.backupsDir())
+	entries, err := os.ReadDir(s.dir())
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
@@ -439,13 +522,13 @@ func (c *Controller) purgeBackups(ctx context.Context) error {
 		name := e.Name()
 		id, isArchive := strings.CutSuffix(name, ".tar.gz")
 		if isArchive {
-			if _, err := c.opts.Store.GetBackup(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+			if _, err := s.st.GetBackup(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
 				continue
 			}
 		} else if !strings.HasSuffix(name, ".tmp") {
 			continue
 		}
-		_ = os.Remove(filepath.Join(c.backupsDir(), name))
+		_ = os.Remove(filepath.Join(s.dir(), name))
 	}
 	return nil
 }
