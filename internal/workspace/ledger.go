@@ -140,7 +140,7 @@ func (s *Store) queue(ws string, row api.WorkspaceCommand) {
 	}
 }
 
-// takeQueued takes the queued rows (flushing held).
+// takeQueued takes the queued rows (the writer connection held).
 func (s *Store) takeQueued() []queuedRow {
 	s.lq.mu.Lock()
 	defer s.lq.mu.Unlock()
@@ -149,20 +149,32 @@ func (s *Store) takeQueued() []queuedRow {
 	return rows
 }
 
-// flushLedger writes the queued rows in one transaction.
+// flushLedger writes the queued rows in one transaction. The rows are
+// taken once the transaction holds the database's one writer connection:
+// a version being committed then is over, and a version to come starts
+// after them, so rows queued before a version always land before it
+// (logInTx takes them the same way when it holds the connection first).
 func (s *Store) flushLedger(ctx context.Context) {
 	s.lq.flushing.Lock()
 	defer s.lq.flushing.Unlock()
+	s.lq.mu.Lock()
+	n := len(s.lq.rows)
+	s.lq.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		// Still queued: the next flush, a read or Close tries again.
+		s.ledgerLost("", fmt.Errorf("%d entries not written yet: %w", n, err))
+		return
+	}
+	defer tx.Rollback()
 	rows := s.takeQueued()
 	if len(rows) == 0 {
 		return
 	}
-	err := func() error {
-		tx, err := s.w.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
+	err = func() error {
 		for i := range rows {
 			if err := s.logCommand(ctx, tx, rows[i].ws, &rows[i].row); err != nil {
 				return err
@@ -254,21 +266,18 @@ func (s *Store) Ledger(ctx context.Context, id string, after int64, limit int) (
 // logInTx records c.log, when set, in Apply's transaction as the
 // command that made version (its Seq set tells finish it was), after
 // the rows queued before it, so the ledger keeps the order the commands
-// ended in. (When the writer is flushing at that moment, the rows it
-// holds land after this one.) It returns the queued rows it took: should
-// the transaction not commit, Apply gives them back (requeue).
+// ended in: the transaction holds the one writer connection, so no flush
+// holds rows it has taken (flushLedger takes them only once it has the
+// connection). It returns the queued rows it took: should the
+// transaction not commit, Apply gives them back (requeue).
 func (s *Store) logInTx(ctx context.Context, tx *sql.Tx, c Commit, version int64) ([]queuedRow, error) {
 	if c.log == nil {
 		return nil, nil
 	}
-	var rows []queuedRow
-	if s.lq.flushing.TryLock() {
-		rows = s.takeQueued()
-		s.lq.flushing.Unlock()
-		for i := range rows {
-			if err := s.logCommand(ctx, tx, rows[i].ws, &rows[i].row); err != nil {
-				return rows, err
-			}
+	rows := s.takeQueued()
+	for i := range rows {
+		if err := s.logCommand(ctx, tx, rows[i].ws, &rows[i].row); err != nil {
+			return rows, err
 		}
 	}
 	c.log.Version = version

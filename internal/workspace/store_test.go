@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -246,10 +247,36 @@ func TestKilledMidWrite(t *testing.T) {
 	for round := range 3 {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledMidWrite$")
 		cmd.Env = append(os.Environ(), "PADDOCK_WORKSPACE_WRITER="+path)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(300+200*round) * time.Millisecond)
+		// Killed once it has made round+1 versions (however slow the
+		// machine is), a little later each round, so the kill falls at
+		// different points of a write.
+		committed := make(chan bool, 1)
+		go func() {
+			r := bufio.NewReader(out)
+			for range round + 1 {
+				if line, _ := r.ReadString('\n'); line != "committed\n" {
+					committed <- false
+					return
+				}
+			}
+			committed <- true
+		}()
+		select {
+		case ok := <-committed:
+			if !ok {
+				t.Fatal("the writer ended before making a version")
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the writer made no version in a minute")
+		}
+		time.Sleep(time.Duration(7*round) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 	}
@@ -258,8 +285,8 @@ func TestKilledMidWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Head < 2 {
-		t.Fatalf("the writer made only %d versions", rec.Head)
+	if rec.Head < 6 {
+		t.Fatalf("the writers made only %d versions, 6 were seen", rec.Head)
 	}
 	_, ix, err := s.Head(context.Background(), r.ID)
 	entries := ix.Entries()
@@ -309,6 +336,7 @@ func writeForever(path string) {
 		if _, _, err := s.Apply(ctx, Commit{Workspace: "wbusy", Base: base, Changes: tr.Changes(), Command: "write"}); err != nil {
 			os.Exit(4)
 		}
+		fmt.Println("committed")
 	}
 }
 
