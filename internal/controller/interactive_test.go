@@ -68,65 +68,6 @@ func TestValidateWatch(t *testing.T) {
 	}
 }
 
-func TestPreviewToken(t *testing.T) {
-	seen := map[string]bool{}
-	for range 100 {
-		tok := newPreviewToken()
-		if !ValidPreviewToken(tok) || len(tok)*5 < 128 || strings.ToLower(tok) != tok {
-			t.Fatalf("token %q: want >= 128 bits of lowercase base32", tok)
-		}
-		if seen[tok] {
-			t.Fatal("a token repeated")
-		}
-		seen[tok] = true
-	}
-}
-
-func TestParsePreviewHost(t *testing.T) {
-	tok := newPreviewToken()
-	id := "abcdefghij0123456789"
-	cases := []struct {
-		host, domain string
-		ok           bool
-		port         int
-	}{
-		{"8000-" + id + "-" + tok + ".localhost:8090", "localhost", true, 8000},
-		{"8000-" + id + "-" + tok + ".localhost", "localhost", true, 8000},
-		{"8000-" + id + "-" + strings.ToUpper(tok) + ".LOCALHOST", "localhost", true, 8000},
-		{"443-" + id + "-" + tok + ".preview.example.com.", "preview.example.com", true, 443},
-		{"8000-" + id + "-" + tok + ".evil.localhost", "localhost", false, 0},
-		{"8000-" + id + "-" + tok + ".example.com", "localhost", false, 0},
-		{"0-" + id + "-" + tok + ".localhost", "localhost", false, 0},
-		{"65536-" + id + "-" + tok + ".localhost", "localhost", false, 0},
-		{"080-" + id + "-" + tok + ".localhost", "localhost", false, 0},
-		{"8000-" + id + "-short.localhost", "localhost", false, 0},
-		{"8000-" + id + ".localhost", "localhost", false, 0},
-		{"localhost", "localhost", false, 0},
-		{"", "localhost", false, 0},
-	}
-	for _, tc := range cases {
-		port, gotID, gotTok, ok := ParsePreviewHost(tc.host, tc.domain)
-		if ok != tc.ok || (ok && (port != tc.port || gotID != id || gotTok != tok)) {
-			t.Errorf("ParsePreviewHost(%q) = %d %q %q %v; want ok=%v port %d", tc.host, port, gotID, gotTok, ok, tc.ok, tc.port)
-		}
-	}
-}
-
-func FuzzParsePreviewHost(f *testing.F) {
-	f.Add("8000-abcdefghij0123456789-" + strings.Repeat("a", 26) + ".localhost:8090")
-	f.Add("1-a-b.localhost")
-	f.Add("--.localhost")
-	f.Fuzz(func(t *testing.T, host string) {
-		port, id, tok, ok := ParsePreviewHost(host, "localhost")
-		if !ok {
-			return
-		}
-		if port < 1 || port > 65535 || !idRE.MatchString(id) || !ValidPreviewToken(tok) {
-			t.Fatalf("ParsePreviewHost(%q) accepted %d %q %q", host, port, id, tok)
-		}
-	})
-}
-
 func FuzzMatchGlob(f *testing.F) {
 	f.Add("*.pyc", "a/b.pyc")
 	f.Add("a/[", "a/b")

@@ -21,6 +21,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/console"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/controller/backups"
+	"github.com/paddock-dev/paddock/internal/controller/previews"
 	wssvc "github.com/paddock-dev/paddock/internal/controller/workspaces"
 	"github.com/paddock-dev/paddock/internal/e2b"
 	"github.com/paddock-dev/paddock/internal/httpbody"
@@ -224,7 +225,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	wsService := wssvc.New(ctrl, workspaces, log.With("part", "workspaces"))
 	bkService := backups.New(backups.Options{Core: ctrl, Store: st, TTL: cfg.BackupTTL, S3: cfg.BackupS3, Logger: log.With("part", "backups")})
 	go bkService.RunRetention(ctx) // expired backups, orphaned archives
-	srv := server.New(server.Options{Controller: ctrl, Workspaces: wsService, Backups: bkService, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
+	pvService := previews.New(previews.Options{Core: ctrl, Store: st, Listen: cfg.PreviewListen, Domain: cfg.PreviewDomain, Logger: log.With("part", "previews")})
+	srv := server.New(server.Options{Controller: ctrl, Workspaces: wsService, Backups: bkService, Previews: pvService, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
 	con := console.New() // the web console, at / on both listeners
 	apiGate.open(socketRouter(srv.Handler(false), con))
 	if cfg.Listen != "" {

@@ -23,6 +23,7 @@ func TestLayering(t *testing.T) {
 		mod + "internal/server":                {"internal/daemon"},
 		mod + "internal/controller/workspaces": {"internal/daemon", "internal/server"},
 		mod + "internal/controller/backups":    {"internal/daemon", "internal/server"},
+		mod + "internal/controller/previews":   {"internal/daemon", "internal/server"},
 	}
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()

@@ -10,21 +10,22 @@ import (
 
 // routesBackups adds the backup routes (internal/controller/backups).
 func (s *Server) routesBackups(m *http.ServeMux) {
-	m.HandleFunc("POST /v1/sandboxes/{id}/backups", s.withBackups(s.createBackup))
-	m.HandleFunc("GET /v1/backups", s.withBackups(s.listBackups))
-	m.HandleFunc("GET /v1/backups/{backup}", s.withBackups(s.getBackup))
-	m.HandleFunc("DELETE /v1/backups/{backup}", s.withBackups(s.deleteBackup))
-	m.HandleFunc("POST /v1/backups/{backup}/restore", s.withBackups(s.restoreBackup))
+	has := s.opts.Backups != nil
+	m.HandleFunc("POST /v1/sandboxes/{id}/backups", s.serves(has, "backups", s.createBackup))
+	m.HandleFunc("GET /v1/backups", s.serves(has, "backups", s.listBackups))
+	m.HandleFunc("GET /v1/backups/{backup}", s.serves(has, "backups", s.getBackup))
+	m.HandleFunc("DELETE /v1/backups/{backup}", s.serves(has, "backups", s.deleteBackup))
+	m.HandleFunc("POST /v1/backups/{backup}/restore", s.serves(has, "backups", s.restoreBackup))
 }
 
-// withBackups is h on a server that serves backups; on one built without
-// them, every backup route says so.
-func (s *Server) withBackups(h http.HandlerFunc) http.HandlerFunc {
-	if s.opts.Backups != nil {
+// serves is h on a server built with the subsystem it needs (has); on one
+// built without it, the route says so.
+func (s *Server) serves(has bool, what string, h http.HandlerFunc) http.HandlerFunc {
+	if has {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, fmt.Errorf("this server keeps no backups: %w", errdefs.ErrUnavailable))
+		writeError(w, fmt.Errorf("this server does not serve %s: %w", what, errdefs.ErrUnavailable))
 	}
 }
 

@@ -31,9 +31,9 @@ func (s *Server) routesInteractive(m *http.ServeMux) {
 	m.HandleFunc("GET /v1/sandboxes/{id}/terminals", s.listTerminals)
 	m.HandleFunc("DELETE /v1/sandboxes/{id}/terminals/{terminal}", s.killTerminal)
 	m.HandleFunc("GET /v1/sandboxes/{id}/watch", s.watch)
-	m.HandleFunc("POST /v1/sandboxes/{id}/previews", s.expose)
-	m.HandleFunc("GET /v1/sandboxes/{id}/previews", s.listPreviews)
-	m.HandleFunc("DELETE /v1/sandboxes/{id}/previews/{port}", s.unexpose)
+	m.HandleFunc("POST /v1/sandboxes/{id}/previews", s.serves(s.opts.Previews != nil, "previews", s.expose))
+	m.HandleFunc("GET /v1/sandboxes/{id}/previews", s.serves(s.opts.Previews != nil, "previews", s.listPreviews))
+	m.HandleFunc("DELETE /v1/sandboxes/{id}/previews/{port}", s.serves(s.opts.Previews != nil, "previews", s.unexpose))
 }
 
 func ptyQueryInt(q map[string][]string, name string) (int, error) {
@@ -302,7 +302,7 @@ func (s *Server) expose(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	p, err := s.opts.Controller.Expose(r.Context(), r.PathValue("id"), req.Port)
+	p, err := s.opts.Previews.Expose(r.Context(), r.PathValue("id"), req.Port)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -312,7 +312,7 @@ func (s *Server) expose(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listPreviews(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.opts.Controller.Previews(r.Context(), r.PathValue("id"))
+	ps, err := s.opts.Previews.List(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -326,7 +326,7 @@ func (s *Server) unexpose(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalid("port %q: want a number from 1 to 65535", r.PathValue("port")))
 		return
 	}
-	if err := s.opts.Controller.Unexpose(r.Context(), r.PathValue("id"), port); err != nil {
+	if err := s.opts.Previews.Unexpose(r.Context(), r.PathValue("id"), port); err != nil {
 		writeError(w, err)
 		return
 	}

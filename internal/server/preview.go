@@ -15,6 +15,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/previews"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 )
@@ -85,7 +86,7 @@ const noListenerPrefix = "nothing is listening on port"
 func (e *noListenerError) Error() string { return e.msg }
 
 func dialSandboxPort(ctx context.Context, _, addr string) (net.Conn, error) {
-	ps, _ := ctx.Value(portSessionKey{}).(*controller.PortSession)
+	ps, _ := ctx.Value(portSessionKey{}).(*previews.PortSession)
 	host, _, _ := net.SplitHostPort(addr)
 	portStr, _, _ := strings.Cut(strings.TrimSuffix(host, upstreamSuffix), ".")
 	port, err := strconv.Atoi(strings.TrimPrefix(portStr, "p"))
@@ -108,8 +109,12 @@ func notFoundPreview(w http.ResponseWriter) {
 }
 
 func (s *Server) servePreview(w http.ResponseWriter, r *http.Request, domain string, rp *httputil.ReverseProxy) {
+	if s.opts.Previews == nil {
+		notFoundPreview(w)
+		return
+	}
 	id, port, tok, ok := "", 0, "", false
-	if port, id, tok, ok = controller.ParsePreviewHost(r.Host, domain); !ok {
+	if port, id, tok, ok = previews.ParsePreviewHost(r.Host, domain); !ok {
 		var redirect bool
 		if id, port, tok, redirect, ok = parsePreviewPath(w, r); !ok {
 			if !redirect {
@@ -121,11 +126,11 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request, domain str
 	// A preview URL is its own credential (public, or its token): the
 	// daemon checks it and reaches the sandbox on its own account.
 	ctx := controller.System(r.Context())
-	if err := s.opts.Controller.CheckPreview(ctx, id, port, tok); err != nil {
+	if err := s.opts.Previews.Check(ctx, id, port, tok); err != nil {
 		notFoundPreview(w)
 		return
 	}
-	ps, err := s.opts.Controller.OpenPort(ctx, id)
+	ps, err := s.opts.Previews.OpenPort(ctx, id)
 	if err != nil {
 		writeJSON(w, http.StatusBadGateway, api.Error{Code: errdefs.Code(err), Message: "the sandbox cannot be reached: " + errhttp.PublicMessage(w, err)})
 		return
@@ -164,7 +169,7 @@ func parsePreviewPath(w http.ResponseWriter, r *http.Request) (id string, port i
 	}
 	q := r.URL.Query()
 	if t := q.Get(api.PreviewTokenParam); t != "" {
-		if !controller.ValidPreviewToken(t) {
+		if !previews.ValidPreviewToken(t) {
 			return "", 0, "", false, false
 		}
 		http.SetCookie(w, &http.Cookie{Name: previewCookie, Value: t, Path: prefix, HttpOnly: true, SameSite: http.SameSiteLaxMode})

@@ -15,6 +15,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/controller/backups"
+	"github.com/paddock-dev/paddock/internal/controller/previews"
 	"github.com/paddock-dev/paddock/internal/controller/workspaces"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
@@ -37,10 +38,12 @@ type Options struct {
 	Workspaces *workspaces.Service
 	// Backups serves /v1/backups; nil: none (each route says so).
 	Backups *backups.Service
-	Store   store.Store // API keys
-	Images  Images
-	Logger  *slog.Logger
-	Version string
+	// Previews serves exposed ports and the preview listener; nil: none.
+	Previews *previews.Service
+	Store    store.Store // API keys
+	Images   Images
+	Logger   *slog.Logger
+	Version  string
 	// MCP mounts the MCP server at /mcp; it reaches the API in-process,
 	// through the same handlers as any other client (mcp.go).
 	MCP bool

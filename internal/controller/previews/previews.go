@@ -1,4 +1,10 @@
-package controller
+// Package previews is the controller's previews subsystem: a sandbox's
+// port exposed at a URL that carries a random token (docs/interactive.md),
+// the token's hash kept in the store, checked in constant time on every
+// request to the preview listener, revoked by exposing the port again or
+// unexposing it. It reaches sandboxes through the controller's core
+// (Core).
+package previews
 
 import (
 	"context"
@@ -7,6 +13,7 @@ import (
 	"crypto/subtle"
 	"encoding/base32"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -14,6 +21,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/config"
+	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -53,19 +61,64 @@ func checkPort(port int) error {
 	return nil
 }
 
+// Core is what the subsystem uses of the controller (*controller.Controller
+// implements it).
+type Core interface {
+	// Get finds a sandbox ctx's caller may see.
+	Get(ctx context.Context, ref string) (*api.Sandbox, error)
+	// Agent reaches a sandbox ctx's caller may use, waking it when it is
+	// stopped; done ends the use.
+	Agent(ctx context.Context, ref string) (ag *client.Client, id string, done func(), err error)
+}
+
+var _ Core = (*controller.Controller)(nil)
+
+// Store keeps the previews, and the sandboxes they belong to.
+type Store interface {
+	store.PreviewStore
+	GetSandbox(ctx context.Context, id string) (*store.Sandbox, error)
+}
+
+// Options configures the subsystem.
+type Options struct {
+	Core  Core
+	Store Store
+	// Listen is the preview listener's address (config.PreviewOff or ""
+	// when it does not run); Domain the preview hosts' domain.
+	Listen, Domain string
+	Logger         *slog.Logger
+}
+
+// Service serves previews.
+type Service struct {
+	core           Core
+	st             Store
+	listen, domain string
+	log            *slog.Logger
+}
+
+// New returns the subsystem.
+func New(o Options) *Service {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{core: o.Core, st: o.Store, listen: o.Listen, domain: o.Domain, log: log}
+}
+
 // previewAddr is the preview listener's address as the URLs show it.
-func (c *Controller) previewAddr() (string, error) {
-	if c.cfg.PreviewListen == "" || c.cfg.PreviewListen == config.PreviewOff {
+func (s *Service) previewAddr() (string, error) {
+	if s.listen == "" || s.listen == config.PreviewOff {
 		return "", fmt.Errorf("the daemon's preview listener is not running (see preview_listen in paddock serve --print-config): %w", errdefs.ErrFailedPrecondition)
 	}
-	return c.cfg.PreviewListen, nil
+	return s.listen, nil
 }
 
 // previewURLs builds the host form and the path form of a preview URL.
-func (c *Controller) previewURLs(id string, port int, tok string) (host, pathForm string) {
-	addr, _ := c.previewAddr()
+func (s *Service) previewURLs(id string, port int, tok string) (host, pathForm string) {
+	addr, _ := s.previewAddr()
 	_, lport, _ := net.SplitHostPort(addr)
-	hostPart := c.cfg.PreviewDomain
+	hostPart := s.domain
 	if lport != "80" {
 		hostPart += ":" + lport
 	}
@@ -81,50 +134,50 @@ func (c *Controller) previewURLs(id string, port int, tok string) (host, pathFor
 // Expose makes port of a sandbox reachable at a preview URL with a fresh
 // token; exposing a port again replaces (revokes) its earlier token. The
 // token is in the answer only: the store keeps its hash.
-func (c *Controller) Expose(ctx context.Context, ref string, port int) (*api.Preview, error) {
+func (s *Service) Expose(ctx context.Context, ref string, port int) (*api.Preview, error) {
 	if err := checkPort(port); err != nil {
 		return nil, err
 	}
-	if _, err := c.previewAddr(); err != nil {
+	if _, err := s.previewAddr(); err != nil {
 		return nil, err
 	}
-	rec, err := c.resolve(ctx, ref)
+	rec, err := s.core.Get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	tok := newPreviewToken()
 	p := &store.Preview{SandboxID: rec.ID, Port: port, TokenHash: hashToken(tok)}
-	if err := c.opts.Store.PutPreview(ctx, p); err != nil {
+	if err := s.st.PutPreview(ctx, p); err != nil {
 		return nil, err
 	}
-	c.log.Info("port exposed", "sandbox", rec.ID, "port", port)
-	host, pathForm := c.previewURLs(rec.ID, port, tok)
+	s.log.Info("port exposed", "sandbox", rec.ID, "port", port)
+	host, pathForm := s.previewURLs(rec.ID, port, tok)
 	return &api.Preview{Port: port, URL: host, PathURL: pathForm, Token: tok, CreatedAt: p.CreatedAt}, nil
 }
 
 // Unexpose revokes the token of port; its preview URL answers 404 from now.
-func (c *Controller) Unexpose(ctx context.Context, ref string, port int) error {
+func (s *Service) Unexpose(ctx context.Context, ref string, port int) error {
 	if err := checkPort(port); err != nil {
 		return err
 	}
-	rec, err := c.resolve(ctx, ref)
+	rec, err := s.core.Get(ctx, ref)
 	if err != nil {
 		return err
 	}
-	if err := c.opts.Store.DeletePreview(ctx, rec.ID, port); err != nil {
+	if err := s.st.DeletePreview(ctx, rec.ID, port); err != nil {
 		return err
 	}
-	c.log.Info("port unexposed", "sandbox", rec.ID, "port", port)
+	s.log.Info("port unexposed", "sandbox", rec.ID, "port", port)
 	return nil
 }
 
-// Previews lists a sandbox's exposed ports (without tokens).
-func (c *Controller) Previews(ctx context.Context, ref string) ([]api.Preview, error) {
-	rec, err := c.resolve(ctx, ref)
+// List lists a sandbox's exposed ports (without tokens).
+func (s *Service) List(ctx context.Context, ref string) ([]api.Preview, error) {
+	rec, err := s.core.Get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	ps, err := c.opts.Store.ListPreviews(ctx, rec.ID)
+	ps, err := s.st.ListPreviews(ctx, rec.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -139,18 +192,18 @@ func (c *Controller) Previews(ctx context.Context, ref string) ([]api.Preview, e
 // so a caller cannot tell a wrong token from a missing sandbox.
 var errNoPreview = errdefs.NotFound("no such preview")
 
-// CheckPreview verifies a preview token for port of sandbox id (ids only:
+// Check verifies a preview token for port of sandbox id (ids only:
 // names are not part of preview URLs). Any mismatch is the same
 // ErrNotFound.
-func (c *Controller) CheckPreview(ctx context.Context, id string, port int, tok string) error {
-	if !idRE.MatchString(id) || checkPort(port) != nil || !ValidPreviewToken(tok) {
+func (s *Service) Check(ctx context.Context, id string, port int, tok string) error {
+	if !controller.IsID(id) || checkPort(port) != nil || !ValidPreviewToken(tok) {
 		return errNoPreview
 	}
-	rec, err := c.opts.Store.GetSandbox(ctx, id)
+	rec, err := s.st.GetSandbox(ctx, id)
 	if err != nil || rec.State == api.StateDestroyed || rec.State == api.StateDestroying {
 		return errNoPreview
 	}
-	p, err := c.opts.Store.GetPreview(ctx, id, port)
+	p, err := s.st.GetPreview(ctx, id, port)
 	if err != nil {
 		return errNoPreview
 	}
@@ -179,7 +232,7 @@ func ParsePreviewHost(host, domain string) (port int, id, tok string, ok bool) {
 	if err != nil || strconv.Itoa(port) != parts[0] || checkPort(port) != nil {
 		return 0, "", "", false
 	}
-	if !idRE.MatchString(parts[1]) || !ValidPreviewToken(parts[2]) {
+	if !controller.IsID(parts[1]) || !ValidPreviewToken(parts[2]) {
 		return 0, "", "", false
 	}
 	return port, parts[1], parts[2], true
@@ -194,8 +247,8 @@ type PortSession struct {
 
 // OpenPort returns the agent to reach ports of sandbox id through, waking
 // a stopped sandbox first. Call Done when the request is over.
-func (c *Controller) OpenPort(ctx context.Context, id string) (*PortSession, error) {
-	ag, _, done, err := c.Agent(ctx, id)
+func (s *Service) OpenPort(ctx context.Context, id string) (*PortSession, error) {
+	ag, _, done, err := s.core.Agent(ctx, id)
 	if err != nil {
 		return nil, err
 	}
