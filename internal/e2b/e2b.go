@@ -18,6 +18,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/secrets"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 	"github.com/paddock-dev/paddock/internal/httpbody"
@@ -32,7 +33,9 @@ type Keys interface {
 // Options wire a Handler.
 type Options struct {
 	Controller *controller.Controller
-	Keys       Keys
+	// Secrets serves E2B's secrets API; nil: none (it says so).
+	Secrets *secrets.Service
+	Keys    Keys
 	// HashKey is how key secrets are hashed for lookup (the API server's).
 	HashKey func(secret string) []byte
 	// DefaultNetwork is what a create that says nothing about internet
@@ -100,11 +103,11 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /sandboxes/{id}/snapshots", h.createSnapshot)
 	m.HandleFunc("GET /snapshots", h.listSnapshots)
 	m.HandleFunc("DELETE /templates/{id}", h.deleteTemplate)
-	m.HandleFunc("GET /secrets", h.listSecrets)
-	m.HandleFunc("POST /secrets", h.createSecret)
-	m.HandleFunc("GET /secrets/{id}", h.getSecret)
-	m.HandleFunc("POST /secrets/{id}", h.updateSecret)
-	m.HandleFunc("DELETE /secrets/{id}", h.deleteSecret)
+	m.HandleFunc("GET /secrets", h.withSecrets(h.listSecrets))
+	m.HandleFunc("POST /secrets", h.withSecrets(h.createSecret))
+	m.HandleFunc("GET /secrets/{id}", h.withSecrets(h.getSecret))
+	m.HandleFunc("POST /secrets/{id}", h.withSecrets(h.updateSecret))
+	m.HandleFunc("DELETE /secrets/{id}", h.withSecrets(h.deleteSecret))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.NotFound("this Paddock daemon does not serve %s %s of E2B's API (see the README's E2B section for what is supported)", r.Method, r.URL.Path))
 	})

@@ -81,6 +81,17 @@ func checkSecretBody(b *secretBody) ([]byte, error) {
 	return v, nil
 }
 
+// withSecrets is h on a handler built with the secrets subsystem; on one
+// built without it, the secrets API says it is not served.
+func (h *Handler) withSecrets(hf http.HandlerFunc) http.HandlerFunc {
+	if h.opts.Secrets != nil {
+		return hf
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fmt.Errorf("this daemon does not serve secrets: %w", errdefs.ErrUnavailable))
+	}
+}
+
 // findSecret returns the caller's own secret of that name, or nil.
 // Secret names are per owner: another owner's of the same name is not
 // this caller's, whatever its scope.
@@ -88,7 +99,7 @@ func (h *Handler) findSecret(r *http.Request, name string) (*api.Secret, error) 
 	if egress.ValidSecretName(name) != nil {
 		return nil, nil
 	}
-	s, err := h.opts.Controller.GetSecret(r.Context(), "", name)
+	s, err := h.opts.Secrets.Get(r.Context(), "", name)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil, nil
 	}
@@ -148,7 +159,7 @@ func (h *Handler) storeSecret(w http.ResponseWriter, r *http.Request, nameOf fun
 		writeError(w, err)
 		return
 	}
-	s, _, err := h.opts.Controller.SetSecret(r.Context(), "", name, value)
+	s, _, err := h.opts.Secrets.Set(r.Context(), "", name, value)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -176,7 +187,7 @@ func (h *Handler) deleteSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.NotFound("secret %q", truncate(r.PathValue("id"))))
 		return
 	}
-	if err := h.opts.Controller.DeleteSecret(r.Context(), "", name); err != nil {
+	if err := h.opts.Secrets.Delete(r.Context(), "", name); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -192,7 +203,7 @@ func (h *Handler) listSecrets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	list, err := h.opts.Controller.ListSecrets(r.Context())
+	list, err := h.opts.Secrets.List(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return

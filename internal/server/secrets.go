@@ -15,10 +15,11 @@ const maxSecretBody = 512 << 10
 // means the caller's own secret; a caller of scope all may name another
 // owner's with ?owner=KEY_ID.
 func (s *Server) routesSecrets(m *http.ServeMux) {
-	m.HandleFunc("PUT /v1/secrets/{name}", s.putSecret)
-	m.HandleFunc("GET /v1/secrets", s.listSecrets)
-	m.HandleFunc("GET /v1/secrets/{name}", s.getSecret)
-	m.HandleFunc("DELETE /v1/secrets/{name}", s.deleteSecret)
+	has := s.opts.Secrets != nil
+	m.HandleFunc("PUT /v1/secrets/{name}", s.serves(has, "secrets", s.putSecret))
+	m.HandleFunc("GET /v1/secrets", s.serves(has, "secrets", s.listSecrets))
+	m.HandleFunc("GET /v1/secrets/{name}", s.serves(has, "secrets", s.getSecret))
+	m.HandleFunc("DELETE /v1/secrets/{name}", s.serves(has, "secrets", s.deleteSecret))
 	m.HandleFunc("POST /v1/sandboxes/{id}/network/injections", s.postInjection)
 	m.HandleFunc("DELETE /v1/sandboxes/{id}/network/injections", s.deleteInjection)
 }
@@ -29,7 +30,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sec, created, err := s.opts.Controller.SetSecret(r.Context(), r.URL.Query().Get("owner"), r.PathValue("name"), []byte(req.Value))
+	sec, created, err := s.opts.Secrets.Set(r.Context(), r.URL.Query().Get("owner"), r.PathValue("name"), []byte(req.Value))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -42,7 +43,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
-	list, err := s.opts.Controller.ListSecrets(r.Context())
+	list, err := s.opts.Secrets.List(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -54,7 +55,7 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
-	sec, err := s.opts.Controller.GetSecret(r.Context(), r.URL.Query().Get("owner"), r.PathValue("name"))
+	sec, err := s.opts.Secrets.Get(r.Context(), r.URL.Query().Get("owner"), r.PathValue("name"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -63,7 +64,7 @@ func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
-	if err := s.opts.Controller.DeleteSecret(r.Context(), r.URL.Query().Get("owner"), r.PathValue("name")); err != nil {
+	if err := s.opts.Secrets.Delete(r.Context(), r.URL.Query().Get("owner"), r.PathValue("name")); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/controller/backups"
 	"github.com/paddock-dev/paddock/internal/controller/previews"
+	"github.com/paddock-dev/paddock/internal/controller/secrets"
 	"github.com/paddock-dev/paddock/internal/controller/workspaces"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
@@ -40,10 +41,12 @@ type Options struct {
 	Backups *backups.Service
 	// Previews serves exposed ports and the preview listener; nil: none.
 	Previews *previews.Service
-	Store    store.Store // API keys
-	Images   Images
-	Logger   *slog.Logger
-	Version  string
+	// Secrets serves /v1/secrets; nil: none (each route says so).
+	Secrets *secrets.Service
+	Store   store.Store // API keys
+	Images  Images
+	Logger  *slog.Logger
+	Version string
 	// MCP mounts the MCP server at /mcp; it reaches the API in-process,
 	// through the same handlers as any other client (mcp.go).
 	MCP bool
