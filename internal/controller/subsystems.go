@@ -56,3 +56,7 @@ func ParseDuration(field, s string, min time.Duration) (time.Duration, error) {
 func (c *Controller) RecordedSandbox(ctx context.Context, ref string) (id, name string, err error) {
 	return c.ledgerTarget(ctx, ref)
 }
+
+// RequireScopeAll refuses, to a key of scope own, an operation on what all
+// callers share (images, templates, pools).
+func RequireScopeAll(ctx context.Context, what string) error { return requireScopeAll(ctx, what) }

@@ -24,6 +24,7 @@ func TestLayering(t *testing.T) {
 		mod + "internal/controller/workspaces": {"internal/daemon", "internal/server"},
 		mod + "internal/controller/backups":    {"internal/daemon", "internal/server"},
 		mod + "internal/controller/previews":   {"internal/daemon", "internal/server"},
+		mod + "internal/controller/images":     {"internal/daemon", "internal/server"},
 		mod + "internal/controller/secrets":    {"internal/daemon", "internal/server", "internal/e2b"},
 	}
 	root := filepath.Join("..", "..")

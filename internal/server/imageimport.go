@@ -19,11 +19,12 @@ type ImageImporter interface {
 }
 
 func (s *Server) routesImageImport(m *http.ServeMux) {
-	m.HandleFunc("POST /v1/images/import", s.importImage)
-	m.HandleFunc("POST /v1/images/pull", s.pullImage)
-	m.HandleFunc("DELETE /v1/images/{ref}", s.removeImage)
-	m.HandleFunc("POST /v1/images/gc", s.gcImages)
-	m.HandleFunc("GET /v1/images/{ref}/oci", s.exportImage)
+	has := s.opts.ImageAdmin != nil
+	m.HandleFunc("POST /v1/images/import", s.serves(has, "image imports", s.importImage))
+	m.HandleFunc("POST /v1/images/pull", s.serves(has, "image pulls", s.pullImage))
+	m.HandleFunc("DELETE /v1/images/{ref}", s.serves(has, "image removal", s.removeImage))
+	m.HandleFunc("POST /v1/images/gc", s.serves(has, "image collection", s.gcImages))
+	m.HandleFunc("GET /v1/images/{ref}/oci", s.serves(has, "image export", s.exportImage))
 }
 
 // imageExtras adds what imported and pulled images carry to the wire form.
@@ -50,7 +51,7 @@ func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	opts := s.opts.Controller.ImageImportOptions(r.Context())
+	opts := s.opts.ImageAdmin.ImportOptions(r.Context())
 	opts.Source = r.URL.Query().Get("source")
 	// The archive is read whole before anything is stored, so a client
 	// that goes away leaves nothing; the store bounds the size and what
@@ -88,7 +89,7 @@ func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		opts := s.opts.Controller.ImageImportOptions(r.Context())
+		opts := s.opts.ImageAdmin.ImportOptions(r.Context())
 		opts.Progress = func(line string) {
 			select {
 			case lines <- line:
@@ -129,7 +130,7 @@ func toGC(res *image.GCResult) *api.ImageGCResult {
 
 func (s *Server) removeImage(w http.ResponseWriter, r *http.Request) {
 	gc := r.URL.Query().Get("gc") == "true"
-	img, res, err := s.opts.Controller.RemoveImage(r.Context(), r.PathValue("ref"), gc)
+	img, res, err := s.opts.ImageAdmin.Remove(r.Context(), r.PathValue("ref"), gc)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -138,7 +139,7 @@ func (s *Server) removeImage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) gcImages(w http.ResponseWriter, r *http.Request) {
-	res, err := s.opts.Controller.GCImages(r.Context())
+	res, err := s.opts.ImageAdmin.GC(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -147,12 +148,12 @@ func (s *Server) gcImages(w http.ResponseWriter, r *http.Request) {
 }
 
 // exportImage streams an image as an OCI archive with the agent added
-// (controller.ExportImage). The reference it is named by comes in the
+// (internal/controller/images, Export). The reference it is named by comes in the
 // Paddock-Image-Ref header; an error found before the first byte gets a
 // proper error status, one after it cuts the archive short.
 func (s *Server) exportImage(w http.ResponseWriter, r *http.Request) {
 	started := false
-	_, err := s.opts.Controller.ExportImage(r.Context(), r.PathValue("ref"), r.URL.Query().Get("prefix"), func(name string) io.Writer {
+	_, err := s.opts.ImageAdmin.Export(r.Context(), r.PathValue("ref"), r.URL.Query().Get("prefix"), func(name string) io.Writer {
 		started = true
 		w.Header().Set("Content-Type", "application/x-tar")
 		w.Header().Set("Paddock-Image-Ref", name)

@@ -15,6 +15,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/controller/backups"
+	"github.com/paddock-dev/paddock/internal/controller/images"
 	"github.com/paddock-dev/paddock/internal/controller/previews"
 	"github.com/paddock-dev/paddock/internal/controller/secrets"
 	"github.com/paddock-dev/paddock/internal/controller/workspaces"
@@ -43,10 +44,13 @@ type Options struct {
 	Previews *previews.Service
 	// Secrets serves /v1/secrets; nil: none (each route says so).
 	Secrets *secrets.Service
-	Store   store.Store // API keys
-	Images  Images
-	Logger  *slog.Logger
-	Version string
+	// ImageAdmin removes, collects, accounts imports of and exports
+	// images; nil: none of those routes is served (each says so).
+	ImageAdmin *images.Service
+	Store      store.Store // API keys
+	Images     Images
+	Logger     *slog.Logger
+	Version    string
 	// MCP mounts the MCP server at /mcp; it reaches the API in-process,
 	// through the same handlers as any other client (mcp.go).
 	MCP bool

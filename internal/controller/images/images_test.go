@@ -1,0 +1,112 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/controllertest"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/runtime/processbackend"
+)
+
+func TestMain(m *testing.M) {
+	processbackend.RunAgentIfChild()
+	os.Exit(m.Run())
+}
+
+// removable is an image store that can remove its images and records
+// what a collection was told to keep.
+type removable struct {
+	controllertest.Images
+	kept []string
+}
+
+func (m *removable) Remove(ctx context.Context, ref string) (*image.Image, error) {
+	img, err := m.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	delete(m.Images, img.Name)
+	return img, nil
+}
+
+func (m *removable) GC(_ context.Context, keep []string) (image.GCResult, error) {
+	m.kept = keep
+	return image.GCResult{}, nil
+}
+
+// TestRemoveAndCollect: a key of scope own removes the images it
+// imported, and is refused a built-in image and another key's import with
+// one and the same refusal; an image a sandbox uses is not removed (whose
+// sandbox is named only to a caller that sees everything); a collection
+// needs scope all and keeps what sandboxes use. No root: the process
+// backend.
+func TestRemoveAndCollect(t *testing.T) {
+	env := controllertest.New(t, controllertest.Options{})
+	busybox := env.Images[controllertest.Image]
+	imgs := &removable{Images: controllertest.Images{
+		"busybox": busybox,
+		"mine":    {Name: "mine", Digest: "sha256:" + strings.Repeat("1", 64), Source: "mine", Owner: "key-a"},
+		"theirs":  {Name: "theirs", Digest: "sha256:" + strings.Repeat("2", 64), Source: "theirs", Owner: "key-b"},
+	}}
+	s := New(Options{Core: env.Controller, Store: env.Store, Images: imgs, MaxPerKey: 1 << 20, Logger: controllertest.Logger(t)})
+	bg := context.Background()
+	a := controller.WithCaller(bg, "key-a", api.KeyScopeOwn)
+	sys := controller.System(bg)
+
+	var msgs []string
+	for _, ref := range []string{"busybox", "theirs"} {
+		_, _, err := s.Remove(a, ref, false)
+		if !errors.Is(err, errdefs.ErrPermissionDenied) {
+			t.Fatalf("own key removing %s: %v", ref, err)
+		}
+		msgs = append(msgs, err.Error())
+	}
+	if msgs[0] != msgs[1] {
+		t.Fatalf("the refusals differ, telling a built-in image from another key's:\n%s\n%s", msgs[0], msgs[1])
+	}
+	if _, _, err := s.Remove(a, "mine", false); err != nil {
+		t.Fatalf("own key removing its import: %v", err)
+	}
+	if _, ok := imgs.Images["mine"]; ok {
+		t.Fatal("the image was not removed")
+	}
+
+	sb, err := env.Controller.Create(controller.WithCaller(bg, "key-b", api.KeyScopeOwn), api.CreateSandboxRequest{Image: controllertest.Image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Remove(sys, "busybox", true); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), sb.ID) {
+		t.Fatalf("removing an image a sandbox uses: %v", err)
+	}
+	if _, ok := imgs.Images["busybox"]; !ok {
+		t.Fatal("an image in use was removed")
+	}
+	if _, err := s.GC(a); !errors.Is(err, errdefs.ErrPermissionDenied) {
+		t.Errorf("a key of scope own collected layers: %v", err)
+	}
+	if _, err := s.GC(sys); err != nil || len(imgs.kept) != 1 || imgs.kept[0] != busybox.Digest {
+		t.Errorf("collection kept %v, %v; want the sandbox's image", imgs.kept, err)
+	}
+	if _, res, err := s.Remove(sys, "theirs", true); err != nil || res == nil {
+		t.Fatalf("the unix socket removing any import, then collecting: %v, %v", res, err)
+	}
+	if o := s.ImportOptions(a); o.Owner != "key-a" || o.MaxOwnerBytes != 1<<20 {
+		t.Errorf("import options: %+v", o)
+	}
+}
+
+// TestNoCollector: an image store that cannot remove images says so.
+func TestNoCollector(t *testing.T) {
+	env := controllertest.New(t, controllertest.Options{})
+	s := New(Options{Core: env.Controller, Store: env.Store, Images: env.Images})
+	if _, err := s.GC(controller.System(context.Background())); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("collection without a collector: %v", err)
+	}
+}
