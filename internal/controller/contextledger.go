@@ -77,36 +77,36 @@ func (c *Controller) contextLanguage(ctx context.Context, sandboxID string, ag *
 // recordRun writes a run's code_run entry: the context, its language, the
 // code's size and first bytes, and how the run ended.
 func (c *Controller) recordRun(ctx context.Context, sandboxID string, ag *client.Client, r *codeRun) {
-	l := newCmdLedger(api.LedgerCodeRun, nil)
-	l.data["context"] = r.context
+	l := ledger.NewCommand(api.LedgerCodeRun, nil)
+	l.Data["context"] = r.context
 	if lang := c.contextLanguage(ctx, sandboxID, ag, r.context); lang != "" {
-		l.data["language"] = lang
+		l.Data["language"] = lang
 	}
-	l.data["code_bytes"] = strconv.Itoa(len(r.code))
-	l.data["code"] = ledger.CutUTF8(r.code, maxLedgerCodeStart)
-	if len(l.data["code"]) < len(r.code) {
-		l.data["code_truncated"] = "true"
+	l.Data["code_bytes"] = strconv.Itoa(len(r.code))
+	l.Data["code"] = ledger.CutUTF8(r.code, maxLedgerCodeStart)
+	if len(l.Data["code"]) < len(r.code) {
+		l.Data["code_truncated"] = "true"
 	}
-	end := &cmdEnd{data: map[string]string{}}
+	end := &ledger.End{Data: map[string]string{}}
 	switch {
 	case r.failed != nil:
-		end.note = "the run did not start: " + r.failed.Error()
+		end.Note = "the run did not start: " + r.failed.Error()
 	case r.end == nil:
-		end.note = "no end: the caller went away and the run was interrupted"
+		end.Note = "no end: the caller went away and the run was interrupted"
 	default:
-		end.data["status"] = r.end.Status
-		end.timedOut = r.end.TimedOut
-		end.duration = time.Duration(r.end.DurationMs) * time.Millisecond
+		end.Data["status"] = r.end.Status
+		end.TimedOut = r.end.TimedOut
+		end.Duration = time.Duration(r.end.DurationMs) * time.Millisecond
 		if r.end.ContextDead {
-			end.data["context_dead"] = "true"
+			end.Data["context_dead"] = "true"
 		}
-		end.note = r.end.Note
+		end.Note = r.end.Note
 		if r.callerGone {
-			end.note = "the caller went away before the end"
+			end.Note = "the caller went away before the end"
 		}
 	}
 	if r.raised != "" {
-		end.data["error"] = r.raised
+		end.Data["error"] = r.raised
 	}
-	_ = c.Record(ctx, sandboxID, l.entry(end))
+	_ = c.Record(ctx, sandboxID, l.Entry(end))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/lazyre"
+	"github.com/paddock-dev/paddock/internal/ledger"
 )
 
 // userRE admits a user name or uid, optionally with a group name or gid
@@ -57,8 +58,8 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		return err
 	}
 	defer revoke()
-	l := newCmdLedger(api.LedgerExec, req.Cmd)
-	l.user, l.cwd, l.env = req.User, req.Cwd, req.Env
+	l := ledger.NewCommand(api.LedgerExec, req.Cmd)
+	l.User, l.Cwd, l.Env = req.User, req.Cwd, req.Env
 	emit, recordExec := c.ledgerExec(ctx, sandboxID, l, emit)
 	defer recordExec()
 

@@ -9,6 +9,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/ledger"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
 
@@ -29,22 +30,22 @@ const processWaitRetry = 2 * time.Second
 // recordProcessStart records a started background process and follows it
 // to its end in the background.
 func (c *Controller) recordProcessStart(ctx context.Context, sandboxID string, ag *client.Client, req api.StartProcessRequest, p *agentv1.BackgroundProcess) {
-	l := newCmdLedger(api.LedgerProcessStart, req.Cmd)
-	l.user, l.cwd, l.env = req.User, req.Cwd, req.Env
+	l := ledger.NewCommand(api.LedgerProcessStart, req.Cmd)
+	l.User, l.Cwd, l.Env = req.User, req.Cwd, req.Env
 	if p.GetUser() != "" {
-		l.user = p.GetUser()
+		l.User = p.GetUser()
 	}
-	l.data["process"] = p.GetId()
+	l.Data["process"] = p.GetId()
 	if p.GetPid() != 0 {
-		l.data["pid"] = strconv.FormatUint(uint64(p.GetPid()), 10)
+		l.Data["pid"] = strconv.FormatUint(uint64(p.GetPid()), 10)
 	}
-	_ = c.Record(ctx, sandboxID, l.entry(nil))
+	_ = c.Record(ctx, sandboxID, l.Entry(nil))
 	end := *l
-	end.kind, end.env = api.LedgerProcessEnd, nil
+	end.Kind, end.Env = api.LedgerProcessEnd, nil
 	go c.followProcess(sandboxID, ag, &end, p.GetId())
 }
 
-func (c *Controller) followProcess(sandboxID string, ag *client.Client, l *cmdLedger, procID string) {
+func (c *Controller) followProcess(sandboxID string, ag *client.Client, l *ledger.Command, procID string) {
 	ctx, cancel := c.untilClose()
 	defer cancel()
 	for {
@@ -55,7 +56,7 @@ func (c *Controller) followProcess(sandboxID string, ag *client.Client, l *cmdLe
 		case ctx.Err() != nil:
 			return // the daemon is stopping; see above
 		case err == nil:
-			_ = c.Record(ctx, sandboxID, l.entry(processEnd(res.GetProcess(), l.start)))
+			_ = c.Record(ctx, sandboxID, l.Entry(processEnd(res.GetProcess(), l.Start)))
 			return
 		case errors.Is(err, errdefs.ErrDeadlineExceeded):
 			// Still running after an hour's wait. The pause keeps an agent
@@ -68,7 +69,7 @@ func (c *Controller) followProcess(sandboxID string, ag *client.Client, l *cmdLe
 			}
 			continue
 		case errors.Is(err, errdefs.ErrNotFound):
-			_ = c.Record(ctx, sandboxID, l.entry(&cmdEnd{note: "end unknown: the sandbox no longer knows the process (it keeps a bounded number of ended ones)"}))
+			_ = c.Record(ctx, sandboxID, l.Entry(&ledger.End{Note: "end unknown: the sandbox no longer knows the process (it keeps a bounded number of ended ones)"}))
 			return
 		}
 		for {
@@ -79,7 +80,7 @@ func (c *Controller) followProcess(sandboxID string, ag *client.Client, l *cmdLe
 			}
 			host := c.processHost(ctx, sandboxID, ag)
 			if host == hostGone {
-				_ = c.Record(ctx, sandboxID, l.entry(&cmdEnd{note: "end unknown: the sandbox stopped, restarted or was destroyed, which ended the process"}))
+				_ = c.Record(ctx, sandboxID, l.Entry(&ledger.End{Note: "end unknown: the sandbox stopped, restarted or was destroyed, which ended the process"}))
 				return
 			}
 			if host == hostSame {
@@ -137,19 +138,19 @@ func (c *Controller) agentNow(sandboxID string, ag *client.Client) *client.Clien
 
 // processEnd reads a process's final record. The times are the sandbox's
 // clock; a duration they cannot give is measured by the daemon.
-func processEnd(p *agentv1.BackgroundProcess, start time.Time) *cmdEnd {
-	end := &cmdEnd{signal: p.GetSignal(), data: map[string]string{"status": p.GetStatus()}}
+func processEnd(p *agentv1.BackgroundProcess, start time.Time) *ledger.End {
+	end := &ledger.End{Signal: p.GetSignal(), Data: map[string]string{"status": p.GetStatus()}}
 	if p.GetHasExitCode() {
 		code := int(p.GetExitCode())
-		end.exitCode = &code
+		end.ExitCode = &code
 	}
 	if s, e := p.GetStartedAtUnixNano(), p.GetEndedAtUnixNano(); s > 0 && e > s {
-		end.duration = time.Duration(e - s)
+		end.Duration = time.Duration(e - s)
 	} else {
-		end.duration = time.Since(start)
+		end.Duration = time.Since(start)
 	}
 	if p.GetError() != "" {
-		end.note = "the process failed: " + p.GetError()
+		end.Note = "the process failed: " + p.GetError()
 	}
 	return end
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/ledger"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
 
@@ -139,8 +140,8 @@ func (c *Controller) sessionExec(ctx context.Context, ref string, req api.ExecRe
 	defer done()
 	// Recorded as an exec, with the session it ran in; the session's env
 	// was given when it was created and is not the command's.
-	l := newCmdLedger(api.LedgerExec, req.Cmd)
-	l.user, l.data["session"] = req.User, req.Session
+	l := ledger.NewCommand(api.LedgerExec, req.Cmd)
+	l.User, l.Data["session"] = req.User, req.Session
 	emit, recordExec := c.ledgerExec(ctx, sandboxID, l, emit)
 	defer recordExec()
 

@@ -11,6 +11,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/ledger"
 )
 
 // Terminal bookkeeping. Output is read from the agent as fast as it comes
@@ -58,7 +59,7 @@ type terminal struct {
 	stop        context.CancelFunc // ends following the process
 	// ledger records the end; nil for a terminal adopted after it ended,
 	// whose end the daemon that saw it may have recorded already.
-	ledger *cmdLedger
+	ledger *ledger.Command
 
 	mu       sync.Mutex
 	cols     int

@@ -6,31 +6,32 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/ledger"
 )
 
 // recordTerminalOpen writes a terminal's terminal_open entry and returns
 // the record its end is written from. The TERM the daemon sets is not the
 // caller's and is left out of the env names. asked is when the agent was
 // asked to start the process: its duration counts from there.
-func (c *Controller) recordTerminalOpen(ctx context.Context, t *terminal, o TerminalOptions, asked time.Time) *cmdLedger {
-	l := newCmdLedger(api.LedgerTerminalOpen, o.Cmd)
-	l.start = asked
-	l.user, l.cwd, l.env = o.User, o.Cwd, o.Env
-	l.data["terminal"] = t.id
-	l.data["pid"] = strconv.FormatUint(uint64(t.pid), 10)
-	_ = c.Record(ctx, t.sandbox, l.entry(nil))
+func (c *Controller) recordTerminalOpen(ctx context.Context, t *terminal, o TerminalOptions, asked time.Time) *ledger.Command {
+	l := ledger.NewCommand(api.LedgerTerminalOpen, o.Cmd)
+	l.Start = asked
+	l.User, l.Cwd, l.Env = o.User, o.Cwd, o.Env
+	l.Data["terminal"] = t.id
+	l.Data["pid"] = strconv.FormatUint(uint64(t.pid), 10)
+	_ = c.Record(ctx, t.sandbox, l.Entry(nil))
 	end := *l
-	end.kind, end.env = api.LedgerTerminalEnd, nil
+	end.Kind, end.Env = api.LedgerTerminalEnd, nil
 	return &end
 }
 
 // adoptedTerminalLedger is the end record of a running terminal a daemon
 // adopted after its restart: it ran since the terminal's creation.
-func adoptedTerminalLedger(t *terminal) *cmdLedger {
-	l := newCmdLedger(api.LedgerTerminalEnd, t.cmd)
-	l.data["terminal"] = t.id
-	l.data["pid"] = strconv.FormatUint(uint64(t.pid), 10)
-	l.start = t.created
+func adoptedTerminalLedger(t *terminal) *ledger.Command {
+	l := ledger.NewCommand(api.LedgerTerminalEnd, t.cmd)
+	l.Data["terminal"] = t.id
+	l.Data["pid"] = strconv.FormatUint(uint64(t.pid), 10)
+	l.Start = t.created
 	return l
 }
 
@@ -44,11 +45,11 @@ func (c *Controller) recordTerminalEnd(t *terminal) {
 	t.mu.Lock()
 	code, sig, failure := t.exitCode, t.signal, t.failure
 	t.mu.Unlock()
-	end := &cmdEnd{signal: sig}
+	end := &ledger.End{Signal: sig}
 	if failure != "" {
-		end.note = "end unknown: " + failure
+		end.Note = "end unknown: " + failure
 	} else {
-		end.exitCode = &code
+		end.ExitCode = &code
 	}
-	_ = c.Record(System(context.Background()), t.sandbox, t.ledger.entry(end))
+	_ = c.Record(System(context.Background()), t.sandbox, t.ledger.Entry(end))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/ledger"
 )
 
 // The data plane relays envd's protocol straight to a sandbox's agent, so
@@ -158,7 +159,7 @@ func (rec *envdRecorder) callEntry(call envdCall) api.LedgerEntry {
 		if call.pty {
 			data["pty"] = "true"
 		}
-		e := controller.CommandEntry(call.kind, call.cmd, rec.user, call.cwd, call.env, data)
+		e := ledger.CommandEntry(call.kind, call.cmd, rec.user, call.cwd, call.env, data)
 		if call.why != "" {
 			e.Note = "request not decoded: " + call.why
 		}
