@@ -108,9 +108,6 @@ type entry struct {
 	unwatch  context.CancelFunc
 	death    atomic.Pointer[deathNote]
 
-	langMu sync.Mutex
-	langs  map[string]string // code context id -> language, for the ledger (contexts.go)
-
 	// hibernated is the agent client closed by the last hibernation, and
 	// successors maps each such client to the one that reached the same
 	// processes after the restore, so followers of a process move on

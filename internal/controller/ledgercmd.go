@@ -7,10 +7,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/ledger"
 )
 
-// maxLedgerCodeStart bounds the first bytes of a code run's code that its
-// entry keeps (contextledger.go).
-const maxLedgerCodeStart = 256
-
 // ledgerExec wraps an exec's emit (a plain exec's or a session command's)
 // to see its end event, and returns the function that records the command
 // once it is over.

@@ -124,14 +124,9 @@ func (c *Controller) sessionExec(ctx context.Context, ref string, req api.ExecRe
 			return err
 		}
 	}
-	queue := defaultQueueTimeout
-	if req.QueueTimeout != "" {
-		if queue, err = parseDuration("queue_timeout", req.QueueTimeout, time.Millisecond); err != nil {
-			return err
-		}
-		if queue > maxQueueTimeout {
-			return errdefs.Invalid("queue_timeout %s is longer than %s", queue, maxQueueTimeout)
-		}
+	queue, err := QueueTimeout(req.QueueTimeout)
+	if err != nil {
+		return err
 	}
 	ag, sandboxID, done, err := c.Agent(ctx, ref)
 	if err != nil {

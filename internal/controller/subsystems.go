@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"time"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
 // What the subsystem packages beside the core (internal/controller/...,
@@ -60,3 +62,22 @@ func (c *Controller) RecordedSandbox(ctx context.Context, ref string) (id, name 
 // RequireScopeAll refuses, to a key of scope own, an operation on what all
 // callers share (images, templates, pools).
 func RequireScopeAll(ctx context.Context, what string) error { return requireScopeAll(ctx, what) }
+
+// ValidateEnv checks a request's environment variables.
+func ValidateEnv(env map[string]string) error { return validateEnv(env) }
+
+// QueueTimeout reads how long a request may wait for its turn (a session
+// command, a code run): "" is the default, at most an hour.
+func QueueTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return defaultQueueTimeout, nil
+	}
+	queue, err := parseDuration("queue_timeout", s, time.Millisecond)
+	if err != nil {
+		return 0, err
+	}
+	if queue > maxQueueTimeout {
+		return 0, errdefs.Invalid("queue_timeout %s is longer than %s", queue, maxQueueTimeout)
+	}
+	return queue, nil
+}

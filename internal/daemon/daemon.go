@@ -21,6 +21,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/console"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/controller/backups"
+	"github.com/paddock-dev/paddock/internal/controller/codecontexts"
 	imagesvc "github.com/paddock-dev/paddock/internal/controller/images"
 	"github.com/paddock-dev/paddock/internal/controller/previews"
 	secretsvc "github.com/paddock-dev/paddock/internal/controller/secrets"
@@ -228,15 +229,16 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	bkService := backups.New(backups.Options{Core: ctrl, Store: st, TTL: cfg.BackupTTL, S3: cfg.BackupS3, Logger: log.With("part", "backups")})
 	go bkService.RunRetention(ctx) // expired backups, orphaned archives
 	imgService := imagesvc.New(imagesvc.Options{Core: ctrl, Store: st, Images: images, AgentBinary: agentBin, MaxPerKey: cfg.ImageImportMaxPerKey, Logger: log.With("part", "images")})
+	cxService := codecontexts.New(ctrl, cfg.ExecTimeout)
 	secService := secretsvc.New(ctrl, secOpt, log.With("part", "secrets"))
 	pvService := previews.New(previews.Options{Core: ctrl, Store: st, Listen: cfg.PreviewListen, Domain: cfg.PreviewDomain, Logger: log.With("part", "previews")})
-	srv := server.New(server.Options{Controller: ctrl, Workspaces: wsService, Backups: bkService, Previews: pvService, Secrets: secService, ImageAdmin: imgService, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
+	srv := server.New(server.Options{Controller: ctrl, Workspaces: wsService, Backups: bkService, Previews: pvService, Secrets: secService, ImageAdmin: imgService, Contexts: cxService, Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
 	con := console.New() // the web console, at / on both listeners
 	apiGate.open(socketRouter(srv.Handler(false), con))
 	if cfg.Listen != "" {
 		// E2B's API and data plane share the TCP listener with /v1 and
 		// /mcp, side by side (router.go).
-		e2bHandler := e2b.New(e2b.Options{Controller: ctrl, Secrets: secService, Keys: st, HashKey: server.HashKey, DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
+		e2bHandler := e2b.New(e2b.Options{Controller: ctrl, Secrets: secService, Contexts: cxService, Keys: st, HashKey: server.HashKey, DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
 		go e2bHandler.RunMetrics(ctx) // getMetrics' history
 		tcpGate.open(tcpRouter(srv.Handler(true), e2bHandler, con))
 	}

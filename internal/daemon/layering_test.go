@@ -19,13 +19,14 @@ import (
 func TestLayering(t *testing.T) {
 	const mod = "github.com/paddock-dev/paddock/"
 	allowed := map[string][]string{
-		mod + "internal/daemon":                {"internal/cli"},
-		mod + "internal/server":                {"internal/daemon"},
-		mod + "internal/controller/workspaces": {"internal/daemon", "internal/server"},
-		mod + "internal/controller/backups":    {"internal/daemon", "internal/server"},
-		mod + "internal/controller/previews":   {"internal/daemon", "internal/server"},
-		mod + "internal/controller/images":     {"internal/daemon", "internal/server"},
-		mod + "internal/controller/secrets":    {"internal/daemon", "internal/server", "internal/e2b"},
+		mod + "internal/daemon":                  {"internal/cli"},
+		mod + "internal/server":                  {"internal/daemon"},
+		mod + "internal/controller/workspaces":   {"internal/daemon", "internal/server"},
+		mod + "internal/controller/backups":      {"internal/daemon", "internal/server"},
+		mod + "internal/controller/previews":     {"internal/daemon", "internal/server"},
+		mod + "internal/controller/images":       {"internal/daemon", "internal/server"},
+		mod + "internal/controller/codecontexts": {"internal/daemon", "internal/server", "internal/e2b"},
+		mod + "internal/controller/secrets":      {"internal/daemon", "internal/server", "internal/e2b"},
 	}
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()

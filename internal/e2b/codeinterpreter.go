@@ -167,6 +167,10 @@ func (h *Handler) serveCodeInterpreter(w http.ResponseWriter, r *http.Request, s
 		writeSandboxNotFound(w, sb.ID) // proxy.go: what E2B's proxy answers
 		return
 	}
+	if h.opts.Contexts == nil {
+		writeCIError(w, r, fmt.Errorf("this daemon does not serve code contexts: %w", errdefs.ErrUnavailable))
+		return
+	}
 	switch route {
 	case "execute":
 		h.ciExecute(w, r, sb)
@@ -175,7 +179,7 @@ func (h *Handler) serveCodeInterpreter(w http.ResponseWriter, r *http.Request, s
 	case "create":
 		h.ciCreate(w, r, sb)
 	case "delete":
-		if err := h.opts.Controller.DeleteContext(r.Context(), sb.ID, id); err != nil {
+		if err := h.opts.Contexts.Delete(r.Context(), sb.ID, id); err != nil {
 			writeCIError(w, r, err)
 			return
 		}
@@ -238,21 +242,21 @@ func (h *Handler) ciExecute(w http.ResponseWriter, r *http.Request, sb *api.Sand
 		writeCIError(w, r, err)
 		return
 	}
-	ctrl := h.opts.Controller
+	cx := h.opts.Contexts
 	s := newExecStream(w)
 	req := api.RunCodeRequest{Code: spec.code, Env: spec.env}
 	// The client's abort (the SDK's timeoutMs) cancels r.Context(), which
 	// interrupts the run as a timeout would; the context stays usable.
-	err = ctrl.RunCode(r.Context(), sb.ID, spec.contextID, req, s.emit)
+	err = cx.Run(r.Context(), sb.ID, spec.contextID, req, s.emit)
 	if err != nil && spec.language != "" && errors.Is(err, errdefs.ErrNotFound) {
 		// The language's default context does not exist yet. One made
 		// meanwhile by a parallel run is just as good.
-		_, cerr := ctrl.CreateContext(r.Context(), sb.ID, api.CreateContextRequest{ID: spec.contextID, Language: spec.language})
+		_, cerr := cx.Create(r.Context(), sb.ID, api.CreateContextRequest{ID: spec.contextID, Language: spec.language})
 		if cerr != nil && !errors.Is(cerr, errdefs.ErrConflict) {
 			writeCIError(w, r, cerr)
 			return
 		}
-		err = ctrl.RunCode(r.Context(), sb.ID, spec.contextID, req, s.emit)
+		err = cx.Run(r.Context(), sb.ID, spec.contextID, req, s.emit)
 	}
 	if err != nil {
 		// Nothing was streamed: the run did not start.
@@ -265,7 +269,7 @@ func (h *Handler) ciExecute(w http.ResponseWriter, r *http.Request, sb *api.Sand
 }
 
 func (h *Handler) ciList(w http.ResponseWriter, r *http.Request, sb *api.Sandbox) {
-	list, err := h.opts.Controller.ListContexts(r.Context(), sb.ID)
+	list, err := h.opts.Contexts.List(r.Context(), sb.ID)
 	if err != nil {
 		writeCIError(w, r, err)
 		return
@@ -294,7 +298,7 @@ func (h *Handler) ciCreate(w http.ResponseWriter, r *http.Request, sb *api.Sandb
 		writeCIError(w, r, err)
 		return
 	}
-	c, err := h.opts.Controller.CreateContext(r.Context(), sb.ID, api.CreateContextRequest{ID: newContextID(), Language: body.Language, Cwd: body.Cwd})
+	c, err := h.opts.Contexts.Create(r.Context(), sb.ID, api.CreateContextRequest{ID: newContextID(), Language: body.Language, Cwd: body.Cwd})
 	if err != nil {
 		writeCIError(w, r, err)
 		return
@@ -307,8 +311,8 @@ func (h *Handler) ciCreate(w http.ResponseWriter, r *http.Request, sb *api.Sandb
 // through Paddock's API (env) are not kept: the agent does not report
 // them.
 func (h *Handler) ciRestart(w http.ResponseWriter, r *http.Request, sb *api.Sandbox, id string) {
-	ctrl := h.opts.Controller
-	list, err := ctrl.ListContexts(r.Context(), sb.ID)
+	cx := h.opts.Contexts
+	list, err := cx.List(r.Context(), sb.ID)
 	if err != nil {
 		writeCIError(w, r, err)
 		return
@@ -325,11 +329,11 @@ func (h *Handler) ciRestart(w http.ResponseWriter, r *http.Request, sb *api.Sand
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), contextOpTimeout)
 	defer cancel()
-	if err := ctrl.DeleteContext(ctx, sb.ID, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+	if err := cx.Delete(ctx, sb.ID, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		writeCIError(w, r, err)
 		return
 	}
-	if _, err := ctrl.CreateContext(ctx, sb.ID, api.CreateContextRequest{ID: id, Language: old.Language, Cwd: old.Cwd, User: old.User}); err != nil {
+	if _, err := cx.Create(ctx, sb.ID, api.CreateContextRequest{ID: id, Language: old.Language, Cwd: old.Cwd, User: old.User}); err != nil {
 		writeCIError(w, r, fmt.Errorf("restart code context %q: the old interpreter is gone and a new one did not start: %w", id, err))
 		return
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/codecontexts"
 	"github.com/paddock-dev/paddock/internal/controller/secrets"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
@@ -35,7 +36,9 @@ type Options struct {
 	Controller *controller.Controller
 	// Secrets serves E2B's secrets API; nil: none (it says so).
 	Secrets *secrets.Service
-	Keys    Keys
+	// Contexts serves the code interpreter's port; nil: none (it says so).
+	Contexts *codecontexts.Service
+	Keys     Keys
 	// HashKey is how key secrets are hashed for lookup (the API server's).
 	HashKey func(secret string) []byte
 	// DefaultNetwork is what a create that says nothing about internet

@@ -8,10 +8,11 @@ import (
 
 // routesContexts serves code contexts (docs/code-contexts.md).
 func (s *Server) routesContexts(m *http.ServeMux) {
-	m.HandleFunc("POST /v1/sandboxes/{id}/contexts", s.createContext)
-	m.HandleFunc("GET /v1/sandboxes/{id}/contexts", s.listContexts)
-	m.HandleFunc("DELETE /v1/sandboxes/{id}/contexts/{ctx}", s.deleteContext)
-	m.HandleFunc("POST /v1/sandboxes/{id}/contexts/{ctx}/run", s.runCode)
+	has := s.opts.Contexts != nil
+	m.HandleFunc("POST /v1/sandboxes/{id}/contexts", s.serves(has, "code contexts", s.createContext))
+	m.HandleFunc("GET /v1/sandboxes/{id}/contexts", s.serves(has, "code contexts", s.listContexts))
+	m.HandleFunc("DELETE /v1/sandboxes/{id}/contexts/{ctx}", s.serves(has, "code contexts", s.deleteContext))
+	m.HandleFunc("POST /v1/sandboxes/{id}/contexts/{ctx}/run", s.serves(has, "code contexts", s.runCode))
 }
 
 func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
@@ -20,7 +21,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	c, err := s.opts.Controller.CreateContext(r.Context(), r.PathValue("id"), req)
+	c, err := s.opts.Contexts.Create(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -29,7 +30,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
-	list, err := s.opts.Controller.ListContexts(r.Context(), r.PathValue("id"))
+	list, err := s.opts.Contexts.List(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -38,7 +39,7 @@ func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
-	if err := s.opts.Controller.DeleteContext(r.Context(), r.PathValue("id"), r.PathValue("ctx")); err != nil {
+	if err := s.opts.Contexts.Delete(r.Context(), r.PathValue("id"), r.PathValue("ctx")); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -55,7 +56,7 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var out *ndjson
-	err := s.opts.Controller.RunCode(r.Context(), r.PathValue("id"), r.PathValue("ctx"), req, func(ev api.RunCodeEvent) error {
+	err := s.opts.Contexts.Run(r.Context(), r.PathValue("id"), r.PathValue("ctx"), req, func(ev api.RunCodeEvent) error {
 		if out == nil {
 			out = newNDJSON(w)
 		}

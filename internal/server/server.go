@@ -15,6 +15,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/controller/backups"
+	"github.com/paddock-dev/paddock/internal/controller/codecontexts"
 	"github.com/paddock-dev/paddock/internal/controller/images"
 	"github.com/paddock-dev/paddock/internal/controller/previews"
 	"github.com/paddock-dev/paddock/internal/controller/secrets"
@@ -44,6 +45,8 @@ type Options struct {
 	Previews *previews.Service
 	// Secrets serves /v1/secrets; nil: none (each route says so).
 	Secrets *secrets.Service
+	// Contexts serves code contexts; nil: none (each route says so).
+	Contexts *codecontexts.Service
 	// ImageAdmin removes, collects, accounts imports of and exports
 	// images; nil: none of those routes is served (each says so).
 	ImageAdmin *images.Service

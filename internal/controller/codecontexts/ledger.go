@@ -1,8 +1,9 @@
-package controller
+package codecontexts
 
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
@@ -33,30 +34,48 @@ func (r *codeRun) saw(ev api.RunCodeEvent) {
 	}
 }
 
-// rememberLanguage keeps a context's language for its runs' entries (a
-// run names only its context); "" forgets it.
-func (c *Controller) rememberLanguage(sandboxID, contextID, lang string) {
-	e := c.entry(sandboxID)
-	e.langMu.Lock()
-	defer e.langMu.Unlock()
+// maxLanguages bounds the languages remembered: past it they are all
+// forgotten, and asked of the agents again as runs need them.
+const maxLanguages = 10_000
+
+// maxLedgerCodeStart bounds the first bytes of a run's code its entry
+// keeps.
+const maxLedgerCodeStart = 256
+
+// languages remembers each context's language for its runs' entries (a
+// run names only its context). It is a cache: what it lacks (a context
+// made before a daemon restart, or forgotten past the bound) is asked of
+// the agent.
+type languages struct {
+	mu sync.Mutex
+	m  map[string]string // sandbox id + "/" + context id -> language
+}
+
+// remember keeps a context's language; "" forgets it.
+func (l *languages) remember(sandboxID, contextID, lang string) {
+	k := sandboxID + "/" + contextID
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if lang == "" {
-		delete(e.langs, contextID)
+		delete(l.m, k)
 		return
 	}
-	if e.langs == nil {
-		e.langs = make(map[string]string)
+	if l.m == nil || len(l.m) >= maxLanguages {
+		l.m = make(map[string]string)
 	}
-	e.langs[contextID] = lang
+	l.m[k] = lang
+}
+
+func (l *languages) get(sandboxID, contextID string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[sandboxID+"/"+contextID]
 }
 
 // contextLanguage is a context's language: remembered from its creation,
 // else (a context made before a daemon restart) asked of the agent.
-func (c *Controller) contextLanguage(ctx context.Context, sandboxID string, ag *client.Client, contextID string) string {
-	e := c.entry(sandboxID)
-	e.langMu.Lock()
-	lang := e.langs[contextID]
-	e.langMu.Unlock()
-	if lang != "" {
+func (s *Service) contextLanguage(ctx context.Context, sandboxID string, ag *client.Client, contextID string) string {
+	if lang := s.langs.get(sandboxID, contextID); lang != "" {
 		return lang
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -67,7 +86,7 @@ func (c *Controller) contextLanguage(ctx context.Context, sandboxID string, ag *
 	}
 	for _, i := range list {
 		if i.GetId() == contextID {
-			c.rememberLanguage(sandboxID, contextID, i.GetLanguage())
+			s.langs.remember(sandboxID, contextID, i.GetLanguage())
 			return i.GetLanguage()
 		}
 	}
@@ -76,10 +95,10 @@ func (c *Controller) contextLanguage(ctx context.Context, sandboxID string, ag *
 
 // recordRun writes a run's code_run entry: the context, its language, the
 // code's size and first bytes, and how the run ended.
-func (c *Controller) recordRun(ctx context.Context, sandboxID string, ag *client.Client, r *codeRun) {
+func (s *Service) recordRun(ctx context.Context, sandboxID string, ag *client.Client, r *codeRun) {
 	l := ledger.NewCommand(api.LedgerCodeRun, nil)
 	l.Data["context"] = r.context
-	if lang := c.contextLanguage(ctx, sandboxID, ag, r.context); lang != "" {
+	if lang := s.contextLanguage(ctx, sandboxID, ag, r.context); lang != "" {
 		l.Data["language"] = lang
 	}
 	l.Data["code_bytes"] = strconv.Itoa(len(r.code))
@@ -108,5 +127,5 @@ func (c *Controller) recordRun(ctx context.Context, sandboxID string, ag *client
 	if r.raised != "" {
 		end.Data["error"] = r.raised
 	}
-	_ = c.Record(ctx, sandboxID, l.Entry(end))
+	_ = s.core.Record(ctx, sandboxID, l.Entry(end))
 }

@@ -1,4 +1,9 @@
-package controller
+// Package codecontexts is the controller's code contexts subsystem:
+// persistent interpreters (Python, JavaScript) in a sandbox's agent, made,
+// listed, ended and run in, each run streamed and recorded in the
+// sandbox's ledger (ledger.go). It reaches sandboxes through the
+// controller's core (Core).
+package codecontexts
 
 import (
 	"context"
@@ -7,6 +12,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
@@ -14,11 +20,36 @@ import (
 // maxCodeBytes bounds one run's code; the agent enforces the same.
 const maxCodeBytes = 1 << 20
 
-// CreateContext starts a code context (a persistent interpreter) in a
+// Core is what the subsystem uses of the controller (*controller.Controller
+// implements it).
+type Core interface {
+	// Agent reaches a sandbox ctx's caller may use, starting a stopped
+	// one first; done ends the use.
+	Agent(ctx context.Context, ref string) (ag *client.Client, id string, done func(), err error)
+	// Record appends a daemon-made entry to a sandbox's ledger.
+	Record(ctx context.Context, sandboxID string, e api.LedgerEntry) error
+}
+
+var _ Core = (*controller.Controller)(nil)
+
+// Service serves code contexts.
+type Service struct {
+	core Core
+	// runTimeout is a run's timeout when its request names none.
+	runTimeout time.Duration
+	langs      languages // ledger.go
+}
+
+// New returns the subsystem; runTimeout is a run's default timeout.
+func New(core Core, runTimeout time.Duration) *Service {
+	return &Service{core: core, runTimeout: runTimeout}
+}
+
+// Create starts a code context (a persistent interpreter) in a
 // sandbox, starting a stopped sandbox first. Contexts live in the
 // sandbox's agent: a stop or restart of the sandbox ends them.
-func (c *Controller) CreateContext(ctx context.Context, ref string, req api.CreateContextRequest) (*api.CodeContext, error) {
-	if req.User != "" && !userRE.MatchString(req.User) {
+func (s *Service) Create(ctx context.Context, ref string, req api.CreateContextRequest) (*api.CodeContext, error) {
+	if req.User != "" && !controller.ValidUser(req.User) {
 		return nil, errdefs.Invalid("user %q is not a valid user name", req.User)
 	}
 	switch strings.ToLower(req.Language) {
@@ -29,13 +60,13 @@ func (c *Controller) CreateContext(ctx context.Context, ref string, req api.Crea
 	default:
 		return nil, errdefs.Invalid("language %q: want python or javascript", req.Language)
 	}
-	if err := validateEnv(req.Env); err != nil {
+	if err := controller.ValidateEnv(req.Env); err != nil {
 		return nil, err
 	}
 	if strings.ContainsRune(req.Cwd, 0) || len(req.Cwd) > 4096 {
 		return nil, errdefs.Invalid("cwd is not a valid path")
 	}
-	ag, sandboxID, done, err := c.Agent(ctx, ref)
+	ag, sandboxID, done, err := s.core.Agent(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -44,29 +75,32 @@ func (c *Controller) CreateContext(ctx context.Context, ref string, req api.Crea
 	if err != nil {
 		return nil, err
 	}
-	c.rememberLanguage(sandboxID, info.GetId(), info.GetLanguage()) // contextledger.go
+	s.langs.remember(sandboxID, info.GetId(), info.GetLanguage()) // ledger.go
 	out := contextToAPI(info)
 	return &out, nil
 }
 
-// ListContexts lists a sandbox's code contexts, oldest first.
-func (c *Controller) ListContexts(ctx context.Context, ref string) ([]api.CodeContext, error) {
-	return withAgent(ctx, c, ref, func(ag *client.Client) ([]api.CodeContext, error) {
-		list, err := ag.ListContexts(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]api.CodeContext, 0, len(list))
-		for _, info := range list {
-			out = append(out, contextToAPI(info))
-		}
-		return out, nil
-	})
+// List lists a sandbox's code contexts, oldest first.
+func (s *Service) List(ctx context.Context, ref string) ([]api.CodeContext, error) {
+	ag, _, done, err := s.core.Agent(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	list, err := ag.ListContexts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.CodeContext, 0, len(list))
+	for _, info := range list {
+		out = append(out, contextToAPI(info))
+	}
+	return out, nil
 }
 
-// DeleteContext ends a code context's interpreter.
-func (c *Controller) DeleteContext(ctx context.Context, ref, id string) error {
-	ag, sandboxID, done, err := c.Agent(ctx, ref)
+// Delete ends a code context's interpreter.
+func (s *Service) Delete(ctx context.Context, ref, id string) error {
+	ag, sandboxID, done, err := s.core.Agent(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -74,7 +108,7 @@ func (c *Controller) DeleteContext(ctx context.Context, ref, id string) error {
 	if err := ag.DeleteContext(ctx, id); err != nil {
 		return err
 	}
-	c.rememberLanguage(sandboxID, id, "")
+	s.langs.remember(sandboxID, id, "")
 	return nil
 }
 
@@ -86,10 +120,10 @@ func contextToAPI(i *agentv1.CodeContextInfo) api.CodeContext {
 	}
 }
 
-// RunCode runs code in a context and streams its events: one start, then
+// Run runs code in a context and streams its events: one start, then
 // output, results and errors, then exactly one end. An error returned
 // means nothing was streamed.
-func (c *Controller) RunCode(ctx context.Context, ref, id string, req api.RunCodeRequest, emit func(api.RunCodeEvent) error) error {
+func (s *Service) Run(ctx context.Context, ref, id string, req api.RunCodeRequest, emit func(api.RunCodeEvent) error) error {
 	switch {
 	case strings.TrimSpace(req.Code) == "":
 		return errdefs.Invalid("code is empty")
@@ -98,33 +132,27 @@ func (c *Controller) RunCode(ctx context.Context, ref, id string, req api.RunCod
 	case strings.ContainsRune(req.Code, 0):
 		return errdefs.Invalid("code must not contain NUL bytes")
 	}
-	if err := validateEnv(req.Env); err != nil {
+	if err := controller.ValidateEnv(req.Env); err != nil {
 		return err
 	}
-	timeout := c.cfg.ExecTimeout
+	timeout := s.runTimeout
 	if req.Timeout != "" {
 		var err error
-		if timeout, err = parseDuration("timeout", req.Timeout, time.Millisecond); err != nil {
+		if timeout, err = controller.ParseDuration("timeout", req.Timeout, time.Millisecond); err != nil {
 			return err
 		}
 	}
-	queue := defaultQueueTimeout
-	if req.QueueTimeout != "" {
-		var err error
-		if queue, err = parseDuration("queue_timeout", req.QueueTimeout, time.Millisecond); err != nil {
-			return err
-		}
-		if queue > maxQueueTimeout {
-			return errdefs.Invalid("queue_timeout %s is longer than %s", queue, maxQueueTimeout)
-		}
+	queue, err := controller.QueueTimeout(req.QueueTimeout)
+	if err != nil {
+		return err
 	}
-	ag, sandboxID, done, err := c.Agent(ctx, ref)
+	ag, sandboxID, done, err := s.core.Agent(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer done()
 	run := &codeRun{context: id, code: req.Code}
-	defer func() { c.recordRun(ctx, sandboxID, ag, run) }() // contextledger.go
+	defer func() { s.recordRun(ctx, sandboxID, ag, run) }() // ledger.go
 
 	started := false
 	var emitErr error
