@@ -13,6 +13,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/watches"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 )
@@ -30,7 +31,7 @@ func (s *Server) routesInteractive(m *http.ServeMux) {
 	m.HandleFunc("GET /v1/sandboxes/{id}/pty", s.pty)
 	m.HandleFunc("GET /v1/sandboxes/{id}/terminals", s.listTerminals)
 	m.HandleFunc("DELETE /v1/sandboxes/{id}/terminals/{terminal}", s.killTerminal)
-	m.HandleFunc("GET /v1/sandboxes/{id}/watch", s.watch)
+	m.HandleFunc("GET /v1/sandboxes/{id}/watch", s.serves(s.opts.Watches != nil, "watches", s.watch))
 	m.HandleFunc("POST /v1/sandboxes/{id}/previews", s.serves(s.opts.Previews != nil, "previews", s.expose))
 	m.HandleFunc("GET /v1/sandboxes/{id}/previews", s.serves(s.opts.Previews != nil, "previews", s.listPreviews))
 	m.HandleFunc("DELETE /v1/sandboxes/{id}/previews/{port}", s.serves(s.opts.Previews != nil, "previews", s.unexpose))
@@ -280,12 +281,12 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	o := controller.WatchOptions{
+	o := watches.Options{
 		Path: q.Get("path"), User: q.Get("user"), Recursive: recursive,
 		Include: q["include"], Exclude: q["exclude"],
 	}
 	var nd *ndjson
-	err = s.opts.Controller.Watch(r.Context(), r.PathValue("id"), o, func(ev api.WatchEvent) error {
+	err = s.opts.Watches.Watch(r.Context(), r.PathValue("id"), o, func(ev api.WatchEvent) error {
 		if nd == nil {
 			nd = newNDJSON(w)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/images"
 	"github.com/paddock-dev/paddock/internal/controller/previews"
 	"github.com/paddock-dev/paddock/internal/controller/secrets"
+	"github.com/paddock-dev/paddock/internal/controller/watches"
 	"github.com/paddock-dev/paddock/internal/controller/workspaces"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
@@ -47,6 +48,8 @@ type Options struct {
 	Secrets *secrets.Service
 	// Contexts serves code contexts; nil: none (each route says so).
 	Contexts *codecontexts.Service
+	// Watches serves directory watches; nil: none (the route says so).
+	Watches *watches.Service
 	// ImageAdmin removes, collects, accounts imports of and exports
 	// images; nil: none of those routes is served (each says so).
 	ImageAdmin *images.Service

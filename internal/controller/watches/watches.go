@@ -1,4 +1,9 @@
-package controller
+// Package watches is the controller's watches subsystem: a sandbox
+// directory's changes streamed to a caller, filtered by include and
+// exclude globs, ended by the sandbox's stop (a clean end) or a broken
+// stream (an error). It reaches sandboxes through the controller's core
+// (Core).
+package watches
 
 import (
 	"context"
@@ -7,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -16,8 +23,26 @@ const (
 	maxWatchGlobLen = 256
 )
 
-// WatchOptions select what a watch reports.
-type WatchOptions struct {
+// Core is what the subsystem uses of the controller (*controller.Controller
+// implements it).
+type Core interface {
+	// Agent reaches a sandbox ctx's caller may use, starting a stopped
+	// one first; done ends the use.
+	Agent(ctx context.Context, ref string) (ag *client.Client, id string, done func(), err error)
+	// Get finds a sandbox ctx's caller may see.
+	Get(ctx context.Context, ref string) (*api.Sandbox, error)
+}
+
+var _ Core = (*controller.Controller)(nil)
+
+// Service serves watches.
+type Service struct{ core Core }
+
+// New returns the subsystem.
+func New(core Core) *Service { return &Service{core: core} }
+
+// Options select what a watch reports.
+type Options struct {
 	Path      string
 	User      string
 	Recursive bool
@@ -26,14 +51,14 @@ type WatchOptions struct {
 	Include, Exclude []string
 }
 
-func validateWatch(o *WatchOptions) error {
+func validateWatch(o *Options) error {
 	if o.Path == "" {
 		return errdefs.Invalid("path is required: the directory to watch")
 	}
 	if len(o.Path) > 4096 || strings.IndexByte(o.Path, 0) >= 0 {
 		return errdefs.Invalid("path is not a valid path")
 	}
-	if o.User != "" && !userRE.MatchString(o.User) {
+	if o.User != "" && !controller.ValidUser(o.User) {
 		return errdefs.Invalid("user %q is not a valid user name", o.User)
 	}
 	if len(o.Include)+len(o.Exclude) > maxWatchGlobs {
@@ -78,7 +103,7 @@ func MatchGlob(glob, rel string) bool {
 	}
 }
 
-func keepWatched(o *WatchOptions, rel string) bool {
+func keepWatched(o *Options, rel string) bool {
 	for _, g := range o.Exclude {
 		if MatchGlob(g, rel) {
 			return false
@@ -101,11 +126,11 @@ func keepWatched(o *WatchOptions, rel string) bool {
 // error event. Watch returns an error only when nothing was emitted (bad
 // request, missing sandbox or directory), so the caller can answer with a
 // status. A watch does not keep a sandbox awake: it may still stop when idle.
-func (c *Controller) Watch(ctx context.Context, ref string, o WatchOptions, emit func(api.WatchEvent) error) error {
+func (s *Service) Watch(ctx context.Context, ref string, o Options, emit func(api.WatchEvent) error) error {
 	if err := validateWatch(&o); err != nil {
 		return err
 	}
-	ag, id, done, err := c.Agent(ctx, ref)
+	ag, id, done, err := s.core.Agent(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -124,7 +149,7 @@ func (c *Controller) Watch(ctx context.Context, ref string, o WatchOptions, emit
 			if ctx.Err() != nil {
 				return nil
 			}
-			_ = emit(c.watchEnd(context.WithoutCancel(ctx), id, err))
+			_ = emit(s.watchEnd(context.WithoutCancel(ctx), id, err))
 			return nil
 		}
 		rel := strings.TrimPrefix(ev.Path, "./")
@@ -138,8 +163,8 @@ func (c *Controller) Watch(ctx context.Context, ref string, o WatchOptions, emit
 }
 
 // watchEnd tells a stopped sandbox (a clean end) from a broken stream.
-func (c *Controller) watchEnd(ctx context.Context, id string, cause error) api.WatchEvent {
-	rec, err := c.resolve(ctx, id)
+func (s *Service) watchEnd(ctx context.Context, id string, cause error) api.WatchEvent {
+	rec, err := s.core.Get(ctx, id)
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
 		return api.WatchEvent{Type: api.WatchEnd, Reason: "sandbox destroyed"}
