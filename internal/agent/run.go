@@ -38,6 +38,11 @@ type RunOptions struct {
 	// starts unclaimed (claim.go).
 	PoolToken string
 	Debug     bool
+	// EtcDir holds the passwd and group files users are resolved from
+	// (default /etc). A test backend running agents on the host gives
+	// each its own, so a sandbox's home is its directory, not the host
+	// user's.
+	EtcDir string
 }
 
 // TokensFromEnv sets o's Token, or for a warm pool's agent its PoolToken,
@@ -78,7 +83,7 @@ func RunWith(ctx context.Context, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	a := New(Options{Logger: log, DefaultUser: os.Getenv(EnvDefaultUser), DefaultCwd: os.Getenv(EnvDefaultCwd), Token: o.Token, PoolToken: o.PoolToken})
+	a := New(Options{Logger: log, DefaultUser: os.Getenv(EnvDefaultUser), DefaultCwd: os.Getenv(EnvDefaultCwd), Token: o.Token, PoolToken: o.PoolToken, EtcDir: o.EtcDir})
 	a.ownHomeFromEnv()  // homevolume.go
 	a.startFromEnv(ctx) // startcmd.go
 	log.Info("agent listening", "address", ln.Addr().String(), "pid", os.Getpid(), "envd_version", EnvdVersion)

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,7 @@ import (
 // reach the sandbox's agent, refuse bad paths and users before it, are
 // another key's not found, and record the changes in the ledger.
 func TestProcessFiles(t *testing.T) {
-	c, _ := newProcessController(t)
+	c, backend := newProcessController(t)
 	base, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const keyA, keyB = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
@@ -65,6 +67,16 @@ func TestProcessFiles(t *testing.T) {
 	}
 	if fi, err := c.StatFile(ctx, at("copy/sub/b.txt")); err != nil || fi.Size != 5 {
 		t.Errorf("stat of the extracted copy: %+v, %v", fi, err)
+	}
+	// A relative path lands in the sandbox's own home, never in the home
+	// of the host user who runs the test.
+	if _, err := os.Stat(filepath.Join(backend.Home(sb.ID), "copy", "sub", "b.txt")); err != nil {
+		t.Errorf("the extracted copy is not in the sandbox's home: %v", err)
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		if _, err := os.Stat(filepath.Join(home, "copy", "sub", "b.txt")); err == nil {
+			t.Errorf("the extracted copy landed in the host user's home %s", home)
+		}
 	}
 	if err := c.RemoveFile(ctx, at("notes")); err != nil {
 		t.Fatal(err)

@@ -8,8 +8,10 @@
 // agent without root, runc or runsc; never wire it into a daemon.
 //
 // A sandbox is the directory <Dir>/<id>: run/agent.sock is the agent's
-// socket and home/ its default working directory, so files a sandbox writes
-// there survive Stop and Start and go with Destroy. A command whose request
+// socket, home/ its default working directory and its user's home (etc/
+// holds a passwd naming it, when the agent runs through RunAgentIfChild),
+// so files a sandbox writes there survive Stop and Start and go with
+// Destroy. A command whose request
 // names no user runs as the user who runs the test, whatever the image
 // says; one that names a user is switched to it only when the test runs as
 // root (then it may lack the rights to the sandbox's directory). Resources
@@ -30,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -153,7 +156,11 @@ func checkSpec(spec runtime.Spec) error {
 	return nil
 }
 
-func (b *Backend) dir(id string) string    { return filepath.Join(b.opts.Dir, id) }
+func (b *Backend) dir(id string) string { return filepath.Join(b.opts.Dir, id) }
+
+// Home is sandbox id's home: its user's home and default working
+// directory, where a relative path of its files lands.
+func (b *Backend) Home(id string) string   { return filepath.Join(b.dir(id), "home") }
 func (b *Backend) socket(id string) string { return filepath.Join(b.dir(id), "run", "agent.sock") }
 
 // running returns the live agent of id, if any.
@@ -192,11 +199,15 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 		}
 	}
 	dir := b.dir(spec.ID)
-	home := filepath.Join(dir, "home")
+	home := b.Home(spec.ID)
 	for _, d := range []string{filepath.Dir(b.socket(spec.ID)), home} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return runtime.Info{}, fmt.Errorf("sandbox directory: %w", err)
 		}
+	}
+	etc, err := writeEtc(dir, home)
+	if err != nil {
+		return runtime.Info{}, err
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -211,6 +222,7 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 		wire.EnvPrefix+"SOCKET="+sock,
 		wire.EnvDefaultUser+"="+strconv.Itoa(os.Getuid()),
 		childEnv+"=1",
+		etcEnv+"="+etc,
 	)
 	cmd := exec.Command(bin, "agent", "--socket", sock)
 	cmd.Env = env
@@ -371,6 +383,39 @@ func (b *Backend) Wait(ctx context.Context, id string) (runtime.Exit, error) {
 // setting, so not part of config.Config.
 const childEnv = "PADDOCK_PROCESSBACKEND_AGENT"
 
+// etcEnv names the sandbox's own passwd and group directory for the child
+// agent (RunAgentIfChild): the user who runs the test, with the sandbox's
+// home/ as its home, so a relative path of the files API lands in the
+// sandbox's directory and never in the host user's home.
+const etcEnv = "PADDOCK_PROCESSBACKEND_ETC"
+
+// writeEtc writes dir/etc/passwd and group naming the user and group who
+// run the test (also as root, when that is who runs it), home as the
+// user's home, and returns the directory.
+func writeEtc(dir, home string) (string, error) {
+	uid, gid := os.Getuid(), os.Getgid()
+	name, group := "u"+strconv.Itoa(uid), "g"+strconv.Itoa(gid)
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		name = u.Username
+	}
+	if g, err := user.LookupGroupId(strconv.Itoa(gid)); err == nil {
+		group = g.Name
+	}
+	etc := filepath.Join(dir, "etc")
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		return "", fmt.Errorf("sandbox etc: %w", err)
+	}
+	passwd := fmt.Sprintf("%s:x:%d:%d:%s:%s:/bin/sh\n", name, uid, gid, name, home)
+	groups := fmt.Sprintf("%s:x:%d:\n", group, gid)
+	if err := os.WriteFile(filepath.Join(etc, "passwd"), []byte(passwd), 0o644); err != nil {
+		return "", fmt.Errorf("sandbox passwd: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(etc, "group"), []byte(groups), 0o644); err != nil {
+		return "", fmt.Errorf("sandbox group: %w", err)
+	}
+	return etc, nil
+}
+
 // RunAgentIfChild makes a test binary usable as the agent executable:
 // called first in TestMain, it runs the agent and exits when the backend
 // started this process as one, and returns at once otherwise.
@@ -382,7 +427,9 @@ func RunAgentIfChild() {
 	_ = os.Unsetenv(childEnv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := agent.Run(ctx, agent.SocketFromEnv(), agent.DebugFromEnv()); err != nil && ctx.Err() == nil {
+	etc := os.Getenv(etcEnv)
+	_ = os.Unsetenv(etcEnv)
+	if err := agent.RunWith(ctx, agent.RunOptions{Socket: agent.SocketFromEnv(), Debug: agent.DebugFromEnv(), EtcDir: etc}); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		os.Exit(1)
 	}
