@@ -52,7 +52,7 @@ fi
 # while the other tiers run: build.sh compiles at a low priority, so on a
 # machine without the cache the build overlaps the tests instead of adding
 # its half hour after them; with the cache it returns at once.
-(cd test/kubernetes && ./build.sh >"$out/k8s-build.dir" 2>"$out/k8s-build.log") &
+(cd test/kubernetes && ./build.sh) >"$out/k8s-build.dir" 2>"$out/k8s-build.log" &
 k8s_build=$!
 
 log="$out/go-test.log"
