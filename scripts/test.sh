@@ -153,6 +153,13 @@ if [ "$failed" -gt 0 ]; then
 		/^ *--- (PASS|FAIL|SKIP)/ { next }
 		(cur in bad) && printed[cur] < 60 && total < 1200 { print cur ": " $0; printed[cur]++; total++ }
 	' "$log" "$log" || true
+	echo
+	echo "errors and warnings logged in what the failing tests printed (at most 30 each):"
+	awk '
+		FNR == NR { if (match($0, /^ *--- FAIL: [^ ]+/)) { n = $0; sub(/^ *--- FAIL: /, "", n); sub(/ .*/, "", n); bad[n] = 1 } next }
+		/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+		(cur in bad) && /level=(WARN|ERROR)|panic:/ && said[cur] < 30 { print cur ": " $0; said[cur]++ }
+	' "$log" "$log" || true
 fi
 if [ "$skipped" -gt 0 ]; then
 	echo

@@ -170,8 +170,9 @@ func (c *Controller) Runtimes() []string {
 // DefaultImage is the image a create without one gets.
 func (c *Controller) DefaultImage() string { return c.cfg.DefaultImage }
 
-// Start reconciles records with the runtimes, then begins the idle loop.
-func (c *Controller) Start(ctx context.Context) error {
+// Open reconciles records with the runtimes, then begins the idle and
+// lifetime loops; Close ends them. (StartSandbox starts a sandbox.)
+func (c *Controller) Open(ctx context.Context) error {
 	if err := c.reconcile(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}

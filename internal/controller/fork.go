@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"sync"
 	"time"
 
@@ -122,6 +123,7 @@ func (c *Controller) fork(ctx context.Context, ref string, req api.ForkRequest, 
 		}
 		return nil, err
 	}
+	c.recordSnapshot(ctx, src.ID, src.Name, map[string]string{"snapshot": snap.ID, "fork_count": strconv.Itoa(n)})
 	return res, nil
 }
 

@@ -39,18 +39,6 @@ func (c *Controller) record(ctx context.Context, sandboxID, name string, e api.L
 	return c.recorder.RecordNamed(ctx, sandboxID, name, e)
 }
 
-// RecordRef is Record for a sandbox named by id or name (as in a URL).
-func (c *Controller) RecordRef(ctx context.Context, ref string, e api.LedgerEntry) {
-	rec, err := c.resolve(ctx, ref)
-	if err != nil {
-		c.log.Warn("ledger record lost", "sandbox", ref, "kind", e.Kind, "err", err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledger.Timeout)
-	defer cancel()
-	_ = c.record(ctx, rec.ID, rec.Name, e)
-}
-
 // recordTransition turns lifecycle transitions into ledger entries.
 func (c *Controller) recordTransition(ctx context.Context, rec *store.Sandbox, from, to, reason string) {
 	var kind string

@@ -22,7 +22,7 @@ func TestLifetimeEndsOnTime(t *testing.T) {
 	c.opts.IdleInterval = time.Minute
 	c.opts.Backends = map[string]runtime.Backend{} // nothing to reconcile
 	c.log = slog.New(slog.NewTextHandler(tWriter{t}, nil))
-	if err := c.Start(ctx); err != nil {
+	if err := c.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)

@@ -15,6 +15,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/ledger"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/store"
@@ -60,7 +61,6 @@ func (c *Controller) CreateSnapshot(ctx context.Context, ref string, req api.Cre
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
 	c.touch(rec.ID)
 	var snap *store.Snapshot
 	if req.Memory {
@@ -68,10 +68,23 @@ func (c *Controller) CreateSnapshot(ctx context.Context, ref string, req api.Cre
 	} else {
 		snap, err = c.snapshotLocked(ctx, rec, req.Name, ttl, Caller(ctx))
 	}
+	id, name := rec.ID, rec.Name
+	unlock()
 	if err != nil {
 		return nil, err
 	}
+	// However it was asked for (API, E2B, MCP), the sandbox's ledger
+	// says a snapshot of it was taken.
+	c.recordSnapshot(ctx, id, name, map[string]string{"snapshot": snap.ID, "name": snap.Name})
 	return c.snapshotAPI(snap), nil
+}
+
+// recordSnapshot adds a snapshot entry to a sandbox's ledger, within the
+// ledger's own deadline even when the caller has gone.
+func (c *Controller) recordSnapshot(ctx context.Context, id, name string, data map[string]string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledger.Timeout)
+	defer cancel()
+	_ = c.record(ctx, id, name, api.LedgerEntry{Kind: api.LedgerSnapshot, Data: data})
 }
 
 // validSnapshotName checks a name for a snapshot ctx's caller is about to

@@ -212,7 +212,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if err := loadPolicy(ctrl, cfg); err != nil { // runtimes.go
 		return err
 	}
-	if err := ctrl.Start(ctx); err != nil {
+	if err := ctrl.Open(ctx); err != nil {
 		return err
 	}
 	defer ctrl.Close()

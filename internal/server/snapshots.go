@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
@@ -43,7 +42,6 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.opts.Controller.RecordRef(r.Context(), r.PathValue("id"), api.LedgerEntry{Kind: api.LedgerSnapshot, Data: map[string]string{"snapshot": snap.ID, "name": snap.Name}})
 	writeJSON(w, http.StatusCreated, snap)
 }
 
@@ -58,7 +56,6 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.opts.Controller.RecordRef(r.Context(), r.PathValue("id"), api.LedgerEntry{Kind: api.LedgerSnapshot, Data: map[string]string{"snapshot": res.Snapshot.ID, "fork_count": strconv.Itoa(len(res.Sandboxes))}})
 	writeJSON(w, http.StatusCreated, res)
 }
 

@@ -449,6 +449,11 @@ func TestMCPProcessesPreviewsSnapshots(t *testing.T) {
 
 	var snap struct{ ID string }
 	call(t, cs, "snapshot_create", map[string]any{"name": uniqueName("mcp-snap")}, &snap)
+	// A snapshot taken through MCP is in the sandbox's ledger, as one
+	// taken through the API is.
+	if es := ledgerEntries(t, d, started.Process.Sandbox, api.LedgerSnapshot); len(es) != 1 || es[0].Data["snapshot"] != snap.ID {
+		t.Errorf("ledger's snapshot entries after snapshot_create: %+v; want one naming %s", es, snap.ID)
+	}
 	var restored struct{ Sandbox struct{ ID string } }
 	call(t, cs, "snapshot_restore", map[string]any{"snapshot": snap.ID}, &restored)
 	var rd struct{ Content string }

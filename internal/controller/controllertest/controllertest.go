@@ -118,7 +118,7 @@ func New(t *testing.T, opts Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(controller.System(context.Background())); err != nil {
+	if err := c.Open(controller.System(context.Background())); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close) // runs before the backend's cleanup stops the agents
