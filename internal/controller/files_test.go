@@ -22,7 +22,8 @@ import (
 // reach the sandbox's agent, refuse bad paths and users before it, are
 // another key's not found, and record the changes in the ledger.
 func TestProcessFiles(t *testing.T) {
-	c, backend := newProcessController(t)
+	env := controllertest.New(t, controllertest.Options{})
+	c, backend := env.Controller, env.Backend
 	base, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const keyA, keyB = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
@@ -111,12 +112,8 @@ func TestProcessFiles(t *testing.T) {
 	}
 
 	// The changes are in the ledger, in order.
-	led, err := c.Ledger(ctx, sb.ID, 0, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var kinds []string
-	for _, e := range led.Entries {
+	for _, e := range env.Ledger(ctx, t, sb.ID) {
 		switch e.Kind {
 		case api.LedgerFileWrite, api.LedgerMkdir, api.LedgerFileMove, api.LedgerTarUpload, api.LedgerFileRemove:
 			kinds = append(kinds, e.Kind+" "+e.Path)

@@ -3,28 +3,12 @@ package controller
 import (
 	"context"
 	"errors"
-	"maps"
-	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
-	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/ledger"
 	"github.com/paddock-dev/paddock/internal/store"
-)
-
-// Bounds on what a caller may add to a ledger.
-const (
-	maxLedgerData     = 32
-	defaultLedgerPage = 1000
-	maxLedgerPage     = 5000
-)
-
-var (
-	ledgerKindRE    = lazyre.New(`^[a-z][a-z0-9_.-]{0,63}$`)
-	ledgerDataKeyRE = lazyre.New(`^[A-Za-z0-9_.-]{1,64}$`)
 )
 
 // Record appends an entry the daemon made to a sandbox's ledger
@@ -106,109 +90,6 @@ func (c *Controller) ledgerTarget(ctx context.Context, ref string) (id, name str
 		}
 	}
 	return "", "", errdefs.NotFound("sandbox %q (and no ledger kept for it)", ref)
-}
-
-// Ledger returns one page of a sandbox's ledger; it works after the sandbox
-// is destroyed, for the retention period.
-func (c *Controller) Ledger(ctx context.Context, ref string, after int64, limit int) (*api.Ledger, error) {
-	if after < 0 {
-		return nil, errdefs.Invalid("after must not be negative")
-	}
-	switch {
-	case limit == 0:
-		limit = defaultLedgerPage
-	case limit < 0 || limit > maxLedgerPage:
-		return nil, errdefs.Invalid("limit %d: want 1 to %d", limit, maxLedgerPage)
-	}
-	id, _, err := c.ledgerTarget(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	// One more than asked tells whether there is a next page.
-	entries, err := c.opts.Store.Ledger(ctx, id, after, limit+1)
-	if err != nil {
-		return nil, err
-	}
-	out := &api.Ledger{SandboxID: id, Entries: make([]api.LedgerEntry, 0, len(entries))}
-	if len(entries) > limit {
-		entries = entries[:limit]
-		out.Next = entries[limit-1].Seq
-	}
-	for _, e := range entries {
-		out.Entries = append(out.Entries, toAPILedger(e))
-	}
-	return out, nil
-}
-
-func toAPILedger(e store.LedgerEntry) api.LedgerEntry {
-	return api.LedgerEntry{
-		Seq:        e.Seq,
-		SandboxID:  e.SandboxID,
-		Kind:       e.Kind,
-		Source:     e.Source,
-		At:         e.At,
-		Command:    e.Command,
-		ExitCode:   e.ExitCode,
-		DurationMS: e.Duration.Milliseconds(),
-		Path:       e.Path,
-		Note:       e.Note,
-		Data:       e.Data,
-	}
-}
-
-// AddLedgerEntry appends a caller's record of a side effect outside the
-// sandbox (a payment made, a message sent) to its ledger.
-func (c *Controller) AddLedgerEntry(ctx context.Context, ref string, req api.AddLedgerEntryRequest) (*api.LedgerEntry, error) {
-	if err := validateLedgerAdd(req); err != nil {
-		return nil, err
-	}
-	id, name, err := c.ledgerTarget(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	se := &store.LedgerEntry{
-		SandboxID: id, SandboxName: name, Kind: req.Kind, Source: store.SourceCaller,
-		Note: req.Note, Data: maps.Clone(req.Data),
-	}
-	if err := c.opts.Store.AppendLedger(context.WithoutCancel(ctx), se); err != nil {
-		return nil, err
-	}
-	e := toAPILedger(*se)
-	return &e, nil
-}
-
-func validateLedgerAdd(req api.AddLedgerEntryRequest) error {
-	if !ledgerKindRE.MatchString(req.Kind) {
-		return errdefs.Invalid("kind %q: use 1-64 lowercase letters, digits, '_', '.' or '-', starting with a letter", req.Kind)
-	}
-	if ledger.IsDaemonKind(req.Kind) {
-		return errdefs.Invalid("kind %q is recorded by paddock itself; name your own kind (for example payment.sent)", req.Kind)
-	}
-	if len(req.Note) > ledger.MaxNote || !utf8.ValidString(req.Note) || containsNUL(req.Note) {
-		return errdefs.Invalid("note must be valid UTF-8 without NUL, at most %d bytes", ledger.MaxNote)
-	}
-	if len(req.Data) > maxLedgerData {
-		return errdefs.Invalid("data has %d entries, at most %d", len(req.Data), maxLedgerData)
-	}
-	for _, k := range slices.Sorted(maps.Keys(req.Data)) {
-		v := req.Data[k]
-		if !ledgerDataKeyRE.MatchString(k) {
-			return errdefs.Invalid("data key %q: use 1-64 letters, digits, '_', '.' or '-'", k)
-		}
-		if len(v) > ledger.MaxDataValue || !utf8.ValidString(v) || containsNUL(v) {
-			return errdefs.Invalid("data value of %q must be valid UTF-8 without NUL, at most %d bytes", k, ledger.MaxDataValue)
-		}
-	}
-	return nil
-}
-
-func containsNUL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // purgeInterval is how often retention runs; it also runs at start.

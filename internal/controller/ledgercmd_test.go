@@ -50,11 +50,3 @@ func TestProcessEnd(t *testing.T) {
 		t.Fatalf("processEnd = %+v", e)
 	}
 }
-
-func TestCommandKindsReserved(t *testing.T) {
-	for _, k := range []string{api.LedgerProcessStart, api.LedgerProcessEnd, api.LedgerCodeRun, api.LedgerTerminalOpen, api.LedgerTerminalEnd} {
-		if err := validateLedgerAdd(api.AddLedgerEntryRequest{Kind: k}); err == nil {
-			t.Errorf("a caller may add kind %q", k)
-		}
-	}
-}

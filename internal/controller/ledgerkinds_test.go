@@ -16,22 +16,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
-// TestCallerRefusedPaddockKinds: a caller may add no entry of a kind the
-// daemon records, whichever it is; its own kinds are accepted.
-func TestCallerRefusedPaddockKinds(t *testing.T) {
-	for _, k := range api.PaddockLedgerKinds() {
-		err := validateLedgerAdd(api.AddLedgerEntryRequest{Kind: k})
-		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "recorded by paddock itself") {
-			t.Errorf("caller kind %q: %v, want refused", k, err)
-		}
-	}
-	for _, k := range []string{"payment.sent", "egress_refused.note", "snapshots", "x"} {
-		if err := validateLedgerAdd(api.AddLedgerEntryRequest{Kind: k}); err != nil {
-			t.Errorf("caller kind %q refused: %v", k, err)
-		}
-	}
-}
-
 // stringConsts returns the package-level string constants of the Go files
 // in dir (tests excluded), by name.
 func stringConsts(t *testing.T, files []*ast.File) map[string]string {

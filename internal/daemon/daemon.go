@@ -23,6 +23,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/backups"
 	"github.com/paddock-dev/paddock/internal/controller/codecontexts"
 	imagesvc "github.com/paddock-dev/paddock/internal/controller/images"
+	"github.com/paddock-dev/paddock/internal/controller/ledgers"
 	"github.com/paddock-dev/paddock/internal/controller/previews"
 	secretsvc "github.com/paddock-dev/paddock/internal/controller/secrets"
 	"github.com/paddock-dev/paddock/internal/controller/watches"
@@ -233,7 +234,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	cxService := codecontexts.New(ctrl, cfg.ExecTimeout)
 	secService := secretsvc.New(ctrl, secOpt, log.With("part", "secrets"))
 	pvService := previews.New(previews.Options{Core: ctrl, Store: st, Listen: cfg.PreviewListen, Domain: cfg.PreviewDomain, Logger: log.With("part", "previews")})
-	srv := server.New(server.Options{Controller: ctrl, Workspaces: wsService, Backups: bkService, Previews: pvService, Secrets: secService, ImageAdmin: imgService, Contexts: cxService, Watches: watches.New(ctrl), Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
+	srv := server.New(server.Options{Controller: ctrl, Workspaces: wsService, Backups: bkService, Previews: pvService, Secrets: secService, ImageAdmin: imgService, Contexts: cxService, Watches: watches.New(ctrl), Ledgers: ledgers.New(ledgers.Options{Core: ctrl, Store: st}), Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
 	con := console.New() // the web console, at / on both listeners
 	apiGate.open(socketRouter(srv.Handler(false), con))
 	if cfg.Listen != "" {

@@ -10,8 +10,9 @@ import (
 
 // routesLedger adds the ledger routes.
 func (s *Server) routesLedger(m *http.ServeMux) {
-	m.HandleFunc("GET /v1/sandboxes/{id}/ledger", s.getLedger)
-	m.HandleFunc("POST /v1/sandboxes/{id}/ledger", s.addLedger)
+	has := s.opts.Ledgers != nil
+	m.HandleFunc("GET /v1/sandboxes/{id}/ledger", s.serves(has, "ledgers", s.getLedger))
+	m.HandleFunc("POST /v1/sandboxes/{id}/ledger", s.serves(has, "ledgers", s.addLedger))
 }
 
 func queryInt(r *http.Request, name string) (int64, error) {
@@ -45,7 +46,7 @@ func (s *Server) getLedger(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	l, err := s.opts.Controller.Ledger(r.Context(), r.PathValue("id"), after, limit)
+	l, err := s.opts.Ledgers.Page(r.Context(), r.PathValue("id"), after, limit)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -59,7 +60,7 @@ func (s *Server) addLedger(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	e, err := s.opts.Controller.AddLedgerEntry(r.Context(), r.PathValue("id"), req)
+	e, err := s.opts.Ledgers.Add(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -17,6 +17,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/backups"
 	"github.com/paddock-dev/paddock/internal/controller/codecontexts"
 	"github.com/paddock-dev/paddock/internal/controller/images"
+	"github.com/paddock-dev/paddock/internal/controller/ledgers"
 	"github.com/paddock-dev/paddock/internal/controller/previews"
 	"github.com/paddock-dev/paddock/internal/controller/secrets"
 	"github.com/paddock-dev/paddock/internal/controller/watches"
@@ -50,6 +51,9 @@ type Options struct {
 	Contexts *codecontexts.Service
 	// Watches serves directory watches; nil: none (the route says so).
 	Watches *watches.Service
+	// Ledgers serves reading ledgers and callers' own entries; nil: none
+	// (each route says so).
+	Ledgers *ledgers.Service
 	// ImageAdmin removes, collects, accounts imports of and exports
 	// images; nil: none of those routes is served (each says so).
 	ImageAdmin *images.Service

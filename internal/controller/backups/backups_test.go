@@ -25,11 +25,11 @@ func TestMain(m *testing.M) {
 
 // newService builds the subsystem over a real controller on the process
 // backend (no root); storeMax, if set, caps the local store.
-func newService(t *testing.T, storeMax int64) (*Service, *controller.Controller) {
+func newService(t *testing.T, storeMax int64) (*Service, *controllertest.Env) {
 	t.Helper()
 	env := controllertest.New(t, controllertest.Options{Config: func(c *config.Config) { c.SnapshotStoreMax = storeMax }})
 	s := New(Options{Core: env.Controller, Store: env.Store, TTL: time.Hour, Logger: controllertest.Logger(t)})
-	return s, env.Controller
+	return s, env
 }
 
 func write(t *testing.T, c *controller.Controller, ctx context.Context, sandbox, path, content string) {
@@ -64,7 +64,8 @@ func archives(t *testing.T, c *controller.Controller) []string {
 // another key's not found through every call (the same words as none at
 // all), while a key of scope all sees it.
 func TestRoundTripAndTenancy(t *testing.T) {
-	s, c := newService(t, 0)
+	s, env := newService(t, 0)
+	c := env.Controller
 	base, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a := controller.WithCaller(base, "aaaaaaaaaaaaaaaa", api.KeyScopeOwn)
@@ -98,12 +99,8 @@ func TestRoundTripAndTenancy(t *testing.T) {
 		t.Errorf("the excluded file was restored: %v", err)
 	}
 	for sandbox, kind := range map[string]string{"src": api.LedgerBackup, "dst": api.LedgerBackupRestore} {
-		l, err := c.Ledger(a, sandbox, 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		found := false
-		for _, e := range l.Entries {
+		for _, e := range env.Ledger(a, t, sandbox) {
 			found = found || (e.Kind == kind && e.Data["backup_id"] == bk.ID)
 		}
 		if !found {
@@ -168,7 +165,8 @@ func TestRoundTripAndTenancy(t *testing.T) {
 // TestRefusals: bad requests are refused before any work, with the field
 // named; S3 is unavailable until configured.
 func TestRefusals(t *testing.T) {
-	s, c := newService(t, 0)
+	s, env := newService(t, 0)
+	c := env.Controller
 	ctx := controller.WithCaller(context.Background(), "aaaaaaaaaaaaaaaa", api.KeyScopeOwn)
 	if _, err := c.Create(ctx, api.CreateSandboxRequest{Name: "src", Image: controllertest.Image}); err != nil {
 		t.Fatal(err)
@@ -201,7 +199,8 @@ func TestRefusals(t *testing.T) {
 // TestExpiry: an expired backup is gone for callers at once, and its
 // archive with the next listing.
 func TestExpiry(t *testing.T) {
-	s, c := newService(t, 0)
+	s, env := newService(t, 0)
+	c := env.Controller
 	ctx := controller.WithCaller(context.Background(), "aaaaaaaaaaaaaaaa", api.KeyScopeOwn)
 	if _, err := c.Create(ctx, api.CreateSandboxRequest{Name: "src", Image: controllertest.Image}); err != nil {
 		t.Fatal(err)
@@ -231,7 +230,8 @@ func TestExpiry(t *testing.T) {
 // TestStoreFull: a backup that would take the local store past its cap is
 // refused as resource exhausted and leaves nothing behind.
 func TestStoreFull(t *testing.T) {
-	s, c := newService(t, 64)
+	s, env := newService(t, 64)
+	c := env.Controller
 	ctx := controller.WithCaller(context.Background(), "aaaaaaaaaaaaaaaa", api.KeyScopeOwn)
 	if _, err := c.Create(ctx, api.CreateSandboxRequest{Name: "src", Image: controllertest.Image}); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/controllertest"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/runtime/processbackend"
+	"github.com/paddock-dev/paddock/internal/store"
 )
 
 func TestMain(m *testing.M) {
@@ -70,12 +71,8 @@ func TestRunAndRecord(t *testing.T) {
 	if _, end := run("raise ValueError('no')"); end.Status == api.RunOK {
 		t.Errorf("a raise ended %+v", end)
 	}
-	l, err := c.Ledger(a, "py", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var runs []api.LedgerEntry
-	for _, e := range l.Entries {
+	var runs []store.LedgerEntry
+	for _, e := range env.Ledger(a, t, "py") {
 		if e.Kind == api.LedgerCodeRun {
 			runs = append(runs, e)
 		}

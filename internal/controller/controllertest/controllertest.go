@@ -82,6 +82,21 @@ type Env struct {
 	Images     Images
 }
 
+// Ledger returns the entries of the ledger of the sandbox ref names, as
+// ctx's caller sees it, oldest first.
+func (e *Env) Ledger(ctx context.Context, t testing.TB, ref string) []store.LedgerEntry {
+	t.Helper()
+	id, _, err := e.Controller.RecordedSandbox(ctx, ref)
+	if err != nil {
+		t.Fatalf("ledger of %s: %v", ref, err)
+	}
+	entries, err := e.Store.Ledger(ctx, id, 0, 10000)
+	if err != nil {
+		t.Fatalf("ledger of %s: %v", ref, err)
+	}
+	return entries
+}
+
 // New returns a started controller whose only runtime, runc, is a
 // processbackend; t's cleanup closes it and destroys every sandbox.
 func New(t *testing.T, opts Options) *Env {
