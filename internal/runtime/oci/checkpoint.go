@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -139,9 +140,32 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, dir string) (r
 	return info, nil
 }
 
+// probeRestoreArgs returns the flags restore is given besides the image
+// and bundle: --background where the build has it (it reads its help
+// once, at the first restore). With it, restore returns once the
+// sandbox's kernel state is loaded and its memory pages load behind it,
+// each one waited for where it is touched first, so a restored sandbox
+// answers before all of its memory is read. The image files are open by
+// then: removing them (a hibernated sandbox's image once it is back, a
+// deleted snapshot's) does not cut the load short.
+func probeRestoreArgs(bin string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, bin, "restore", "--help").CombinedOutput()
+	if strings.Contains(string(out), "-background") {
+		return []string{"--background"}
+	}
+	return nil
+}
+
 // launchRestore makes the container from a checkpoint, detached.
 func (r *Runtime) launchRestore(ctx context.Context, l layout, id, dir string, logf *os.File) (containerState, error) {
-	if _, err := r.run(ctx, runOpts{stdout: logf, stderr: logf}, "restore", "--detach", "--image-path", dir, "--bundle", l.bundle, id); err != nil {
+	args := []string{"restore", "--detach"}
+	if r.restoreArgs != nil {
+		args = append(args, r.restoreArgs()...)
+	}
+	args = append(args, "--image-path", dir, "--bundle", l.bundle, id)
+	if _, err := r.run(ctx, runOpts{stdout: logf, stderr: logf}, args...); err != nil {
 		return containerState{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
 	}
 	return r.containerState(ctx, id)

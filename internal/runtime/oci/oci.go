@@ -81,6 +81,7 @@ type Runtime struct {
 	usernsMu     sync.Mutex
 	usernsCache  map[usernsKey]*os.File // userns.go
 	freeSlots    []int                  // ranges given back lately, newest last
+	restoreArgs  func() []string        // runsc: restore's flags this build has (checkpoint.go)
 }
 
 var (
@@ -144,6 +145,7 @@ func New(opts Options) (*Runtime, error) {
 		}
 		r.pidsInside = f.cgroupV2Inside
 		r.runscPre2023 = !slices.Contains(f.platforms, PlatformSystrap)
+		r.restoreArgs = sync.OnceValue(func() []string { return probeRestoreArgs(bin) })
 	}
 	host, err := probeHost()
 	if err != nil {

@@ -66,3 +66,19 @@ func TestProbeRunscInstalled(t *testing.T) {
 		t.Logf("%s: %+v", bin, got)
 	}
 }
+
+// TestProbeRestoreArgs: the pinned build restores with its pages loading
+// in the background; Debian's runsc (which Paddock never restores with)
+// has no such flag and gets none.
+func TestProbeRestoreArgs(t *testing.T) {
+	needBinary(t, KindRunsc)
+	if got := probeRestoreArgs(testRunsc()); !slices.Equal(got, []string{"--background"}) {
+		t.Errorf("pinned runsc: restore args %q, want --background", got)
+	}
+	if got := probeRestoreArgs("runsc"); got != nil {
+		t.Errorf("Debian's runsc: restore args %q, want none", got)
+	}
+	if got := probeRestoreArgs("/nonexistent/runsc"); got != nil {
+		t.Errorf("a missing binary: restore args %q, want none", got)
+	}
+}
