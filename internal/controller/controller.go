@@ -20,6 +20,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/ledger"
+	"github.com/paddock-dev/paddock/internal/memimage"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/store"
@@ -69,15 +70,16 @@ type Controller struct {
 	mu      sync.Mutex
 	entries map[string]*entry
 
-	terms  termTable   // terminals of every sandbox (terminal.go)
-	snaps  snapState   // snapshot bookkeeping (snapshots.go)
-	pools  poolState   // warm pools (pools.go)
-	slots  createSlots // creates starting at once, per caller (createslots.go)
-	adm    admission   // policy, quotas and runtime probes (admission.go, info.go)
-	reaps  reclaimer   // files of destroyed sandboxes removed later (reclaim.go)
-	events eventHub    // sandbox changes for event streams (events.go)
-	stats  hostStats   // the last hour's figures (stats.go)
-	usage  usageFeed   // usage samples for event streams (usagefeed.go)
+	terms  termTable         // terminals of every sandbox (terminal.go)
+	snaps  snapState         // snapshot bookkeeping (snapshots.go)
+	pools  poolState         // warm pools (pools.go)
+	slots  createSlots       // creates starting at once, per caller (createslots.go)
+	adm    admission         // policy, quotas and runtime probes (admission.go, info.go)
+	reaps  reclaimer         // files of destroyed sandboxes removed later (reclaim.go)
+	events eventHub          // sandbox changes for event streams (events.go)
+	stats  hostStats         // the last hour's figures (stats.go)
+	usage  usageFeed         // usage samples for event streams (usagefeed.go)
+	memOK  memimage.Verified // memory image files hashed unchanged (hibernate.go, memsnapshot.go)
 
 	secretsMu sync.Mutex // secret deletion vs injection rules naming it (secrets.go)
 

@@ -125,7 +125,7 @@ func (c *Controller) hibernateLocked(ctx context.Context, e *entry, rec *store.S
 		}
 		return fmt.Errorf("hibernate sandbox %s: %w", rec.ID, err)
 	}
-	m, err := memimage.Seal(dir, cp.CheckpointFormat(), c.now())
+	m, err := c.memOK.Seal(dir, cp.CheckpointFormat(), c.now())
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		_ = c.setState(ctx, rec, api.StateStopped, "hibernate could not keep the memory image ("+err.Error()+"); files kept, memory lost", false)

@@ -226,7 +226,7 @@ func (c *Controller) acceptMemory(m *snapshot.Manifest, dir string) (*store.Snap
 	if f := cp.CheckpointFormat(); f != meta.Format {
 		return nil, fmt.Errorf("the memory image in this file was made by %s and this daemon runs %s, which cannot restore it%s: %w", meta.Format, f, filesOnly, errdefs.ErrFailedPrecondition)
 	}
-	im, err := memimage.Check(dir, meta.Format)
+	im, err := c.memOK.Check(dir, meta.Format)
 	if err != nil {
 		return nil, err
 	}

@@ -67,6 +67,11 @@ func (m Manifest) Bytes() int64 {
 // and atomically: a directory without one was never sealed. Anything in
 // dir but regular files is refused.
 func Seal(dir, format string, now time.Time) (Manifest, error) {
+	return (*Verified)(nil).Seal(dir, format, now)
+}
+
+// Seal is the package's Seal, remembering the hashes it takes.
+func (v *Verified) Seal(dir, format string, now time.Time) (Manifest, error) {
 	if format == "" {
 		return Manifest{}, errdefs.Invalid("memimage: empty format")
 	}
@@ -85,7 +90,7 @@ func Seal(dir, format string, now time.Time) (Manifest, error) {
 		if len(m.Files) == maxFiles {
 			return Manifest{}, fmt.Errorf("memimage: more than %d files: %w", maxFiles, ErrDamaged)
 		}
-		f, err := hashFile(filepath.Join(dir, e.Name()), true)
+		f, err := v.hashFile(filepath.Join(dir, e.Name()), true)
 		if err != nil {
 			return Manifest{}, err
 		}
@@ -142,6 +147,12 @@ func Read(dir string) (Manifest, error) {
 // exactly its files, each of its size and hash. A different format is
 // refused naming both.
 func Check(dir, format string) (Manifest, error) {
+	return (*Verified)(nil).Check(dir, format)
+}
+
+// Check is the package's Check, taking the hash of a file v hashed before
+// and that has not changed since (its size and times the same) from v.
+func (v *Verified) Check(dir, format string) (Manifest, error) {
 	m, err := Read(dir)
 	if err != nil {
 		return Manifest{}, err
@@ -163,7 +174,7 @@ func Check(dir, format string) (Manifest, error) {
 		if !slices.Contains(names, f.Name) {
 			return Manifest{}, fmt.Errorf("memimage: %s is missing: %w", f.Name, ErrDamaged)
 		}
-		got, err := hashFile(filepath.Join(dir, f.Name), false)
+		got, err := v.hashFile(filepath.Join(dir, f.Name), false)
 		if err != nil {
 			return Manifest{}, err
 		}
@@ -182,8 +193,9 @@ func validName(n string) bool {
 }
 
 // hashFile hashes a regular file (never following a symlink), syncing it
-// first if asked.
-func hashFile(path string, sync bool) (File, error) {
+// first if asked; v gives the hash of a file it hashed before that has not
+// changed since, and remembers the hash of one read unchanged.
+func (v *Verified) hashFile(path string, sync bool) (File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
@@ -192,11 +204,11 @@ func hashFile(path string, sync bool) (File, error) {
 		return File{}, fmt.Errorf("memimage: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
+	var before unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &before); err != nil {
 		return File{}, fmt.Errorf("memimage: %w", err)
 	}
-	if !st.Mode().IsRegular() {
+	if before.Mode&unix.S_IFMT != unix.S_IFREG {
 		return File{}, fmt.Errorf("memimage: %s is not a regular file: %w", filepath.Base(path), ErrDamaged)
 	}
 	if sync {
@@ -204,12 +216,27 @@ func hashFile(path string, sync bool) (File, error) {
 			return File{}, fmt.Errorf("memimage: sync %s: %w", filepath.Base(path), err)
 		}
 	}
+	if sum, ok := v.lookup(&before); ok {
+		return File{Size: before.Size, SHA256: sum}, nil
+	}
+	if v != nil {
+		v.reads.Add(1)
+	}
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
 		return File{}, fmt.Errorf("memimage: read %s: %w", filepath.Base(path), err)
 	}
-	return File{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	sum := hex.EncodeToString(h.Sum(nil))
+	// Remembered only if nothing wrote to the file while it was read.
+	var after unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &after); err == nil && after.Size == n {
+		_, b := stampOf(&before)
+		if _, a := stampOf(&after); a == b {
+			v.remember(&after, sum)
+		}
+	}
+	return File{Size: n, SHA256: sum}, nil
 }
 
 func writeSync(path string, b []byte) error {

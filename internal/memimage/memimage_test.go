@@ -141,3 +141,75 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestVerified: a file hashed by Seal or Check is not read again while it
+// is as it was; a name added to it (a snapshot's link) keeps it known, and
+// a write to it is caught even with its modification time set back.
+func TestVerified(t *testing.T) {
+	dir := image(t)
+	var v Verified
+	if _, err := v.Seal(dir, "runsc v1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if v.Reads() != 3 {
+		t.Fatalf("Seal read %d files, want 3", v.Reads())
+	}
+	if _, err := v.Check(dir, "runsc v1"); err != nil || v.Reads() != 3 {
+		t.Fatalf("Check after Seal: %v, %d files read; want none read again", err, v.Reads())
+	}
+
+	// A snapshot's hard links, then the first name removed.
+	snap := filepath.Join(t.TempDir(), "snap")
+	if err := os.Mkdir(snap, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if err := os.Link(filepath.Join(dir, e.Name()), filepath.Join(snap, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := v.Check(dir, "runsc v1"); err != nil || v.Reads() != 3 {
+		t.Fatalf("Check after linking: %v, %d files read; want none read again", err, v.Reads())
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Check(snap, "runsc v1"); err != nil || v.Reads() != 3 {
+		t.Fatalf("Check of the links after the first names went: %v, %d files read; want none read again", err, v.Reads())
+	}
+
+	// A byte changed in place, the size and modification time put back.
+	pages := filepath.Join(snap, "pages.img")
+	st, err := os.Stat(pages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(pages, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("q"), 100); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(pages, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Check(snap, "runsc v1"); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "pages.img changed") {
+		t.Fatalf("Check after a write with the time set back = %v, want pages.img damaged", err)
+	}
+	if v.Reads() != 4 {
+		t.Errorf("%d files read; want the written one read again", v.Reads())
+	}
+
+	// A nil Verified reads every time.
+	var none *Verified
+	dir = image(t)
+	if _, err := none.Seal(dir, "runsc v1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := none.Check(dir, "runsc v1"); err != nil || none.Reads() != 0 {
+		t.Fatalf("nil Verified: %v, reads %d", err, none.Reads())
+	}
+}
