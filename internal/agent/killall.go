@@ -28,10 +28,15 @@ const (
 // Bounds of a kill-all. killAllBudget bounds the SIGKILL rounds: a fork
 // bomb is bounded by the sandbox's pids limit, and every round ends every
 // process alive at once, so rounds past the first are for the children
-// forked while it ran.
+// forked while it ran. A sandbox short of CPU (a fork bomb busy in a
+// gVisor sandbox on a loaded host) can take seconds for one look at its
+// processes: the rounds go on past the budget until there have been
+// killAllMinRounds, so a slow round does not end the kill-all with the
+// bomb still growing back.
 const (
-	killAllBudget   = 5 * time.Second
-	killAllMaxPause = 50 * time.Millisecond
+	killAllBudget    = 5 * time.Second
+	killAllMinRounds = 10
+	killAllMaxPause  = 50 * time.Millisecond
 )
 
 // procScope says which processes of /proc the agent may list and signal.
@@ -169,7 +174,8 @@ func dead(st statFields) bool { return st.state == 'Z' || st.state == 'X' || st.
 // left or killAllBudget passes. New processes the agent would start wait
 // meanwhile, and a session whose shell dies is not given a new one, so
 // the agent itself respawns nothing; what the processes fork themselves
-// dies in the next round. Processes Paddock tracks end as killed by the
+// dies in the next round (at least killAllMinRounds of them, however long
+// they take, while any is left). Processes Paddock tracks end as killed by the
 // signal in their own APIs.
 func (a *Agent) killAll(ctx context.Context, s procScope, grace time.Duration) api.KillAllResult {
 	a.startGate.Lock()
@@ -214,7 +220,7 @@ func (a *Agent) killAll(ctx context.Context, s procScope, grace time.Duration) a
 	}
 	deadline := time.Now().Add(killAllBudget)
 	pause := 2 * time.Millisecond
-	for len(list) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+	for len(list) > 0 && (time.Now().Before(deadline) || res.Rounds < killAllMinRounds) && ctx.Err() == nil {
 		signal(list, syscall.SIGKILL)
 		res.Rounds++
 		time.Sleep(pause)
