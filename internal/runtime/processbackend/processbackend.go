@@ -87,6 +87,12 @@ var (
 
 // New returns a Backend keeping its sandboxes under opts.Dir.
 func New(opts Options) (*Backend, error) {
+	if os.Getenv(childEnv) == "1" {
+		// This process was started to be an agent, and its TestMain did
+		// not hand it to RunAgentIfChild: it runs the tests instead, which
+		// would start agents of their own, each running the tests again.
+		return nil, errors.New("processbackend: this test binary was started as an agent but its TestMain does not call processbackend.RunAgentIfChild first")
+	}
 	if opts.Dir == "" {
 		return nil, errors.New("processbackend: Dir is required")
 	}

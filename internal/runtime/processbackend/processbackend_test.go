@@ -59,3 +59,15 @@ func TestWaitSaysWhy(t *testing.T) {
 		t.Errorf("the sandbox's files went with its agent: %v", err)
 	}
 }
+
+// TestNewInAnAgentChild: a test binary started as an agent whose TestMain
+// forgot RunAgentIfChild runs its tests instead; New refuses there, so
+// those tests start no agents of their own (each would run the tests
+// again, without end).
+func TestNewInAnAgentChild(t *testing.T) {
+	t.Setenv("PADDOCK_PROCESSBACKEND_AGENT", "1")
+	_, err := processbackend.New(processbackend.Options{Dir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "RunAgentIfChild") {
+		t.Fatalf("New in an agent child = %v, want a refusal naming RunAgentIfChild", err)
+	}
+}
