@@ -150,8 +150,8 @@ func Check(dir, format string) (Manifest, error) {
 	return (*Verified)(nil).Check(dir, format)
 }
 
-// Check is the package's Check, taking the hash of a file v hashed before
-// and that has not changed since (its size and times the same) from v.
+// Check is the package's Check, taking from v the hash of a file v hashed
+// before and that has not changed since (Verified says how that is told).
 func (v *Verified) Check(dir, format string) (Manifest, error) {
 	m, err := Read(dir)
 	if err != nil {
