@@ -120,24 +120,13 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
 // Restore starts spec's sandbox from the checkpoint in dir: the root
 // filesystem is prepared as Start does (it must hold the files the
 // checkpoint saw) and the container is restored instead of booted, then
-// its agent listens again.
+// its agent listens again (start does both; an agent that does not come
+// back undoes the restore as a failed start is undone).
 func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, dir string) (runtime.Info, error) {
 	if err := r.CanCheckpoint(); err != nil {
 		return runtime.Info{}, err
 	}
-	info, err := r.start(ctx, spec, dir)
-	if err != nil {
-		return runtime.Info{}, err
-	}
-	if err := r.attachAgent(ctx, spec.ID); err != nil {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
-		defer cancel()
-		if serr := r.Stop(tctx, spec.ID); serr != nil {
-			r.log.Warn("stop a restored sandbox whose agent did not come back", "sandbox", spec.ID, "err", serr)
-		}
-		return runtime.Info{}, err
-	}
-	return info, nil
+	return r.start(ctx, spec, dir)
 }
 
 // probeRestoreArgs returns the flags restore is given besides the image
@@ -160,7 +149,11 @@ func probeRestoreArgs(bin string) []string {
 
 // launchRestore makes the container from a checkpoint, detached.
 func (r *Runtime) launchRestore(ctx context.Context, l layout, id, dir string, logf *os.File) (containerState, error) {
-	args := []string{"restore", "--detach"}
+	pidFile, err := clearPidFile(l)
+	if err != nil {
+		return containerState{}, err
+	}
+	args := []string{"restore", "--detach", "--pid-file", pidFile}
 	if r.restoreArgs != nil {
 		args = append(args, r.restoreArgs()...)
 	}
@@ -168,7 +161,7 @@ func (r *Runtime) launchRestore(ctx context.Context, l layout, id, dir string, l
 	if _, err := r.run(ctx, runOpts{stdout: logf, stderr: logf}, args...); err != nil {
 		return containerState{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
 	}
-	return r.containerState(ctx, id)
+	return launchedState(id, pidFile) // lifecycle.go
 }
 
 // detachAgent has the agent close its socket and every connection on it
@@ -196,7 +189,18 @@ func (r *Runtime) attachAgent(ctx context.Context, id string) error {
 	return nil
 }
 
+// signalAgent sends sig to the sandbox's agent: through the pidfd kept
+// since its start where there is one (started.go: gVisor's sandbox
+// process passes it on to the container's init), else by `runsc kill`.
 func (r *Runtime) signalAgent(ctx context.Context, id string, sig syscall.Signal) error {
+	if r.kind == KindRunsc {
+		if sent, err := r.started.signal(id, sig); sent {
+			if errors.Is(err, errNoContainer) {
+				return notFound(id)
+			}
+			return err
+		}
+	}
 	if _, err := r.run(ctx, runOpts{}, "kill", id, strconv.Itoa(int(sig))); err != nil {
 		if isNotExist(err) {
 			return notFound(id)

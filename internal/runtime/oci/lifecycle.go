@@ -211,6 +211,8 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, restoreDir strin
 	if st.Status != "running" {
 		return runtime.Info{}, fmt.Errorf("sandbox %s exited at start (%s): %s: %w", id, st.Status, logTail(l.agentLog, 1024), errdefs.ErrFailedPrecondition)
 	}
+	r.started.open(id, st.Pid) // started.go
+	undo = append(undo, func() error { r.started.drop(id); return nil })
 	if paths.idBase != 0 {
 		// Set up: the sandbox's ids need not pass through its directory
 		// any more. A process that escaped as one of them finds it closed,
@@ -225,36 +227,68 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, restoreDir strin
 	if restoreDir != "" {
 		cgroupID = checkpointOrigin(restoreDir, id) // checkpoint.go
 	}
-	if err := r.limitGVisorTasks(ctx, id, cgroupID, spec.Resources.Pids); err != nil { // runsc_pids.go
+	// A restored agent is told to listen again (checkpoint.go) while the
+	// pids limit is written: two runsc invocations side by side rather
+	// than one after the other. Either failing undoes the restore.
+	var attached chan error
+	if restoreDir != "" {
+		attached = make(chan error, 1)
+		go func() { attached <- r.attachAgent(ctx, id) }()
+	}
+	err = r.limitGVisorTasks(ctx, id, cgroupID, spec.Resources.Pids) // runsc_pids.go
+	steps.mark("pids")
+	if attached != nil {
+		err = errors.Join(err, <-attached)
+		steps.mark("attach")
+	}
+	if err != nil {
 		return runtime.Info{}, err
 	}
-	steps.mark("pids")
 	log.Info("sandbox started", "pid", st.Pid)
 	return r.info(id, st), nil
 }
 
 // launch creates and starts the container. runc and crun do both in one
-// `run --detach`, and whether init survived its start is read from the pid
-// file and /proc rather than from a further `state` invocation: each
-// invocation of the runtime binary costs milliseconds. runsc keeps create
-// and start apart, as its network flag is given to create alone.
+// `run --detach`; runsc keeps create and start apart, as its network flag
+// is given to create alone. Whether the container survived its start is
+// read from the pid file and /proc rather than from a further `state`
+// invocation: each invocation of the runtime binary costs milliseconds
+// (runsc's tens of them).
 func (r *Runtime) launch(ctx context.Context, l layout, id string, logf *os.File) (containerState, error) {
+	pidFile, err := clearPidFile(l)
+	if err != nil {
+		return containerState{}, err
+	}
 	if r.kind == KindRunsc {
-		if _, err := r.run(ctx, runOpts{stdout: logf, stderr: logf}, "create", "--bundle", l.bundle, id); err != nil {
+		if _, err := r.run(ctx, runOpts{stdout: logf, stderr: logf}, "create", "--pid-file", pidFile, "--bundle", l.bundle, id); err != nil {
 			return containerState{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
 		}
 		if _, err := r.run(ctx, runOpts{}, "start", id); err != nil {
 			return containerState{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
 		}
-		return r.containerState(ctx, id)
-	}
-	pidFile := filepath.Join(l.bundle, "init.pid")
-	if err := os.Remove(pidFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return containerState{}, fmt.Errorf("oci: clear pid file: %w", err)
+		return launchedState(id, pidFile)
 	}
 	if _, err := r.run(ctx, runOpts{stdout: logf, stderr: logf}, "run", "--detach", "--pid-file", pidFile, "--bundle", l.bundle, id); err != nil {
 		return containerState{}, fmt.Errorf("%w: %s", err, logTail(l.agentLog, 1024))
 	}
+	return launchedState(id, pidFile)
+}
+
+// clearPidFile removes the pid file an earlier launch of the sandbox left
+// and returns its path, for the runtime to write afresh.
+func clearPidFile(l layout) (string, error) {
+	pidFile := filepath.Join(l.bundle, "init.pid")
+	if err := os.Remove(pidFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("oci: clear pid file: %w", err)
+	}
+	return pidFile, nil
+}
+
+// launchedState is the state of a container the runtime has just started
+// (or restored) without an error: running while the process whose pid it
+// wrote lives (runc's init; runsc's sandbox, which holds every process of
+// the container), stopped if it is gone already.
+func launchedState(id, pidFile string) (containerState, error) {
 	pid, err := readPidFile(pidFile)
 	if err != nil {
 		return containerState{}, err
@@ -441,6 +475,7 @@ func (r *Runtime) Stop(ctx context.Context, id string) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
+	r.started.drop(id)
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
 	log := r.log.With("sandbox", id, "op", "stop")

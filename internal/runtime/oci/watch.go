@@ -42,7 +42,11 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtime.Exit, error) {
 	if err := checkID(id); err != nil {
 		return runtime.Exit{}, err
 	}
-	pidfd, err := r.openInitPidfd(ctx, id)
+	pidfd, ok := r.started.dup(id) // started.go
+	var err error
+	if !ok {
+		pidfd, err = r.openInitPidfd(ctx, id)
+	}
 	if errors.Is(err, errNoContainer) {
 		return r.exitReason(id), nil
 	}
