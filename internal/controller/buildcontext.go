@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -47,11 +48,11 @@ func cleanContextName(name string) (string, error) {
 		return "", errdefs.Invalid("build context entry with an empty or invalid name")
 	}
 	if strings.HasPrefix(name, "/") {
-		return "", errdefs.Invalid("build context entry %q is an absolute path", truncate(name, 80))
+		return "", errdefs.Invalid("build context entry %q is an absolute path", rules.Truncate(name, 80))
 	}
 	for _, part := range strings.Split(name, "/") {
 		if part == ".." {
-			return "", errdefs.Invalid("build context entry %q leaves the context", truncate(name, 80))
+			return "", errdefs.Invalid("build context entry %q leaves the context", rules.Truncate(name, 80))
 		}
 	}
 	c := path.Clean(name)
@@ -100,7 +101,7 @@ func ReadBuildRequest(r io.Reader) (*api.TemplateSpec, *BuildContext, error) {
 		}
 		rel, ok := strings.CutPrefix(h.Name, BuildContextEntry)
 		if !ok {
-			return nil, nil, errdefs.Invalid("build request entry %q is neither %s nor under %s", truncate(h.Name, 80), BuildSpecEntry, BuildContextEntry)
+			return nil, nil, errdefs.Invalid("build request entry %q is neither %s nor under %s", rules.Truncate(h.Name, 80), BuildSpecEntry, BuildContextEntry)
 		}
 		if rel == "" || rel == "./" {
 			continue // the context directory itself
@@ -116,7 +117,7 @@ func ReadBuildRequest(r io.Reader) (*api.TemplateSpec, *BuildContext, error) {
 			return nil, nil, errdefs.Invalid("build context has more than %d entries", maxContextEntries)
 		}
 		if seen[name] {
-			return nil, nil, errdefs.Invalid("build context names %q twice", truncate(name, 80))
+			return nil, nil, errdefs.Invalid("build context names %q twice", rules.Truncate(name, 80))
 		}
 		seen[name] = true
 		f := contextFile{name: name, mode: h.Mode & 0o777}
@@ -129,7 +130,7 @@ func ReadBuildRequest(r io.Reader) (*api.TemplateSpec, *BuildContext, error) {
 			}
 			f.data = make([]byte, h.Size)
 			if _, err := io.ReadFull(tr, f.data); err != nil {
-				return nil, nil, errdefs.Invalid("build context entry %q is truncated", truncate(name, 80))
+				return nil, nil, errdefs.Invalid("build context entry %q is truncated", rules.Truncate(name, 80))
 			}
 		case tar.TypeDir:
 			f.typ = tar.TypeDir
@@ -137,10 +138,10 @@ func ReadBuildRequest(r io.Reader) (*api.TemplateSpec, *BuildContext, error) {
 			f.typ = tar.TypeSymlink
 			f.linkname = h.Linkname
 			if h.Linkname == "" || len(h.Linkname) > 4096 || strings.ContainsRune(h.Linkname, 0) {
-				return nil, nil, errdefs.Invalid("build context symlink %q has an invalid target", truncate(name, 80))
+				return nil, nil, errdefs.Invalid("build context symlink %q has an invalid target", rules.Truncate(name, 80))
 			}
 		default:
-			return nil, nil, errdefs.Invalid("build context entry %q is not a file, directory or symlink", truncate(name, 80))
+			return nil, nil, errdefs.Invalid("build context entry %q is not a file, directory or symlink", rules.Truncate(name, 80))
 		}
 		bc.files = append(bc.files, f)
 	}
@@ -178,7 +179,7 @@ func (bc *BuildContext) selectCopy(src string) ([]contextFile, string, error) {
 		}
 	}
 	if len(out) == 0 && s != "" {
-		return nil, "", errdefs.Invalid("copy: %q is not in the build context", truncate(src, 80))
+		return nil, "", errdefs.Invalid("copy: %q is not in the build context", rules.Truncate(src, 80))
 	}
 	h := sha256.New()
 	var n [8]byte
@@ -224,8 +225,8 @@ func validateTemplateSpec(s *api.TemplateSpec) error {
 	if s.Name == "" {
 		return errdefs.Invalid("template name is required")
 	}
-	if !nameRE.MatchString(s.Name) {
-		return errdefs.Invalid("template name %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", truncate(s.Name, 80))
+	if !rules.ValidName(s.Name) {
+		return errdefs.Invalid("template name %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", rules.Truncate(s.Name, 80))
 	}
 	if s.Image != "" && s.Template != "" {
 		return errdefs.Invalid("template %s: give a base image or a base template, not both", s.Name)
@@ -240,7 +241,7 @@ func validateTemplateSpec(s *api.TemplateSpec) error {
 		return err
 	}
 	if s.Cwd != "" && !path.IsAbs(s.Cwd) {
-		return errdefs.Invalid("cwd %q must be an absolute path", truncate(s.Cwd, 80))
+		return errdefs.Invalid("cwd %q must be an absolute path", rules.Truncate(s.Cwd, 80))
 	}
 	for i, st := range s.Steps {
 		n := i + 1
@@ -272,7 +273,7 @@ func validateTemplateSpec(s *api.TemplateSpec) error {
 				return errdefs.Invalid("step %d: user must be \"root\" or \"user\"", n)
 			}
 		default:
-			return errdefs.Invalid("step %d: unknown kind %q (want run, copy, env, workdir or user)", n, truncate(st.Kind, 40))
+			return errdefs.Invalid("step %d: unknown kind %q (want run, copy, env, workdir or user)", n, rules.Truncate(st.Kind, 40))
 		}
 	}
 	if len(s.Start) > 0 && s.Start[0] == "" {

@@ -74,7 +74,7 @@ type Controller struct {
 	snaps  snapState         // snapshot bookkeeping (snapshots.go)
 	pools  poolState         // warm pools (pools.go)
 	slots  createSlots       // creates starting at once, per caller (createslots.go)
-	adm    admission         // policy, quotas and runtime probes (admission.go, info.go)
+	adm    admissionState    // policy, quotas and runtime probes (admission.go, info.go)
 	reaps  reclaimer         // files of destroyed sandboxes removed later (reclaim.go)
 	events eventHub          // sandbox changes for event streams (events.go)
 	stats  hostStats         // the last hour's figures (stats.go)

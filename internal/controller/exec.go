@@ -9,6 +9,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/ledger"
@@ -42,7 +43,7 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 	}
 	timeout := c.cfg.ExecTimeout
 	if req.Timeout != "" {
-		d, err := parseDuration("timeout", req.Timeout, time.Millisecond)
+		d, err := rules.ParseDuration("timeout", req.Timeout, time.Millisecond)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -37,7 +38,7 @@ func (f FileRef) check(needPath bool) error {
 		return err
 	}
 	if len(f.User) > 32 || strings.ContainsAny(f.User, ":\x00/") {
-		return errdefs.Invalid("user %q is not a valid user name", truncate(f.User, 40))
+		return errdefs.Invalid("user %q is not a valid user name", rules.Truncate(f.User, 40))
 	}
 	return nil
 }

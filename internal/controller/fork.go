@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
@@ -42,7 +43,7 @@ func (c *Controller) fork(ctx context.Context, ref string, req api.ForkRequest, 
 	}
 	if req.NamePrefix != "" {
 		if err := validateName(fmt.Sprintf("%s-%d", req.NamePrefix, n)); err != nil {
-			return nil, errdefs.Invalid("name_prefix %q: names <prefix>-N must be valid sandbox names", truncate(req.NamePrefix, 80))
+			return nil, errdefs.Invalid("name_prefix %q: names <prefix>-N must be valid sandbox names", rules.Truncate(req.NamePrefix, 80))
 		}
 	}
 	if err := validateLabels(req.Labels); err != nil {

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/admission"
 )
 
 // SetRuntimeProbes records what probing the runtimes found at daemon
@@ -34,7 +35,7 @@ func (c *Controller) Info() api.Info {
 		rts[i].Default = rts[i].Name == c.cfg.DefaultRuntime
 	}
 	c.adm.mu.RLock()
-	active := c.adm.policy.active
+	active := c.adm.policy.Active()
 	c.adm.mu.RUnlock()
 	var firewall string
 	if fn, ok := c.opts.Network.(FirewallNamer); ok {
@@ -44,7 +45,7 @@ func (c *Controller) Info() api.Info {
 		Firewall: firewall,
 		Version:  version,
 		Runtimes: rts,
-		Sizes:    c.sizeInfos(),
+		Sizes:    admission.SizeInfos(c.cfg.Max),
 		Limits:   c.cfg.Max,
 		Defaults: api.InfoDefaults{
 			Image:      c.cfg.DefaultImage,

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/memimage"
 	"github.com/paddock-dev/paddock/internal/runtime"
@@ -156,7 +157,7 @@ func copyRegular(from, to string) error {
 func (c *Controller) planMemoryRestore(req *api.CreateSandboxRequest, snap *store.Snapshot) error {
 	m := snap.Memory
 	if req.Runtime != "" && req.Runtime != m.Runtime {
-		return fmt.Errorf("snapshot %s keeps memory taken on runtime %s; it cannot be restored on %s: leave the runtime out: %w", snap.ID, m.Runtime, truncate(req.Runtime, 40), errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("snapshot %s keeps memory taken on runtime %s; it cannot be restored on %s: leave the runtime out: %w", snap.ID, m.Runtime, rules.Truncate(req.Runtime, 40), errdefs.ErrFailedPrecondition)
 	}
 	if (req.Size != "" || req.Resources != api.Resources{}) && (req.Size != "" || req.Resources != m.Resources) {
 		return fmt.Errorf("snapshot %s keeps memory, which is restored at the size it was taken at (cpu %g, memory %d MiB, disk %d MiB): leave the size out: %w",

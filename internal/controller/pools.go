@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
@@ -110,8 +111,8 @@ func (c *Controller) SetPool(ctx context.Context, name string, req api.SetPoolRe
 	if err := requireScopeAll(ctx, "setting a pool"); err != nil { // scope.go
 		return nil, err
 	}
-	if !nameRE.MatchString(name) {
-		return nil, errdefs.Invalid("pool name %q: use 1-63 letters, digits, '-', '_' or '.'", truncate(name, 80))
+	if !rules.ValidName(name) {
+		return nil, errdefs.Invalid("pool name %q: use 1-63 letters, digits, '-', '_' or '.'", rules.Truncate(name, 80))
 	}
 	if req.MinReady < 0 || req.MinReady > api.MaxPoolMinReady {
 		return nil, errdefs.Invalid("min_ready %d: want 0 to %d", req.MinReady, api.MaxPoolMinReady)
@@ -119,7 +120,7 @@ func (c *Controller) SetPool(ctx context.Context, name string, req api.SetPoolRe
 	if req.MaxReady != 0 && (req.MaxReady < req.MinReady || req.MaxReady > api.MaxPoolMaxReady) {
 		return nil, errdefs.Invalid("max_ready %d: want 0 (the pool does not grow) or min_ready (%d) to %d", req.MaxReady, req.MinReady, api.MaxPoolMaxReady)
 	}
-	cooldown, err := parseDuration("cooldown", req.Cooldown, time.Second)
+	cooldown, err := rules.ParseDuration("cooldown", req.Cooldown, time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -146,8 +147,8 @@ func (c *Controller) SetPool(ctx context.Context, name string, req api.SetPoolRe
 
 // GetPool returns a pool and its state.
 func (c *Controller) GetPool(ctx context.Context, name string) (*api.Pool, error) {
-	if !nameRE.MatchString(name) {
-		return nil, errdefs.Invalid("pool name %q is not valid", truncate(name, 80))
+	if !rules.ValidName(name) {
+		return nil, errdefs.Invalid("pool name %q is not valid", rules.Truncate(name, 80))
 	}
 	p, err := c.opts.Store.GetPool(ctx, name)
 	if err != nil {
@@ -179,8 +180,8 @@ func (c *Controller) DeletePool(ctx context.Context, name string) error {
 	if err := requireScopeAll(ctx, "deleting a pool"); err != nil {
 		return err
 	}
-	if !nameRE.MatchString(name) {
-		return errdefs.Invalid("pool name %q is not valid", truncate(name, 80))
+	if !rules.ValidName(name) {
+		return errdefs.Invalid("pool name %q is not valid", rules.Truncate(name, 80))
 	}
 	if err := c.opts.Store.DeletePool(ctx, name); err != nil {
 		return err

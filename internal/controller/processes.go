@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
@@ -124,7 +125,7 @@ func (c *Controller) WaitProcess(ctx context.Context, ref, pid string, req api.W
 	}
 	timeout := defaultWaitTimeout
 	if req.Timeout != "" {
-		d, err := parseDuration("timeout", req.Timeout, time.Millisecond)
+		d, err := rules.ParseDuration("timeout", req.Timeout, time.Millisecond)
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/runtime"
@@ -71,14 +72,14 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	if err != nil {
 		return nil, err
 	}
-	sleepAfter, err := parseDuration("sleep_after", req.SleepAfter, time.Second)
+	sleepAfter, err := rules.ParseDuration("sleep_after", req.SleepAfter, time.Second)
 	if err != nil {
 		return nil, err
 	}
 	if sleepAfter == 0 {
 		sleepAfter = c.cfg.SleepAfter
 	}
-	lifetime, err := parseDuration("timeout", req.Timeout, time.Second)
+	lifetime, err := rules.ParseDuration("timeout", req.Timeout, time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +88,7 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 		rtName = c.cfg.DefaultRuntime
 	}
 	if rtName != api.RuntimeRunc && rtName != api.RuntimeGVisor && rtName != api.RuntimeCrun {
-		return nil, errdefs.Invalid("runtime %q: want %s, %s or %s", truncate(rtName, 40), api.RuntimeRunc, api.RuntimeGVisor, api.RuntimeCrun)
+		return nil, errdefs.Invalid("runtime %q: want %s, %s or %s", rules.Truncate(rtName, 40), api.RuntimeRunc, api.RuntimeGVisor, api.RuntimeCrun)
 	}
 	if _, err := c.backend(rtName); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/ledger"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
@@ -120,7 +121,7 @@ func (c *Controller) sessionExec(ctx context.Context, ref string, req api.ExecRe
 	}
 	timeout := c.cfg.ExecTimeout
 	if req.Timeout != "" {
-		if timeout, err = parseDuration("timeout", req.Timeout, time.Millisecond); err != nil {
+		if timeout, err = rules.ParseDuration("timeout", req.Timeout, time.Millisecond); err != nil {
 			return err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/ledger"
@@ -38,13 +39,6 @@ func (c *Controller) snapStore() (*snapshot.Store, error) {
 		return nil, fmt.Errorf("snapshots are not enabled on this daemon: %w", errdefs.ErrFailedPrecondition)
 	}
 	return c.opts.Snapshots, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }
 
 // CreateSnapshot takes a consistent snapshot of a running, paused or
@@ -294,7 +288,7 @@ func (c *Controller) snapshotAPI(s *store.Snapshot) *api.Snapshot {
 // wins over a name; a name is resolved by pickNamed.
 func (c *Controller) resolveSnapshot(ctx context.Context, ref string) (*store.Snapshot, error) {
 	if !validRef(ref) {
-		return nil, errdefs.Invalid("%q is not a valid snapshot id or name", truncate(ref, 80))
+		return nil, errdefs.Invalid("%q is not a valid snapshot id or name", rules.Truncate(ref, 80))
 	}
 	s, err := c.lookupSnapshot(ctx, ref)
 	if err != nil {
@@ -446,7 +440,7 @@ func (c *Controller) checkOnIdle(policy string, rec *store.Sandbox) error {
 		}
 		return nil
 	}
-	return errdefs.Invalid("on_idle %q: want %s, %s, %s or %s", truncate(policy, 40), api.OnIdleStop, api.OnIdlePause, api.OnIdleSnapshot, api.OnIdleHibernate)
+	return errdefs.Invalid("on_idle %q: want %s, %s, %s or %s", rules.Truncate(policy, 40), api.OnIdleStop, api.OnIdlePause, api.OnIdleSnapshot, api.OnIdleHibernate)
 }
 
 // restorePlan is what a create from a snapshot adds to the sandbox.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/ledger"
 	"github.com/paddock-dev/paddock/internal/store"
@@ -39,7 +40,7 @@ func parseTTL(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < minSnapshotTTL || d > maxSnapshotTTL {
-		return 0, errdefs.Invalid("ttl %q: want a duration from %s to %s (e.g. 72h) or %q", truncate(s, 40), minSnapshotTTL, maxSnapshotTTL, api.SnapshotTTLNever)
+		return 0, errdefs.Invalid("ttl %q: want a duration from %s to %s (e.g. 72h) or %q", rules.Truncate(s, 40), minSnapshotTTL, maxSnapshotTTL, api.SnapshotTTLNever)
 	}
 	return d, nil
 }

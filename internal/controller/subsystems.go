@@ -4,13 +4,15 @@ import (
 	"context"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
 // What the subsystem packages beside the core (internal/controller/...,
 // such as workspaces) use of it besides the Controller's methods: the
-// caller's identity and scope, and the rules for ids and names, so that
-// every kind of object is owned, named and seen the same way.
+// caller's identity and scope, and the rules for ids, so that every kind
+// of object is owned, named and seen the same way (the shapes of names
+// and durations are internal/controller/rules, beneath the core).
 
 // RequireCaller refuses ctx when it carries no caller.
 func RequireCaller(ctx context.Context) error { return requireCaller(ctx) }
@@ -31,27 +33,15 @@ func NewID() string { return newID() }
 // IsID says whether s has the form of an object id.
 func IsID(s string) bool { return idRE.MatchString(s) }
 
-// ValidName says whether s may name an object.
-func ValidName(s string) bool { return nameRE.MatchString(s) }
-
 // ValidRef says whether s can be an id or a name at all.
 func ValidRef(s string) bool { return validRef(s) }
 
 // ValidEnvName says whether s may name an environment variable.
 func ValidEnvName(s string) bool { return envRE.MatchString(s) }
 
-// Truncate cuts s to at most n bytes for an error message.
-func Truncate(s string, n int) string { return truncate(s, n) }
-
 // ValidUser says whether s names a user (a name or uid, optionally with a
 // group) as exec and files take it.
 func ValidUser(s string) bool { return userRE.MatchString(s) }
-
-// ParseDuration reads a duration field of a request, between min and a
-// year ("" is 0).
-func ParseDuration(field, s string, min time.Duration) (time.Duration, error) {
-	return parseDuration(field, s, min)
-}
 
 // RecordedSandbox finds the sandbox ref names that ctx's caller may see: a
 // live one first, then a destroyed one whose ledger is still kept.
@@ -72,7 +62,7 @@ func QueueTimeout(s string) (time.Duration, error) {
 	if s == "" {
 		return defaultQueueTimeout, nil
 	}
-	queue, err := parseDuration("queue_timeout", s, time.Millisecond)
+	queue, err := rules.ParseDuration("queue_timeout", s, time.Millisecond)
 	if err != nil {
 		return 0, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -30,28 +31,28 @@ func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxR
 	if req.Identifier != "" && req.Pool == "" {
 		return nil, errdefs.Invalid("identifier needs a pool")
 	}
-	if req.Identifier != "" && !nameRE.MatchString(req.Identifier) {
-		return nil, errdefs.Invalid("identifier %q: use 1-63 letters, digits, '-', '_' or '.'", truncate(req.Identifier, 80))
+	if req.Identifier != "" && !rules.ValidName(req.Identifier) {
+		return nil, errdefs.Invalid("identifier %q: use 1-63 letters, digits, '-', '_' or '.'", rules.Truncate(req.Identifier, 80))
 	}
 	if req.FromSnapshot != "" || req.Image != "" {
 		return nil, errdefs.Invalid("a sandbox from a template or pool takes its files from the template: leave image and from_snapshot out")
 	}
 	var pool *store.Pool
 	if req.Pool != "" {
-		if !nameRE.MatchString(req.Pool) {
-			return nil, errdefs.Invalid("pool name %q is not valid", truncate(req.Pool, 80))
+		if !rules.ValidName(req.Pool) {
+			return nil, errdefs.Invalid("pool name %q is not valid", rules.Truncate(req.Pool, 80))
 		}
 		p, err := c.opts.Store.GetPool(ctx, req.Pool)
 		if err != nil {
 			return nil, err
 		}
 		if req.Template != "" && req.Template != p.Template {
-			return nil, errdefs.Invalid("pool %s keeps template %s, not %s", p.Name, p.Template, truncate(req.Template, 80))
+			return nil, errdefs.Invalid("pool %s keeps template %s, not %s", p.Name, p.Template, rules.Truncate(req.Template, 80))
 		}
 		req.Template, pool = p.Template, p
 	}
-	if !nameRE.MatchString(req.Template) {
-		return nil, errdefs.Invalid("template name %q is not valid", truncate(req.Template, 80))
+	if !rules.ValidName(req.Template) {
+		return nil, errdefs.Invalid("template name %q is not valid", rules.Truncate(req.Template, 80))
 	}
 	tpl, err := c.opts.Store.GetTemplate(ctx, req.Template)
 	if err != nil {
@@ -313,12 +314,8 @@ func (c *Controller) admitClaim(ctx context.Context, rec *store.Sandbox) error {
 	c.adm.mu.RLock()
 	cp := c.adm.policy
 	c.adm.mu.RUnlock()
-	if err := cp.check(rec); err != nil {
+	if err := cp.Check(rec, rec.Labels[labelTemplate]); err != nil {
 		return err
-	}
-	limit, rule := cp.doc.MaxSandboxesPerKey, "max_sandboxes_per_key"
-	if rec.KeyID == api.CallerLocal {
-		limit, rule = cp.doc.MaxSandboxesLocal, "max_sandboxes_local"
 	}
 	c.adm.quotaMu.Lock()
 	defer c.adm.quotaMu.Unlock()
@@ -327,19 +324,13 @@ func (c *Controller) admitClaim(ctx context.Context, rec *store.Sandbox) error {
 	// changes it), so a claim adds nothing to what the host has granted.
 	// Without a per-caller limit there is nothing to count either, and a
 	// claim in a burst does not read every sandbox under the quota lock.
-	if limit > 0 {
+	if cp.HasQuota(rec.KeyID) {
 		all, err := c.opts.Store.ListSandboxes(ctx, nil)
 		if err != nil {
 			return err
 		}
-		n := 0
-		for _, s := range all {
-			if s.KeyID == rec.KeyID && s.ID != rec.ID {
-				n++
-			}
-		}
-		if n >= limit {
-			return denied(rule, "caller %s has %d of %d sandboxes; delete one first", rec.KeyID, n, limit)
+		if err := cp.CheckQuota(rec.KeyID, rec.ID, all); err != nil {
+			return err
 		}
 	}
 	if err := c.opts.Store.UpdateSandbox(context.WithoutCancel(ctx), rec); err != nil {

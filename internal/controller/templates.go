@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -298,7 +299,7 @@ func (c *Controller) runSteps(ctx context.Context, spec *api.TemplateSpec, imgDi
 			}
 		case api.StepCopy:
 			if err := c.copyStep(ctx, sb.ID, s.Dst, st.user, copies[i]); err != nil {
-				return nil, fmt.Errorf("step %d (copy %s): %w", i+1, truncate(s.Src, 80), err)
+				return nil, fmt.Errorf("step %d (copy %s): %w", i+1, rules.Truncate(s.Src, 80), err)
 			}
 		default:
 			st.step(s)
@@ -349,7 +350,7 @@ func (c *Controller) runStep(ctx context.Context, id string, step, n int, cmd st
 				reason = exit.Error.Message
 			}
 		}
-		msg := fmt.Sprintf("step %d (run %q) failed with exit code %d", step, truncate(cmd, 60), code)
+		msg := fmt.Sprintf("step %d (run %q) failed with exit code %d", step, rules.Truncate(cmd, 60), code)
 		if reason != "" {
 			msg += ": " + reason
 		}
@@ -408,8 +409,8 @@ func templateAPI(t *store.Template) *api.Template {
 
 // GetTemplate returns a template by name.
 func (c *Controller) GetTemplate(ctx context.Context, name string) (*api.Template, error) {
-	if !nameRE.MatchString(name) {
-		return nil, errdefs.Invalid("template name %q is not valid", truncate(name, 80))
+	if !rules.ValidName(name) {
+		return nil, errdefs.Invalid("template name %q is not valid", rules.Truncate(name, 80))
 	}
 	t, err := c.opts.Store.GetTemplate(ctx, name)
 	if err != nil {
@@ -437,8 +438,8 @@ func (c *Controller) DeleteTemplate(ctx context.Context, name string) error {
 	if err := requireScopeAll(ctx, "deleting a template"); err != nil { // scope.go
 		return err
 	}
-	if !nameRE.MatchString(name) {
-		return errdefs.Invalid("template name %q is not valid", truncate(name, 80))
+	if !rules.ValidName(name) {
+		return errdefs.Invalid("template name %q is not valid", rules.Truncate(name, 80))
 	}
 	if err := c.opts.Store.DeleteTemplate(ctx, name); err != nil {
 		return err

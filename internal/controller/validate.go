@@ -4,10 +4,11 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
+	"github.com/paddock-dev/paddock/internal/controller/admission"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/lazyre"
 )
@@ -17,9 +18,8 @@ import (
 const idLen = 20
 
 var (
-	idRE   = lazyre.New(`^[a-z0-9]{1,32}$`)
-	nameRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-	envRE  = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,255}$`)
+	idRE  = lazyre.New(`^[a-z0-9]{1,32}$`)
+	envRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,255}$`)
 	// Label keys follow Kubernetes' shape loosely: short, no '=' or ','.
 	labelKeyRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$`)
 )
@@ -47,13 +47,13 @@ func newID() string {
 
 // validRef reports whether s can be a sandbox id or name at all; anything
 // else is refused before it reaches the store.
-func validRef(s string) bool { return idRE.MatchString(s) || nameRE.MatchString(s) }
+func validRef(s string) bool { return idRE.MatchString(s) || rules.ValidName(s) }
 
 func validateName(name string) error {
 	if name == "" {
 		return nil
 	}
-	if !nameRE.MatchString(name) {
+	if !rules.ValidName(name) {
 		return errdefs.Invalid("name %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", name)
 	}
 	return nil
@@ -99,18 +99,7 @@ func resolveResources(req, def, max api.Resources) (api.Resources, error) {
 	if r.CPU < 0 || r.MemoryMB < 0 || r.DiskMB < 0 || r.Pids < 0 {
 		return r, errdefs.Invalid("resources must not be negative (cpu=%g memory_mb=%d disk_mb=%d pids=%d)", r.CPU, r.MemoryMB, r.DiskMB, r.Pids)
 	}
-	if r.CPU == 0 {
-		r.CPU = def.CPU
-	}
-	if r.MemoryMB == 0 {
-		r.MemoryMB = def.MemoryMB
-	}
-	if r.DiskMB == 0 {
-		r.DiskMB = def.DiskMB
-	}
-	if r.Pids == 0 {
-		r.Pids = def.Pids
-	}
+	r = admission.Fill(r, def)
 	switch {
 	case r.CPU > max.CPU:
 		return r, fmt.Errorf("cpu %g is more than this host allows (%g): %w", r.CPU, max.CPU, errdefs.ErrResourceExhausted)
@@ -130,19 +119,4 @@ func resolveResources(req, def, max api.Resources) (api.Resources, error) {
 		return r, errdefs.Invalid("pids %d is below the minimum of 8", r.Pids)
 	}
 	return r, nil
-}
-
-// parseDuration parses an optional Go duration, bounded to [min, 1 year].
-func parseDuration(field, s string, min time.Duration) (time.Duration, error) {
-	if s == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, errdefs.Invalid("%s %q is not a duration (use e.g. 90s, 10m, 2h)", field, s)
-	}
-	if d < min || d > 365*24*time.Hour {
-		return 0, errdefs.Invalid("%s %s is out of range (%s to 8760h)", field, d, min)
-	}
-	return d, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/admission"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -42,7 +43,7 @@ func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	p, err := controller.ParsePolicy(data)
+	p, err := admission.Parse(data)
 	release()
 	if err != nil {
 		writeError(w, err)

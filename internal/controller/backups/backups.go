@@ -27,6 +27,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/store"
@@ -170,7 +171,7 @@ func (s *Service) parseBackupTTL(v string) (time.Duration, bool, error) {
 	case "never":
 		return 0, true, nil
 	}
-	d, err := controller.ParseDuration("ttl", v, time.Second)
+	d, err := rules.ParseDuration("ttl", v, time.Second)
 	if err != nil {
 		return 0, false, err
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/config"
-	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/objstore"
 	"github.com/paddock-dev/paddock/internal/store"
@@ -62,7 +62,7 @@ func backupStore(s string) (string, error) {
 	case storageS3:
 		return storageS3, nil
 	}
-	return "", errdefs.Invalid("store %q: want %q or %q", controller.Truncate(s, 40), storageLocal, storageS3)
+	return "", errdefs.Invalid("store %q: want %q or %q", rules.Truncate(s, 40), storageLocal, storageS3)
 }
 
 // s3Location splits a record's "s3://bucket/key".

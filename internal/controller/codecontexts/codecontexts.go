@@ -13,6 +13,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
@@ -138,7 +139,7 @@ func (s *Service) Run(ctx context.Context, ref, id string, req api.RunCodeReques
 	timeout := s.runTimeout
 	if req.Timeout != "" {
 		var err error
-		if timeout, err = controller.ParseDuration("timeout", req.Timeout, time.Millisecond); err != nil {
+		if timeout, err = rules.ParseDuration("timeout", req.Timeout, time.Millisecond); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/ledger"
@@ -137,7 +138,7 @@ func toAPI(e store.LedgerEntry) api.LedgerEntry {
 
 func validateAdd(req api.AddLedgerEntryRequest) error {
 	if !kindRE.MatchString(req.Kind) {
-		return errdefs.Invalid("kind %q: use 1-64 lowercase letters, digits, '_', '.' or '-', starting with a letter", controller.Truncate(req.Kind, 80))
+		return errdefs.Invalid("kind %q: use 1-64 lowercase letters, digits, '_', '.' or '-', starting with a letter", rules.Truncate(req.Kind, 80))
 	}
 	if ledger.IsDaemonKind(req.Kind) {
 		return errdefs.Invalid("kind %q is recorded by paddock itself; name your own kind (for example payment.sent)", req.Kind)
@@ -151,7 +152,7 @@ func validateAdd(req api.AddLedgerEntryRequest) error {
 	for _, k := range slices.Sorted(maps.Keys(req.Data)) {
 		v := req.Data[k]
 		if !dataKeyRE.MatchString(k) {
-			return errdefs.Invalid("data key %q: use 1-64 letters, digits, '_', '.' or '-'", controller.Truncate(k, 80))
+			return errdefs.Invalid("data key %q: use 1-64 letters, digits, '_', '.' or '-'", rules.Truncate(k, 80))
 		}
 		if len(v) > ledger.MaxDataValue || !utf8.ValidString(v) || containsNUL(v) {
 			return errdefs.Invalid("data value of %q must be valid UTF-8 without NUL, at most %d bytes", k, ledger.MaxDataValue)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/egress"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
@@ -71,7 +72,7 @@ func secretOwner(ctx context.Context, asked, name string) (string, error) {
 		return me, nil
 	}
 	if !controller.IsID(asked) {
-		return "", errdefs.Invalid("owner %q is not an API key id or %q", controller.Truncate(asked, 64), api.CallerLocal)
+		return "", errdefs.Invalid("owner %q is not an API key id or %q", rules.Truncate(asked, 64), api.CallerLocal)
 	}
 	if controller.CallerScope(ctx) != api.KeyScopeAll {
 		return "", errSecretNotFound(name)

@@ -18,6 +18,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/workspace"
 	"github.com/paddock-dev/paddock/internal/workspace/vfs"
@@ -132,8 +133,8 @@ func (s *Service) newWorkspace(ctx context.Context, req api.CreateWorkspaceReque
 	if err := controller.RequireCaller(ctx); err != nil {
 		return nil, workspace.Record{}, err
 	}
-	if !controller.ValidName(req.Name) {
-		return nil, workspace.Record{}, errdefs.Invalid("workspace name %q: use 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit", controller.Truncate(req.Name, 64))
+	if !rules.ValidName(req.Name) {
+		return nil, workspace.Record{}, errdefs.Invalid("workspace name %q: use 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit", rules.Truncate(req.Name, 64))
 	}
 	quota := func(what string, asked, def, max int64) (int64, error) {
 		switch {
@@ -201,7 +202,7 @@ func (s *Service) workspace(ctx context.Context, ref string) (*workspace.Store, 
 		return nil, workspace.Record{}, err
 	}
 	if !controller.ValidRef(ref) {
-		return nil, workspace.Record{}, errdefs.Invalid("%q is not a valid workspace id or name", controller.Truncate(ref, 64))
+		return nil, workspace.Record{}, errdefs.Invalid("%q is not a valid workspace id or name", rules.Truncate(ref, 64))
 	}
 	if controller.IsID(ref) {
 		r, err := st.Get(ctx, ref)
@@ -255,11 +256,11 @@ func (s *Service) Run(ctx context.Context, ref string, req api.WorkspaceRunReque
 	}
 	for k := range req.Env {
 		if !controller.ValidEnvName(k) {
-			return nil, errdefs.Invalid("environment variable name %q is not valid", controller.Truncate(k, 64))
+			return nil, errdefs.Invalid("environment variable name %q is not valid", rules.Truncate(k, 64))
 		}
 	}
 	if req.Cwd != "" && !fs.ValidPath(req.Cwd) {
-		return nil, errdefs.Invalid("cwd %q: give a directory of the workspace relative to its root, like src/app", controller.Truncate(req.Cwd, 256))
+		return nil, errdefs.Invalid("cwd %q: give a directory of the workspace relative to its root, like src/app", rules.Truncate(req.Cwd, 256))
 	}
 	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
 	if req.TimeoutMs < 0 || timeout > workspace.MaxTimeout {

@@ -1,0 +1,47 @@
+// Package rules holds the shapes that names and durations in requests
+// must have, and how an error message quotes what a caller sent. The
+// controller's core and the packages beside and beneath it (admission)
+// share them, so every kind of object is named and bounded the same way.
+// It imports nothing of Paddock's but its error kinds.
+package rules
+
+import (
+	"time"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
+)
+
+var nameRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// ValidName says whether s may name an object (a sandbox, template,
+// pool, snapshot, ...): 1 to 63 letters, digits, '_', '.' or '-', not
+// starting with a punctuation mark.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// MaxDuration bounds every duration a request gives.
+const MaxDuration = 365 * 24 * time.Hour
+
+// ParseDuration parses an optional Go duration ("" is 0) for the request
+// field named field, bounded to [min, MaxDuration].
+func ParseDuration(field, s string, min time.Duration) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errdefs.Invalid("%s %q is not a duration (use e.g. 90s, 10m, 2h)", field, Truncate(s, 64))
+	}
+	if d < min || d > MaxDuration {
+		return 0, errdefs.Invalid("%s %s is out of range (%s to 8760h)", field, d, min)
+	}
+	return d, nil
+}
+
+// Truncate cuts s to at most n bytes (and "...") for an error message.
+func Truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}

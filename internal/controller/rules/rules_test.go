@@ -1,0 +1,61 @@
+package rules
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+func TestValidName(t *testing.T) {
+	for _, s := range []string{"a", "web-1", "A.b_c", strings.Repeat("x", 63)} {
+		if !ValidName(s) {
+			t.Errorf("ValidName(%q) = false", s)
+		}
+	}
+	for _, s := range []string{"", "-a", ".a", "a b", "a/b", strings.Repeat("x", 64), "é"} {
+		if ValidName(s) {
+			t.Errorf("ValidName(%q) = true", s)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"", 0, true},
+		{"90s", 90 * time.Second, true},
+		{"8760h", MaxDuration, true},
+		{"8761h", 0, false},
+		{"500ms", 0, false}, // below the minimum of 1s
+		{"-1s", 0, false},
+		{"soon", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseDuration("timeout", tt.in, time.Second)
+		if tt.ok != (err == nil) || got != tt.want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v, ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+		if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("ParseDuration(%q): %v is not invalid-argument", tt.in, err)
+		}
+	}
+	_, err := ParseDuration("timeout", strings.Repeat("9", 500), time.Second)
+	if err == nil || len(err.Error()) > 200 {
+		t.Errorf("a long bad duration's error quotes it whole: %v", err)
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	if got := Truncate("abcdef", 3); got != "abc..." {
+		t.Errorf("Truncate = %q", got)
+	}
+	if got := Truncate("abc", 3); got != "abc" {
+		t.Errorf("Truncate = %q", got)
+	}
+}
