@@ -82,7 +82,7 @@ type Runtime struct {
 	usernsCache  map[usernsKey]*os.File // userns.go
 	freeSlots    []int                  // ranges given back lately, newest last
 	restoreArgs  func() []string        // runsc: restore's flags this build has (checkpoint.go)
-	started      startedPidfds          // pidfds of containers just started, for Wait (started.go)
+	started      startedPidfds          // pidfds of the containers it started, for Wait and signals (started.go)
 }
 
 var (
