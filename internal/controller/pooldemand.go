@@ -122,4 +122,5 @@ func (p *poolState) forget(pool string) {
 	defer p.mu.Unlock()
 	p.init()
 	delete(p.demand, pool)
+	delete(p.retry, pool)
 }

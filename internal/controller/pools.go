@@ -30,6 +30,7 @@ type poolState struct {
 	idMu     map[string]*sync.Mutex // identifier bindings, per pool
 	building map[string]bool        // build sandboxes of this daemon
 	demand   map[string]*demand     // arrivals per pool (pooldemand.go)
+	retry    map[string]refillRetry // waits after failed refills (poolretry.go)
 	// clusterSize is the size last set on a backend's pool
 	// (clusterpools.go).
 	clusterSize map[string]int
@@ -45,6 +46,7 @@ func (p *poolState) init() {
 		p.idMu = map[string]*sync.Mutex{}
 		p.building = map[string]bool{}
 		p.demand = map[string]*demand{}
+		p.retry = map[string]refillRetry{}
 		p.clusterSize = map[string]int{}
 	}
 }
@@ -140,6 +142,7 @@ func (c *Controller) SetPool(ctx context.Context, name string, req api.SetPoolRe
 	if err := c.opts.Store.PutPool(ctx, rec); err != nil {
 		return nil, err
 	}
+	c.pools.refillSucceeded(name) // a changed pool tries at once
 	c.log.Info("pool set", "pool", name, "template", req.Template, "min_ready", req.MinReady, "max_ready", req.MaxReady, "cooldown", cooldown)
 	c.pools.kick()
 	return c.poolAPI(ctx, rec)
@@ -398,6 +401,9 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) runtime.WarmPo
 	c.pools.mu.Lock()
 	c.pools.init()
 	need := target - ready - c.pools.starting[p.Name]
+	if c.pools.waitingLocked(p.Name, now) {
+		need = 0 // its last refill failed (poolretry.go)
+	}
 	if room := maxRefillsInFlight - c.pools.starting[p.Name]; need > room {
 		need = room
 	}
@@ -454,10 +460,13 @@ func (c *Controller) refill(ctx context.Context, p *store.Pool, tpl *store.Templ
 		err = c.relabel(ctx, sb.ID, labelPoolReady, "true")
 	}
 	if err != nil {
-		c.log.Warn("pool refill", "pool", p.Name, "err", err)
+		wait := c.pools.refillFailed(p.Name, time.Now())
+		time.AfterFunc(wait, c.pools.kick)
+		c.log.Warn("pool refill", "pool", p.Name, "err", err, "retry_in", wait)
 		c.setPoolErr(p.Name, err.Error())
 		return
 	}
+	c.pools.refillSucceeded(p.Name)
 	// A refill that started before its template was deleted may end after
 	// the pool said so: it must not clear that (the next pass destroys
 	// the sandbox it made, as stale).
