@@ -123,4 +123,5 @@ func (p *poolState) forget(pool string) {
 	p.init()
 	delete(p.demand, pool)
 	delete(p.retry, pool)
+	delete(p.ready, pool)
 }

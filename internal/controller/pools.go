@@ -31,6 +31,7 @@ type poolState struct {
 	building map[string]bool        // build sandboxes of this daemon
 	demand   map[string]*demand     // arrivals per pool (pooldemand.go)
 	retry    map[string]refillRetry // waits after failed refills (poolretry.go)
+	ready    map[string]*readyQueue // ready sandboxes to claim (poolready.go)
 	// clusterSize is the size last set on a backend's pool
 	// (clusterpools.go).
 	clusterSize map[string]int
@@ -47,6 +48,7 @@ func (p *poolState) init() {
 		p.building = map[string]bool{}
 		p.demand = map[string]*demand{}
 		p.retry = map[string]refillRetry{}
+		p.ready = map[string]*readyQueue{}
 		p.clusterSize = map[string]int{}
 	}
 }
@@ -396,6 +398,7 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) runtime.WarmPo
 		c.tendClusterPool(ctx, wp, p, tpl)
 		return wp
 	}
+	c.pools.offerReady(p.Name, readyIDs...)                                            // poolready.go
 	target := poolTarget(p.MinReady, p.MaxReady, c.pools.peak(p.Name, c.opts.Clock())) // pooldemand.go
 	c.shrinkPool(ctx, p, readyIDs, target)
 	c.pools.mu.Lock()
@@ -467,6 +470,7 @@ func (c *Controller) refill(ctx context.Context, p *store.Pool, tpl *store.Templ
 		return
 	}
 	c.pools.refillSucceeded(p.Name)
+	c.pools.offerReady(p.Name, sb.ID)
 	// A refill that started before its template was deleted may end after
 	// the pool said so: it must not clear that (the next pass destroys
 	// the sandbox it made, as stale).

@@ -164,19 +164,33 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 	if err := validateLabels(req.Labels); err != nil {
 		return nil, err
 	}
-	ready, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPool: pool.Name, labelPoolReady: "true", labelBuild: tpl.BuildID})
-	if err != nil {
-		return nil, err
-	}
-	for _, cand := range ready {
-		e := c.entry(cand.ID)
-		if !e.mu.TryLock() {
-			continue // another claim or the pool loop has it
+	for {
+		id, ok, loaded := c.pools.takeReady(pool.Name) // poolready.go
+		if !ok && loaded {
+			return nil, nil
 		}
-		rec, err := c.opts.Store.GetSandbox(ctx, cand.ID)
-		if err != nil || rec.State != api.StateRunning || rec.Labels[labelPoolReady] != "true" {
-			e.mu.Unlock()
+		if !ok {
+			// The pool loop has not listed this pool yet: read the store once.
+			ready, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPool: pool.Name, labelPoolReady: "true", labelBuild: tpl.BuildID})
+			if err != nil {
+				return nil, err
+			}
+			ids := make([]string, len(ready))
+			for i, sb := range ready {
+				ids[i] = sb.ID
+			}
+			c.pools.offerReady(pool.Name, ids...)
 			continue
+		}
+		e := c.entry(id)
+		if !e.mu.TryLock() {
+			continue // the pool loop has it; its next pass queues it again if it stays ready
+		}
+		rec, err := c.opts.Store.GetSandbox(ctx, id)
+		if err != nil || rec.State != api.StateRunning || rec.Labels[labelPoolReady] != "true" ||
+			rec.Labels[labelPool] != pool.Name || rec.Labels[labelBuild] != tpl.BuildID {
+			e.mu.Unlock()
+			continue // no longer ready, or stale: the pool loop replaces it
 		}
 		labels := maps.Clone(req.Labels)
 		if labels == nil {
@@ -196,6 +210,8 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 		err = c.admitClaim(ctx, rec)
 		e.mu.Unlock()
 		if err != nil {
+			// Refused: the sandbox stays in the pool for another caller.
+			c.pools.offerReady(pool.Name, id)
 			if errors.Is(err, errdefs.ErrConflict) {
 				return nil, errSandboxNameTaken(req.Name)
 			}
@@ -208,7 +224,6 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 		c.log.Info("served from pool", "pool", pool.Name, "sandbox", rec.ID, "name", rec.Name)
 		return c.toAPI(rec), nil
 	}
-	return nil, nil
 }
 
 // createFromTemplate creates a sandbox on the template's layers with its
@@ -333,10 +348,7 @@ func (c *Controller) admitClaim(ctx context.Context, rec *store.Sandbox) error {
 			return err
 		}
 	}
-	if err := c.opts.Store.UpdateSandbox(context.WithoutCancel(ctx), rec); err != nil {
-		return err
-	}
-	if err := c.opts.Store.SetSandboxOwner(context.WithoutCancel(ctx), rec.ID, rec.KeyID); err != nil {
+	if err := c.opts.Store.ClaimSandbox(context.WithoutCancel(ctx), rec); err != nil {
 		return err
 	}
 	c.changed(rec, "", "", "claimed from a pool")

@@ -62,7 +62,8 @@ type TemplateStore interface {
 	ListPools(ctx context.Context) ([]*Pool, error)
 	DeletePool(ctx context.Context, name string) error
 
-	// SetSandboxOwner hands a pooled sandbox to the caller that claimed
-	// it (UpdateSandbox keeps the creator).
-	SetSandboxOwner(ctx context.Context, id, keyID string) error
+	// ClaimSandbox replaces a pooled sandbox's record as UpdateSandbox
+	// does and hands it to the caller that claimed it (s.KeyID) in the
+	// same step (UpdateSandbox keeps the creator).
+	ClaimSandbox(ctx context.Context, s *Sandbox) error
 }

@@ -258,6 +258,20 @@ func (st *Store) ListSandboxes(ctx context.Context, labels map[string]string) ([
 // CreatedAt is kept from the stored record, since a sandbox is created once.
 // Both are written back into s.
 func (st *Store) UpdateSandbox(ctx context.Context, s *store.Sandbox) error {
+	return st.updateSandbox(ctx, s, false)
+}
+
+// ClaimSandbox replaces the record with s.ID as UpdateSandbox does and, in
+// the same transaction, hands the sandbox to s.KeyID (UpdateSandbox keeps
+// the creator): a claimed sandbox is never left relabelled but unowned.
+func (st *Store) ClaimSandbox(ctx context.Context, s *store.Sandbox) error {
+	if err := checkText("key id", s.KeyID, maxIDLen); err != nil {
+		return err
+	}
+	return st.updateSandbox(ctx, s, true)
+}
+
+func (st *Store) updateSandbox(ctx context.Context, s *store.Sandbox, owner bool) error {
 	if err := validateSandbox(s); err != nil {
 		return err
 	}
@@ -288,6 +302,11 @@ func (st *Store) UpdateSandbox(ctx context.Context, s *store.Sandbox) error {
 		}
 		if err != nil {
 			return fmt.Errorf("store: update sandbox %q: %w", rec.ID, ctxErr(ctx, err))
+		}
+		if owner {
+			if _, err := st.txExec(ctx, tx, qSetSandboxOwner, rec.KeyID, rec.ID); err != nil {
+				return fmt.Errorf("store: set owner of sandbox %q: %w", rec.ID, ctxErr(ctx, err))
+			}
 		}
 		return nil
 	})

@@ -62,11 +62,12 @@ func (st *Store) readRow(ctx context.Context, query string, args ...any) (*sql.R
 const (
 	qSandboxCreatedAt  = `SELECT created_at FROM sandboxes WHERE id = ?`
 	qUpdateSandbox     = `UPDATE sandboxes SET name = ?, state = ?, error_reason = ?, image = ?, image_digest = ?, runtime = ?, resources = ?, env = ?, labels = ?, sleep_after_ns = ?, keep_alive = ?, timeout_ns = ?, updated_at = ?, last_activity_at = ?, snapshot_id = ?, snapshot_layers = ?, on_idle = ? WHERE id = ?`
+	qSetSandboxOwner   = `UPDATE sandboxes SET key_id = ? WHERE id = ?`
 	qInsertStateChange = `INSERT INTO sandbox_state_changes (sandbox_id, from_state, to_state, reason, at) VALUES (?, ?, ?, ?, ?)`
 	qInsertLedgerEntry = `INSERT INTO ledger (sandbox_id, sandbox_name, kind, source, at, command, exit_code, duration_ns, path, note, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
-var writeQueries = []string{qSandboxCreatedAt, qUpdateSandbox, qInsertStateChange, qInsertLedgerEntry}
+var writeQueries = []string{qSandboxCreatedAt, qUpdateSandbox, qSetSandboxOwner, qInsertStateChange, qInsertLedgerEntry}
 
 // prepareWrites prepares the cached write statements; it runs before any
 // transaction can hold the writer connection.

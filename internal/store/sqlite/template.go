@@ -316,20 +316,3 @@ func (st *Store) DeletePool(ctx context.Context, name string) error {
 		return nil
 	})
 }
-
-// SetSandboxOwner changes the caller a sandbox is counted against.
-func (st *Store) SetSandboxOwner(ctx context.Context, id, keyID string) error {
-	if err := checkID("sandbox id", id); err != nil {
-		return err
-	}
-	return st.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET key_id = ? WHERE id = ?`, keyID, id)
-		if err != nil {
-			return fmt.Errorf("store: set owner of sandbox %q: %w", id, ctxErr(ctx, err))
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return errdefs.NotFound("sandbox %q", id)
-		}
-		return nil
-	})
-}

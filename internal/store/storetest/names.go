@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -101,4 +102,42 @@ func nonEmpty(n int) error {
 		return fmt.Errorf("%d found", n)
 	}
 	return nil
+}
+
+// testClaim: a claim replaces the record and hands it to the claimant in
+// one step; an update afterwards keeps that owner; a claim onto a name
+// the claimant holds is refused with the record left as it was, unowned
+// by the claimant; a claim of a missing sandbox is not found.
+func testClaim(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	pooled := minimal("sb-pooled", "")
+	pooled.KeyID = "paddock-pool"
+	pooled.Labels = map[string]string{"pool-ready": "true"}
+	mustCreate(t, s, pooled)
+	held := minimal("sb-held", "taken")
+	held.KeyID = "key-a"
+	mustCreate(t, s, held)
+
+	claim := clone(pooled)
+	claim.KeyID, claim.Name, claim.Labels = "key-a", "taken", map[string]string{"mine": "1"}
+	checkErr(t, "ClaimSandbox onto a name the claimant holds", s.ClaimSandbox(ctx, claim), errdefs.ErrConflict)
+	if got := mustGet(t, s, "sb-pooled"); got.KeyID != "paddock-pool" || got.Labels["pool-ready"] != "true" || got.Name != "" {
+		t.Errorf("after a refused claim: owner %q labels %v name %q, want it untouched", got.KeyID, got.Labels, got.Name)
+	}
+
+	claim.Name = "mine"
+	checkErr(t, "ClaimSandbox", s.ClaimSandbox(ctx, claim), nil)
+	got := mustGet(t, s, "sb-pooled")
+	if got.KeyID != "key-a" || got.Name != "mine" || got.Labels["mine"] != "1" || got.Labels["pool-ready"] != "" {
+		t.Errorf("claimed: owner %q name %q labels %v, want key-a's mine without the pool label", got.KeyID, got.Name, got.Labels)
+	}
+	got.State = api.StateStopped
+	mustUpdate(t, s, got)
+	if got := mustGet(t, s, "sb-pooled"); got.KeyID != "key-a" || got.State != api.StateStopped {
+		t.Errorf("updated after the claim: owner %q state %q, want key-a and stopped", got.KeyID, got.State)
+	}
+
+	missing := minimal("sb-missing", "")
+	missing.KeyID = "key-a"
+	checkErr(t, "ClaimSandbox of a missing sandbox", s.ClaimSandbox(ctx, missing), errdefs.ErrNotFound)
 }

@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"NotFound", testNotFound},
 		{"SandboxesByName", testGetSandboxByName},
 		{"NamesPerOwner", testNamesPerOwner},
+		{"Claim", testClaim},
 		{"ListFilters", testListFilters},
 		{"ListEmpty", testListEmpty},
 		{"Update", testUpdate},
