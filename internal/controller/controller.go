@@ -17,6 +17,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/config"
+	"github.com/paddock-dev/paddock/internal/controller/events"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/ledger"
@@ -76,9 +77,8 @@ type Controller struct {
 	slots  createSlots       // creates starting at once, per caller (createslots.go)
 	adm    admissionState    // policy, quotas and runtime probes (admission.go, info.go)
 	reaps  reclaimer         // files of destroyed sandboxes removed later (reclaim.go)
-	events eventHub          // sandbox changes for event streams (events.go)
+	events events.Hub        // sandbox changes and usage for event streams (events.go)
 	stats  hostStats         // the last hour's figures (stats.go)
-	usage  usageFeed         // usage samples for event streams (usagefeed.go)
 	memOK  memimage.Verified // memory image files hashed unchanged (hibernate.go, memsnapshot.go)
 
 	secretsMu sync.Mutex // secret deletion vs injection rules naming it (secrets.go)
@@ -147,7 +147,7 @@ func New(opts Options) (*Controller, error) {
 	if opts.Ledger == nil {
 		opts.Ledger = ledger.NewRecorder(opts.Store, opts.Logger)
 	}
-	return &Controller{
+	c := &Controller{
 		opts:     opts,
 		log:      opts.Logger,
 		recorder: opts.Ledger,
@@ -156,7 +156,9 @@ func New(opts Options) (*Controller, error) {
 		closing:  make(chan struct{}),
 		// Buffered: a wake sent while the loop is busy is not lost.
 		lifetimeWake: make(chan struct{}, 1),
-	}, nil
+	}
+	c.events.SetUsageSource(c.usageSource()) // events.go
+	return c, nil
 }
 
 // Runtimes lists the runtime names this controller can use, sorted.
