@@ -18,6 +18,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller/events"
+	"github.com/paddock-dev/paddock/internal/controller/stats"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/ledger"
@@ -78,7 +79,7 @@ type Controller struct {
 	adm    admissionState    // policy, quotas and runtime probes (admission.go, info.go)
 	reaps  reclaimer         // files of destroyed sandboxes removed later (reclaim.go)
 	events events.Hub        // sandbox changes and usage for event streams (events.go)
-	stats  hostStats         // the last hour's figures (stats.go)
+	stats  stats.Ring        // the last hour's figures (stats.go)
 	memOK  memimage.Verified // memory image files hashed unchanged (hibernate.go, memsnapshot.go)
 
 	secretsMu sync.Mutex // secret deletion vs injection rules naming it (secrets.go)

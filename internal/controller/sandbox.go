@@ -27,7 +27,7 @@ const teardownTimeout = 60 * time.Second
 // no compute behind it.
 func (c *Controller) Create(ctx context.Context, req api.CreateSandboxRequest) (sb *api.Sandbox, err error) {
 	start := time.Now()
-	defer func() { c.stats.created(time.Now(), time.Since(start), err) }() // stats.go
+	defer func() { c.stats.Created(time.Now(), time.Since(start), err) }() // stats.go
 	if req.Template != "" || req.Pool != "" || req.Identifier != "" || hasReservedLabel(req.Labels) {
 		return c.createTemplated(ctx, req) // templatecreate.go
 	}

@@ -2,117 +2,10 @@ package controller
 
 import (
 	"context"
-	"maps"
-	"sync"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
 )
-
-// latencyBoundsMs are the upper bounds of the create latency histogram's
-// buckets; a create slower than the last falls in one more.
-var latencyBoundsMs = [...]int64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000}
-
-// minuteStats is one minute of hostStats.
-type minuteStats struct {
-	minute       int64 // unix minute; a slot holding an older one is stale
-	creates      int
-	createErrors int
-	latency      [len(latencyBoundsMs) + 1]int
-	poolServed   int
-	poolCold     int
-	states       map[string]int
-}
-
-// hostStats is the last hour of what the console charts, a ring of
-// minutes: its memory does not grow with traffic.
-type hostStats struct {
-	mu   sync.Mutex
-	ring [api.StatsMinutes]minuteStats
-}
-
-// at returns now's minute, cleared if its slot held an older one. Under mu.
-func (s *hostStats) at(now time.Time) *minuteStats {
-	m := now.Unix() / 60
-	slot := &s.ring[m%api.StatsMinutes]
-	if slot.minute != m {
-		*slot = minuteStats{minute: m}
-	}
-	return slot
-}
-
-func (s *hostStats) created(now time.Time, took time.Duration, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := s.at(now)
-	m.creates++
-	if err != nil {
-		m.createErrors++
-		return
-	}
-	ms, i := took.Milliseconds(), 0
-	for i < len(latencyBoundsMs) && ms > latencyBoundsMs[i] {
-		i++
-	}
-	m.latency[i]++
-}
-
-func (s *hostStats) pool(now time.Time, served bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if m := s.at(now); served {
-		m.poolServed++
-	} else {
-		m.poolCold++
-	}
-}
-
-func (s *hostStats) sampled(now time.Time, states map[string]int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.at(now).states = states
-}
-
-// percentile is the upper bound of the bucket holding the p-th fraction
-// of the successful creates, or 0 when there were none.
-func (m *minuteStats) percentile(p float64) int64 {
-	total := 0
-	for _, n := range m.latency {
-		total += n
-	}
-	if total == 0 {
-		return 0
-	}
-	rank, seen := int(p*float64(total)+0.999999), 0
-	for i, n := range m.latency {
-		if seen += n; seen >= rank {
-			if i < len(latencyBoundsMs) {
-				return latencyBoundsMs[i]
-			}
-			break
-		}
-	}
-	return latencyBoundsMs[len(latencyBoundsMs)-1] + 1
-}
-
-// window is the last StatsMinutes minutes up to now, oldest first.
-func (s *hostStats) window(now time.Time) []api.StatsMinute {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur := now.Unix() / 60
-	out := make([]api.StatsMinute, 0, api.StatsMinutes)
-	for m := cur - api.StatsMinutes + 1; m <= cur; m++ {
-		sm := api.StatsMinute{Start: time.Unix(m*60, 0).UTC()}
-		if slot := &s.ring[m%api.StatsMinutes]; slot.minute == m {
-			sm.Creates, sm.CreateErrors = slot.creates, slot.createErrors
-			sm.CreateP50Ms, sm.CreateP95Ms = slot.percentile(0.5), slot.percentile(0.95)
-			sm.PoolServed, sm.PoolCold = slot.poolServed, slot.poolCold
-			sm.States = maps.Clone(slot.states)
-		}
-		out = append(out, sm)
-	}
-	return out
-}
 
 // stateCounts counts the live sandboxes by state.
 func (c *Controller) stateCounts(ctx context.Context) (map[string]int, error) {
@@ -127,14 +20,14 @@ func (c *Controller) stateCounts(ctx context.Context) (map[string]int, error) {
 	return counts, nil
 }
 
-// RunStats samples the sandboxes' states once a minute for HostStats,
+// RunStats samples the sandboxes' states once a minute for HostStats (internal/controller/stats),
 // until ctx ends.
 func (c *Controller) RunStats(ctx context.Context) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
 		if counts, err := c.stateCounts(ctx); err == nil {
-			c.stats.sampled(time.Now(), counts)
+			c.stats.Sampled(time.Now(), counts)
 		}
 		select {
 		case <-ctx.Done():
@@ -155,6 +48,6 @@ func (c *Controller) HostStats(ctx context.Context) (*api.HostStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.stats.sampled(now, counts)
-	return &api.HostStats{Minutes: c.stats.window(now), States: counts}, nil
+	c.stats.Sampled(now, counts)
+	return &api.HostStats{Minutes: c.stats.Window(now), States: counts}, nil
 }

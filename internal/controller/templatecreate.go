@@ -97,7 +97,7 @@ func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxR
 			return sb, err
 		}
 		c.pools.count(c.pools.cold, pool.Name)
-		c.stats.pool(time.Now(), false)
+		c.stats.Pool(time.Now(), false)
 	}
 	extra := map[string]string{}
 	if pool != nil {
@@ -219,7 +219,7 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 		}
 		c.touch(rec.ID)
 		c.pools.count(c.pools.served, pool.Name)
-		c.stats.pool(time.Now(), true)
+		c.stats.Pool(time.Now(), true)
 		c.pools.kickAfterClaim() // claimrefill.go
 		c.log.Info("served from pool", "pool", pool.Name, "sandbox", rec.ID, "name", rec.Name)
 		return c.toAPI(rec), nil

@@ -1,4 +1,4 @@
-package controller
+package stats
 
 import (
 	"errors"
@@ -9,18 +9,18 @@ import (
 )
 
 func TestHostStatsRing(t *testing.T) {
-	var s hostStats
+	var s Ring
 	t0 := time.Date(2026, 12, 4, 10, 0, 30, 0, time.UTC)
 	for _, ms := range []int{3, 40, 40, 40, 90, 90, 90, 90, 90, 4000} {
-		s.created(t0, time.Duration(ms)*time.Millisecond, nil)
+		s.Created(t0, time.Duration(ms)*time.Millisecond, nil)
 	}
-	s.created(t0, time.Second, errors.New("refused"))
-	s.pool(t0, true)
-	s.pool(t0, true)
-	s.pool(t0, false)
-	s.sampled(t0, map[string]int{api.StateRunning: 3})
+	s.Created(t0, time.Second, errors.New("refused"))
+	s.Pool(t0, true)
+	s.Pool(t0, true)
+	s.Pool(t0, false)
+	s.Sampled(t0, map[string]int{api.StateRunning: 3})
 
-	w := s.window(t0)
+	w := s.Window(t0)
 	if len(w) != api.StatsMinutes || !w[len(w)-1].Start.Equal(t0.Truncate(time.Minute)) {
 		t.Fatalf("window: %d minutes ending %v", len(w), w[len(w)-1].Start)
 	}
@@ -38,8 +38,8 @@ func TestHostStatsRing(t *testing.T) {
 
 	// An hour later the slot is reused: the old minute is gone, not added to.
 	t1 := t0.Add(time.Hour)
-	s.created(t1, 7*time.Millisecond, nil)
-	w = s.window(t1)
+	s.Created(t1, 7*time.Millisecond, nil)
+	w = s.Window(t1)
 	if m := w[len(w)-1]; m.Creates != 1 || m.CreateP50Ms != 10 || m.PoolServed != 0 || m.States != nil {
 		t.Errorf("the same slot an hour later: %+v", m)
 	}
@@ -49,9 +49,9 @@ func TestHostStatsRing(t *testing.T) {
 		}
 	}
 	// A create slower than the last bound is above it.
-	var slow hostStats
-	slow.created(t0, time.Hour, nil)
-	if got := slow.window(t0)[api.StatsMinutes-1].CreateP50Ms; got <= latencyBoundsMs[len(latencyBoundsMs)-1] {
+	var slow Ring
+	slow.Created(t0, time.Hour, nil)
+	if got := slow.Window(t0)[api.StatsMinutes-1].CreateP50Ms; got <= latencyBoundsMs[len(latencyBoundsMs)-1] {
 		t.Errorf("an hour-long create's p50: %d", got)
 	}
 }
