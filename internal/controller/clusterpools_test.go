@@ -272,10 +272,7 @@ func TestClusterPoolClaimTakesNoCreateSlot(t *testing.T) {
 	c := env.Controller
 	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 2*time.Minute)
 	defer cancel()
-	img := env.Images[controllertest.Image]
-	if err := env.Store.PutTemplate(ctx, &store.Template{Name: "plain", Image: img.Name, ImageDigest: img.Digest, BuildID: "b1"}); err != nil {
-		t.Fatal(err)
-	}
+	putPlainTemplate(ctx, t, env)
 	if _, err := c.SetPool(ctx, "wp", api.SetPoolRequest{Template: "plain", MinReady: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -338,10 +335,7 @@ func TestClusterPoolGrowsWithDemand(t *testing.T) {
 	c := env.Controller
 	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 2*time.Minute)
 	defer cancel()
-	img := env.Images[controllertest.Image]
-	if err := env.Store.PutTemplate(ctx, &store.Template{Name: "plain", Image: img.Name, ImageDigest: img.Digest, BuildID: "b1"}); err != nil {
-		t.Fatal(err)
-	}
+	putPlainTemplate(ctx, t, env)
 	if _, err := c.SetPool(ctx, "grow", api.SetPoolRequest{Template: "plain", MinReady: 1, MaxReady: 3}); err != nil {
 		t.Fatal(err)
 	}

@@ -37,10 +37,7 @@ func TestPoolGrowsAfterABurst(t *testing.T) {
 	c := env.Controller
 	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 3*time.Minute)
 	defer cancel()
-	img := env.Images[controllertest.Image]
-	if err := env.Store.PutTemplate(ctx, &store.Template{Name: "plain", Image: img.Name, ImageDigest: img.Digest, BuildID: "b1"}); err != nil {
-		t.Fatal(err)
-	}
+	putPlainTemplate(ctx, t, env)
 	for _, bad := range []api.SetPoolRequest{
 		{Template: "plain", MinReady: 2, MaxReady: 1},
 		{Template: "plain", MinReady: 1, MaxReady: api.MaxPoolMaxReady + 1},
@@ -179,4 +176,14 @@ func (h *heldRefills) Start(ctx context.Context, spec runtime.Spec) (runtime.Inf
 		}
 	}
 	return h.Backend.Start(ctx, spec)
+}
+
+// putPlainTemplate stores the template "plain" (build b1) on the test
+// image, for pools to be made of.
+func putPlainTemplate(ctx context.Context, t *testing.T, env *controllertest.Env) {
+	t.Helper()
+	img := env.Images[controllertest.Image]
+	if err := env.Store.PutTemplate(ctx, &store.Template{Name: "plain", Image: img.Name, ImageDigest: img.Digest, BuildID: "b1"}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/controllertest"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/runtime/processbackend"
-	"github.com/paddock-dev/paddock/internal/store"
 )
 
 // TestPoolRefillWaitsAfterFailures: a pool whose refills fail tries again
@@ -32,10 +31,7 @@ func TestPoolRefillWaitsAfterFailures(t *testing.T) {
 	c := env.Controller
 	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 2*time.Minute)
 	defer cancel()
-	img := env.Images[controllertest.Image]
-	if err := env.Store.PutTemplate(ctx, &store.Template{Name: "plain", Image: img.Name, ImageDigest: img.Digest, BuildID: "b1"}); err != nil {
-		t.Fatal(err)
-	}
+	putPlainTemplate(ctx, t, env)
 	if _, err := c.SetPool(ctx, "broken", api.SetPoolRequest{Template: "plain", MinReady: 2}); err != nil {
 		t.Fatal(err)
 	}

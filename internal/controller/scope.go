@@ -37,8 +37,8 @@ func WithCaller(ctx context.Context, keyID, scope string) context.Context {
 // is set by its listener's middleware (an API key's, or the unix socket's
 // local caller), the daemon's own by System. A context that carries none
 // (a route outside the middleware, a goroutine started from
-// System(context.Background())) sees nothing and may create nothing: tenancy fails
-// closed.
+// context.Background()) sees nothing and may create nothing: tenancy
+// fails closed.
 func System(ctx context.Context) context.Context {
 	return WithCaller(ctx, api.CallerLocal, api.KeyScopeAll)
 }
