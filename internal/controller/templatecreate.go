@@ -187,6 +187,15 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 			continue // the pool loop has it; its next pass queues it again if it stays ready
 		}
 		rec, err := c.opts.Store.GetSandbox(ctx, id)
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			// Not an answer about the sandbox (the caller left, the store
+			// failed): it stays queued rather than being dropped, and the
+			// claim ends instead of emptying the queue one failed read at
+			// a time.
+			e.mu.Unlock()
+			c.pools.offerReady(pool.Name, id)
+			return nil, err
+		}
 		if err != nil || rec.State != api.StateRunning || rec.Labels[labelPoolReady] != "true" ||
 			rec.Labels[labelPool] != pool.Name || rec.Labels[labelBuild] != tpl.BuildID {
 			e.mu.Unlock()
