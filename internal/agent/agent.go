@@ -10,7 +10,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -25,11 +24,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/paddock-dev/paddock/internal/agent/tree"
+	"github.com/paddock-dev/paddock/internal/agent/files"
+	"github.com/paddock-dev/paddock/internal/agent/users"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
-	"github.com/paddock-dev/paddock/internal/errdefs/errconnect"
-	"github.com/paddock-dev/paddock/proto/gen/filesystem/filesystemconnect"
 	"github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1/agentv1connect"
 	"github.com/paddock-dev/paddock/proto/gen/process/processconnect"
 )
@@ -90,7 +88,7 @@ type Options struct {
 // Agent serves one sandbox. Create it with New.
 type Agent struct {
 	log     *slog.Logger
-	users   userDB
+	users   users.DB
 	opts    Options
 	started time.Time
 	// gate checks the token of requests over a network (claim.go); nil
@@ -107,8 +105,8 @@ type Agent struct {
 	// one.
 	startGate sync.RWMutex
 
+	files    *files.Service
 	procs    *procTable
-	watchers *watcherTable
 	sessions *sessionTable
 	bg       *bgTable
 	contexts *contextTable
@@ -153,21 +151,28 @@ func New(opts Options) *Agent {
 	if opts.Token != "" || opts.PoolToken != "" {
 		gate = newTokenGate(opts.Token, opts.PoolToken)
 	}
-	return &Agent{
+	a := &Agent{
 		log:         opts.Logger,
-		users:       userDB{etcDir: opts.EtcDir},
+		users:       users.NewDB(opts.EtcDir),
 		opts:        opts,
 		started:     time.Now(),
 		env:         env,
-		defaultUser: cmp.Or(opts.DefaultUser, DefaultUser),
+		defaultUser: cmp.Or(opts.DefaultUser, users.DefaultUser),
 		defaultCwd:  opts.DefaultCwd,
 		procs:       newProcTable(),
-		watchers:    newWatcherTable(),
 		sessions:    newSessionTable(),
 		bg:          newBgTable(),
 		contexts:    newContextTable(),
 		gate:        gate,
 	}
+	a.files = files.New(files.Options{
+		Logger:        opts.Logger,
+		Users:         a.users,
+		User:          a.userFor,
+		MaxTarBytes:   opts.MaxTarBytes,
+		MaxTarEntries: opts.MaxTarEntries,
+	})
+	return a
 }
 
 // Handler returns the agent's whole HTTP surface.
@@ -175,7 +180,7 @@ func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	rpcOpts := []connect.HandlerOption{connect.WithReadMaxBytes(maxRPCMessage)}
 	mux.Handle(processconnect.NewProcessHandler(&processService{a: a}, rpcOpts...))
-	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{a: a}, rpcOpts...))
+	a.files.Register(mux, rpcOpts...)
 	mux.Handle(agentv1connect.NewAgentServiceHandler(&infoService{a: a}, rpcOpts...))
 	mux.Handle(agentv1connect.NewSessionServiceHandler(&sessionService{a: a}, rpcOpts...))
 	mux.Handle(agentv1connect.NewProcessServiceHandler(&bgService{a: a}, rpcOpts...))
@@ -188,11 +193,6 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("GET "+wire.StartedPath, a.handleStarted)
 	mux.HandleFunc("POST /init", a.handleInit)
 	mux.HandleFunc("GET /envs", a.handleEnvs)
-	mux.HandleFunc("GET /files", a.handleDownload)
-	mux.HandleFunc("POST /files", a.handleUpload)
-	mux.HandleFunc("GET /paddock/v1/tar", a.handleTarOut)
-	mux.HandleFunc("PUT /paddock/v1/tar", a.handleTarIn)
-	mux.HandleFunc("GET "+tree.Path, a.handleTreeOut)
 	mux.HandleFunc("GET "+PortForwardPath, a.handlePortForward)
 	h := withUser(mux)
 	if a.gate != nil {
@@ -336,7 +336,7 @@ func (a *Agent) newServer(ctx context.Context, conns *connSet) *http.Server {
 func (a *Agent) shutdownServing(ctx context.Context, srv *http.Server) {
 	a.log.Info("shutting down", "processes", a.procs.count())
 	a.Shutdown(context.WithoutCancel(ctx))
-	a.watchers.closeAll()
+	a.files.Close()
 	if srv == nil {
 		return
 	}
@@ -404,7 +404,7 @@ func parseBasicUser(h string) (string, error) {
 		return "", errdefs.Invalid("authorization header is not valid base64")
 	}
 	name, _, _ := strings.Cut(string(raw), ":")
-	if name != "" && !validUserName(name) {
+	if name != "" && !users.ValidName(name) {
 		return "", errdefs.Invalid("invalid user name in authorization header")
 	}
 	return name, nil
@@ -412,7 +412,7 @@ func parseBasicUser(h string) (string, error) {
 
 // userFor resolves the request's user: an explicit name (envd's username
 // query parameter) wins, then the Basic header, then the default user.
-func (a *Agent) userFor(ctx context.Context, explicit string) (*User, error) {
+func (a *Agent) userFor(ctx context.Context, explicit string) (*users.User, error) {
 	name := explicit
 	if name == "" {
 		sel, _ := ctx.Value(userKey{}).(userSelection)
@@ -426,31 +426,5 @@ func (a *Agent) userFor(ctx context.Context, explicit string) (*User, error) {
 		name = a.defaultUser
 		a.mu.RUnlock()
 	}
-	return a.users.lookup(name)
-}
-
-// rpcError turns an error from the vocabulary into a Connect error whose
-// code the client maps back.
-func rpcError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	return connect.NewError(errconnect.Code(err), errors.New(publicMessage(err)))
-}
-
-// publicMessage strips the sentinel's own text, which the code carries.
-func publicMessage(err error) string {
-	msg := err.Error()
-	for _, s := range []error{errdefs.ErrNotFound, errdefs.ErrInvalidArgument, errdefs.ErrConflict,
-		errdefs.ErrPermissionDenied, errdefs.ErrResourceExhausted, errdefs.ErrFailedPrecondition,
-		errdefs.ErrUnavailable} {
-		if trimmed, ok := strings.CutSuffix(msg, ": "+s.Error()); ok {
-			return trimmed
-		}
-	}
-	return msg
+	return a.users.Lookup(name)
 }

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 	"github.com/paddock-dev/paddock/proto/gen/process"
@@ -272,7 +273,7 @@ func (a *Agent) startBackground(ctx context.Context, req *agentv1.StartProcessRe
 	p, sub, err := a.startProcess(uctx, &process.StartRequest{Process: cfg, Stdin: &noStdin, Tag: &tag})
 	if err != nil {
 		b.mu.Lock()
-		b.status, b.errMsg, b.ended = bgFailed, publicMessage(err), time.Now()
+		b.status, b.errMsg, b.ended = bgFailed, reply.Public(err), time.Now()
 		b.mu.Unlock()
 		b.stdout.close()
 		b.stderr.close()

@@ -13,6 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 	"github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1/agentv1connect"
@@ -36,7 +37,7 @@ var _ agentv1connect.ProcessServiceHandler = (*bgService)(nil)
 func (s *bgService) StartProcess(ctx context.Context, req *connect.Request[agentv1.StartProcessRequest]) (*connect.Response[agentv1.StartProcessResponse], error) {
 	b, err := s.a.startBackground(ctx, req.Msg)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&agentv1.StartProcessResponse{Process: b.info()}), nil
 }
@@ -52,7 +53,7 @@ func (s *bgService) ListProcesses(ctx context.Context, _ *connect.Request[agentv
 func (s *bgService) GetProcess(ctx context.Context, req *connect.Request[agentv1.GetProcessRequest]) (*connect.Response[agentv1.GetProcessResponse], error) {
 	b, err := s.a.bg.get(req.Msg.GetId())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&agentv1.GetProcessResponse{Process: b.info()}), nil
 }
@@ -60,18 +61,18 @@ func (s *bgService) GetProcess(ctx context.Context, req *connect.Request[agentv1
 func (s *bgService) KillProcess(ctx context.Context, req *connect.Request[agentv1.KillProcessRequest]) (*connect.Response[agentv1.KillProcessResponse], error) {
 	b, err := s.a.bg.get(req.Msg.GetId())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	sig, err := parseSignal(req.Msg.GetSignal())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	grace := time.Duration(req.Msg.GetGraceMs()) * time.Millisecond
 	if grace < 0 || grace > maxWaitTimeout {
-		return nil, rpcError(errdefs.Invalid("grace must be between 0 and %s", maxWaitTimeout))
+		return nil, reply.RPC(errdefs.Invalid("grace must be between 0 and %s", maxWaitTimeout))
 	}
 	if err := s.a.killBackground(ctx, b, sig, grace); err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&agentv1.KillProcessResponse{Process: b.info()}), nil
 }
@@ -95,14 +96,14 @@ func streams(b *bgProc, which string) ([]string, []*ring, error) {
 func (s *bgService) ProcessLogs(ctx context.Context, req *connect.Request[agentv1.ProcessLogsRequest], stream *connect.ServerStream[agentv1.ProcessLogsEvent]) error {
 	b, err := s.a.bg.get(req.Msg.GetId())
 	if err != nil {
-		return rpcError(err)
+		return reply.RPC(err)
 	}
 	names, rings, err := streams(b, req.Msg.GetStream())
 	if err != nil {
-		return rpcError(err)
+		return reply.RPC(err)
 	}
 	if req.Msg.GetOffset() < 0 {
-		return rpcError(errdefs.Invalid("offset must not be negative"))
+		return reply.RPC(errdefs.Invalid("offset must not be negative"))
 	}
 	offs := make([]int64, len(rings))
 	for i := range offs {
@@ -181,11 +182,11 @@ func (s *bgService) WaitProcess(ctx context.Context, req *connect.Request[agentv
 	m := req.Msg
 	b, err := s.a.bg.get(m.GetId())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	timeout := time.Duration(m.GetTimeoutMs()) * time.Millisecond
 	if timeout <= 0 || timeout > maxWaitTimeout {
-		return nil, rpcError(errdefs.Invalid("timeout must be between 1ms and %s", maxWaitTimeout))
+		return nil, reply.RPC(errdefs.Invalid("timeout must be between 1ms and %s", maxWaitTimeout))
 	}
 	var check func(context.Context) (bool, string, error)
 	var what string
@@ -195,33 +196,33 @@ func (s *bgService) WaitProcess(ctx context.Context, req *connect.Request[agentv
 	case "port", "http":
 		port := m.GetPort()
 		if port == 0 || port > 65535 {
-			return nil, rpcError(errdefs.Invalid("port %d: want 1 to 65535", port))
+			return nil, reply.RPC(errdefs.Invalid("port %d: want 1 to 65535", port))
 		}
 		what = fmt.Sprintf("port %d to accept connections", port)
 		check = func(ctx context.Context) (bool, string, error) { return portOpen(ctx, port), "", nil }
 		if m.GetCondition() == "http" {
 			chk, desc, err := httpCheck(port, m.GetPath(), int(m.GetStatus()))
 			if err != nil {
-				return nil, rpcError(err)
+				return nil, reply.RPC(err)
 			}
 			what, check = desc, chk
 		}
 	case "log":
 		if m.GetPattern() == "" || len(m.GetPattern()) > maxPatternBytes {
-			return nil, rpcError(errdefs.Invalid("pattern must be 1 to %d bytes", maxPatternBytes))
+			return nil, reply.RPC(errdefs.Invalid("pattern must be 1 to %d bytes", maxPatternBytes))
 		}
 		re, err := regexp.Compile(m.GetPattern())
 		if err != nil {
-			return nil, rpcError(errdefs.Invalid("pattern is not a valid regular expression: %v", err))
+			return nil, reply.RPC(errdefs.Invalid("pattern is not a valid regular expression: %v", err))
 		}
 		_, rings, err := streams(b, m.GetStream())
 		if err != nil {
-			return nil, rpcError(err)
+			return nil, reply.RPC(err)
 		}
 		what = fmt.Sprintf("a line matching %q", m.GetPattern())
 		check = logMatcher(re, rings)
 	default:
-		return nil, rpcError(errdefs.Invalid("condition %q: want exit, port, http or log", m.GetCondition()))
+		return nil, reply.RPC(errdefs.Invalid("condition %q: want exit, port, http or log", m.GetCondition()))
 	}
 
 	wctx, cancel := context.WithTimeout(ctx, timeout)
@@ -231,7 +232,7 @@ func (s *bgService) WaitProcess(ctx context.Context, req *connect.Request[agentv
 		case <-b.done:
 			return connect.NewResponse(&agentv1.WaitProcessResponse{Process: b.info()}), nil
 		case <-wctx.Done():
-			return nil, rpcError(s.waitFailed(ctx, b, what, timeout))
+			return nil, reply.RPC(s.waitFailed(ctx, b, what, timeout))
 		}
 	}
 	// Poll quickly at first: most servers are up within milliseconds.
@@ -244,13 +245,13 @@ func (s *bgService) WaitProcess(ctx context.Context, req *connect.Request[agentv
 		ended := b.isDone()
 		ok, matched, err := check(wctx)
 		if err != nil {
-			return nil, rpcError(err)
+			return nil, reply.RPC(err)
 		}
 		if ok {
 			return connect.NewResponse(&agentv1.WaitProcessResponse{Process: b.info(), Matched: matched}), nil
 		}
 		if ended {
-			return nil, rpcError(fmt.Errorf("process %s %s before %s; %s: %w",
+			return nil, reply.RPC(fmt.Errorf("process %s %s before %s; %s: %w",
 				b.id, b.endText(), what, b.lastOutput(), errdefs.ErrFailedPrecondition))
 		}
 		select {
@@ -259,7 +260,7 @@ func (s *bgService) WaitProcess(ctx context.Context, req *connect.Request[agentv
 			tick.Reset(delay)
 		case <-b.done:
 		case <-wctx.Done():
-			return nil, rpcError(s.waitFailed(ctx, b, what, timeout))
+			return nil, reply.RPC(s.waitFailed(ctx, b, what, timeout))
 		}
 	}
 }

@@ -3,10 +3,11 @@ package agent
 import (
 	"crypto/subtle"
 	"encoding/json"
-	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"io"
 	"net/http"
 	"sync"
+
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 )
 
 // A warm pool's pods are started by the cluster from one template before

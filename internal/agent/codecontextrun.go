@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
@@ -19,7 +20,7 @@ type codeContextService struct{ a *Agent }
 func (s *codeContextService) CreateContext(ctx context.Context, req *connect.Request[agentv1.CreateContextRequest]) (*connect.Response[agentv1.CreateContextResponse], error) {
 	c, err := s.a.createContext(ctx, req.Msg)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&agentv1.CreateContextResponse{Context: c.info()}), nil
 }
@@ -30,13 +31,13 @@ func (s *codeContextService) ListContexts(ctx context.Context, _ *connect.Reques
 
 func (s *codeContextService) DeleteContext(ctx context.Context, req *connect.Request[agentv1.DeleteContextRequest]) (*connect.Response[agentv1.DeleteContextResponse], error) {
 	if err := s.a.deleteContext(req.Msg.GetId()); err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&agentv1.DeleteContextResponse{}), nil
 }
 
 func (s *codeContextService) RunCode(ctx context.Context, req *connect.Request[agentv1.RunCodeRequest], stream *connect.ServerStream[agentv1.RunCodeEvent]) error {
-	return rpcError(s.a.runCode(ctx, req.Msg, stream.Send))
+	return reply.RPC(s.a.runCode(ctx, req.Msg, stream.Send))
 }
 
 func (a *Agent) runCode(ctx context.Context, m *agentv1.RunCodeRequest, send func(*agentv1.RunCodeEvent) error) error {

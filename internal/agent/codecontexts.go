@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
@@ -236,7 +237,7 @@ func (c *codeContext) start(ctx context.Context, req *agentv1.CreateContextReque
 	u, err := a.userFor(ctx, req.GetUser())
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
-			return errdefs.Invalid("%s", publicMessage(err))
+			return errdefs.Invalid("%s", reply.Public(err))
 		}
 		return err
 	}

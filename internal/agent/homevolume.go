@@ -24,7 +24,7 @@ func (a *Agent) ownHome() error {
 	a.mu.RLock()
 	name := a.defaultUser
 	a.mu.RUnlock()
-	u, err := a.users.lookup(name)
+	u, err := a.users.Lookup(name)
 	if err != nil {
 		return fmt.Errorf("home volume: %w", err)
 	}
@@ -61,7 +61,7 @@ func (a *Agent) ownHomeFromEnv() {
 	a.mu.RLock()
 	name := a.defaultUser
 	a.mu.RUnlock()
-	if u, err := a.users.lookup(name); err == nil && filepath.IsAbs(u.Home) {
+	if u, err := a.users.Lookup(name); err == nil && filepath.IsAbs(u.Home) {
 		a.diskPath.Store(&u.Home)
 	}
 	if err := a.ownHome(); err != nil {

@@ -6,19 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
-	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 
 	"connectrpc.com/connect"
 
-	"github.com/paddock-dev/paddock/internal/errdefs"
-	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
+	"github.com/paddock-dev/paddock/internal/agent/reply"
+	"github.com/paddock-dev/paddock/internal/agent/users"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 	"github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1/agentv1connect"
 )
@@ -59,21 +55,21 @@ func (a *Agent) handleInit(w http.ResponseWriter, r *http.Request) {
 	var req initRequest
 	if r.ContentLength != 0 {
 		if err := json.NewDecoder(io.LimitReader(r.Body, maxInitBody)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-			writeHTTPError(w, http.StatusBadRequest, "init body is not valid JSON")
+			reply.Status(w, http.StatusBadRequest, "init body is not valid JSON")
 			return
 		}
 	}
-	if req.DefaultUser != "" && !validUserName(req.DefaultUser) {
-		writeHTTPError(w, http.StatusBadRequest, "invalid default user")
+	if req.DefaultUser != "" && !users.ValidName(req.DefaultUser) {
+		reply.Status(w, http.StatusBadRequest, "invalid default user")
 		return
 	}
 	if req.DefaultWorkdir != "" && (!filepath.IsAbs(req.DefaultWorkdir) || strings.IndexByte(req.DefaultWorkdir, 0) >= 0) {
-		writeHTTPError(w, http.StatusBadRequest, "default workdir must be an absolute path")
+		reply.Status(w, http.StatusBadRequest, "default workdir must be an absolute path")
 		return
 	}
 	for k, v := range req.EnvVars {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
-			writeHTTPError(w, http.StatusBadRequest, fmt.Sprintf("invalid environment variable %q", k))
+			reply.Status(w, http.StatusBadRequest, fmt.Sprintf("invalid environment variable %q", k))
 			return
 		}
 	}
@@ -111,261 +107,4 @@ func (a *Agent) handleEnvs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(m)
-}
-
-// httpError is envd's error body.
-type httpError struct {
-	Message string `json:"message"`
-	Code    int    `json:"code"`
-}
-
-func writeHTTPError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(httpError{Message: msg, Code: status})
-}
-
-func writeErr(w http.ResponseWriter, err error) {
-	writeHTTPError(w, errhttp.Envd.StatusOf(err), publicMessage(err))
-}
-
-// entryJSON is envd's upload result entry.
-type entryJSON struct {
-	Path     string            `json:"path"`
-	Name     string            `json:"name"`
-	Type     string            `json:"type"`
-	Metadata map[string]string `json:"metadata,omitempty"`
-}
-
-func (a *Agent) handleDownload(w http.ResponseWriter, r *http.Request) {
-	u, err := a.userFor(r.Context(), r.URL.Query().Get("username"))
-	if err != nil {
-		writeHTTPError(w, http.StatusUnauthorized, publicMessage(err))
-		return
-	}
-	path, err := resolvePath(u, r.URL.Query().Get("path"))
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	f, fi, err := openRegular("open", path, os.O_RDONLY)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	defer f.Close()
-	coding, ok := negotiateEncoding(strings.Join(r.Header.Values("Accept-Encoding"), ","))
-	if !ok {
-		writeHTTPError(w, http.StatusNotAcceptable, "no acceptable encoding found, supported: [identity, gzip]")
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filepath.Base(path)}))
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Vary", "Accept-Encoding")
-	if coding == "gzip" && !rangeOrConditional(r) {
-		serveGzip(w, r, f)
-		return
-	}
-	http.ServeContent(w, r, "", fi.ModTime(), f)
-}
-
-func (a *Agent) handleUpload(w http.ResponseWriter, r *http.Request) {
-	u, err := a.userFor(r.Context(), r.URL.Query().Get("username"))
-	if err != nil {
-		writeHTTPError(w, http.StatusUnauthorized, publicMessage(err))
-		return
-	}
-	qpath := r.URL.Query().Get("path")
-	md, err := parseMetadataHeaders(r.Header)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	body, release, err := uploadBody(r)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	defer release()
-	// The server closes the original body itself; the multipart reader and
-	// the raw path read the decoded one.
-	r.Body = io.NopCloser(body)
-	mediaType, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	var written []entryJSON
-	switch mediaType {
-	case "multipart/form-data":
-		mr, err := r.MultipartReader()
-		if err != nil || params["boundary"] == "" {
-			writeHTTPError(w, http.StatusBadRequest, "invalid multipart body")
-			return
-		}
-		for {
-			part, err := mr.NextPart()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				writeHTTPError(w, http.StatusBadRequest, "invalid multipart body")
-				return
-			}
-			if part.FormName() != "file" {
-				_ = part.Close()
-				continue
-			}
-			e, err := a.uploadPart(u, qpath, part, md)
-			_ = part.Close()
-			if err != nil {
-				writeErr(w, err)
-				return
-			}
-			written = append(written, e)
-		}
-	case "application/octet-stream", "":
-		if qpath == "" {
-			writeHTTPError(w, http.StatusBadRequest, "the path parameter is required for a raw upload")
-			return
-		}
-		e, err := a.writeFile(u, qpath, r.Body, md)
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		// Paddock's own extension: envd has no way to set the mode of an
-		// uploaded file, and scripts need 0755.
-		if m := r.URL.Query().Get("mode"); m != "" {
-			mode, perr := strconv.ParseUint(m, 8, 32)
-			if perr != nil || mode > 0o777 {
-				writeHTTPError(w, http.StatusBadRequest, "mode must be octal permission bits, at most 0777")
-				return
-			}
-			if err := os.Chmod(e.Path, os.FileMode(mode)); err != nil {
-				writeErr(w, fsError("chmod", e.Path, err))
-				return
-			}
-		}
-		written = append(written, e)
-	default:
-		writeHTTPError(w, http.StatusUnsupportedMediaType, "upload must be multipart/form-data or application/octet-stream")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	if written == nil {
-		written = []entryJSON{}
-	}
-	_ = json.NewEncoder(w).Encode(written)
-}
-
-// uploadPart writes one multipart file: to the path parameter if given,
-// else to the part's file name (relative names from the user's home).
-func (a *Agent) uploadPart(u *User, qpath string, part *multipart.Part, md map[string]string) (entryJSON, error) {
-	target := qpath
-	if target == "" {
-		target = partFilePath(part)
-		if target == "" {
-			return entryJSON{}, errdefs.Invalid("a file part needs a path parameter or a file name")
-		}
-	}
-	return a.writeFile(u, target, part, md)
-}
-
-// partFilePath is the part's file name as sent, directories included:
-// Part.FileName keeps only the base name, but the SDKs' writeFiles name
-// each part by its full path, as envd expects.
-func partFilePath(part *multipart.Part) string {
-	_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
-	if err != nil {
-		return ""
-	}
-	return params["filename"]
-}
-
-// writeFile replaces the content of the file at p with r's, creating
-// missing parents, everything new owned by u. It writes in place, as envd
-// does, so watchers see one create (or write) of the file itself; a symlink
-// at p is replaced, never written through. md replaces the file's metadata
-// before any content is written, so a file system that cannot hold it
-// fails the upload before a large body is streamed.
-func (a *Agent) writeFile(u *User, p string, r io.Reader, md map[string]string) (entryJSON, error) {
-	path, err := resolvePath(u, p)
-	if err != nil {
-		return entryJSON{}, err
-	}
-	if path == "/" {
-		return entryJSON{}, errdefs.Invalid("cannot write to /")
-	}
-	fi, err := os.Lstat(path)
-	existed := err == nil && fi.Mode().IsRegular()
-	switch {
-	case err == nil && fi.IsDir():
-		return entryJSON{}, fmt.Errorf("%s is a directory: %w", path, errdefs.ErrConflict)
-	case err == nil && !fi.Mode().IsRegular():
-		if err := os.Remove(path); err != nil {
-			return entryJSON{}, fsError("replace", path, err)
-		}
-	}
-	if err := mkdirAllOwned(filepath.Dir(path), u); err != nil {
-		return entryJSON{}, err
-	}
-	// Truncated only once the metadata is in place, so an upload refused
-	// for its metadata leaves an existing file as it was.
-	// Non-blocking and checked after the open: a pipe put in place since
-	// the Lstat above must be refused, not block this thread.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
-	if err != nil {
-		return entryJSON{}, openError("create", path, err)
-	}
-	if _, err := checkRegular(f, path); err != nil {
-		return entryJSON{}, err
-	}
-	if err := setMetadata(f, md); err != nil {
-		_ = f.Close()
-		if !existed {
-			_ = os.Remove(path)
-		}
-		return entryJSON{}, err
-	}
-	if err := f.Truncate(0); err != nil {
-		_ = f.Close()
-		return entryJSON{}, fsError("write", path, err)
-	}
-	// Owned by u before the first byte, so a watcher's entry for the write
-	// already shows the final owner; through the descriptor, so a path
-	// swapped meanwhile is not what gets chowned.
-	if os.Geteuid() == 0 {
-		if err := f.Chown(int(u.UID), int(u.GID)); err != nil {
-			_ = f.Close()
-			return entryJSON{}, fsError("chown", path, err)
-		}
-	}
-	if _, err := io.Copy(f, bodyReader{r}); err != nil {
-		_ = f.Close()
-		var be bodyError
-		if errors.As(err, &be) {
-			return entryJSON{}, errdefs.Invalid("upload body could not be read: %v", be.err)
-		}
-		return entryJSON{}, fsError("write", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return entryJSON{}, fsError("write", path, err)
-	}
-	return entryJSON{Path: path, Name: filepath.Base(path), Type: "file", Metadata: md}, nil
-}
-
-// bodyError marks a failure to read the upload, as opposed to a failure to
-// write it to disk: the first is the client's, the second the sandbox's.
-type bodyError struct{ err error }
-
-func (e bodyError) Error() string { return e.err.Error() }
-
-type bodyReader struct{ r io.Reader }
-
-func (b bodyReader) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		err = bodyError{err}
-	}
-	return n, err
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
@@ -131,7 +132,7 @@ func (a *Agent) describe(s procScope, list []statFields) []api.Proc {
 				p.UID = uid
 				name, ok := names[uid]
 				if !ok {
-					name = a.users.names("passwd", uid)
+					name = a.users.UserName(uid)
 					if name == strconv.FormatUint(uint64(uid), 10) {
 						name = ""
 					}
@@ -248,7 +249,7 @@ func (a *Agent) handleKillAll(w http.ResponseWriter, r *http.Request) {
 	if g := r.URL.Query().Get("grace"); g != "" {
 		d, err := time.ParseDuration(g)
 		if err != nil || d < 0 || d > api.MaxKillAllGrace {
-			writeErr(w, errdefs.Invalid("grace %q: a duration from 0s to %s", g, api.MaxKillAllGrace))
+			reply.Error(w, errdefs.Invalid("grace %q: a duration from 0s to %s", g, api.MaxKillAllGrace))
 			return
 		}
 		grace = d

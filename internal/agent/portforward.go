@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"errors"
-	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +11,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/paddock-dev/paddock/internal/agent/reply"
+	"github.com/paddock-dev/paddock/internal/agent/safefs"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 )
 
 // PortForwardPath is the agent endpoint that splices one TCP connection to
@@ -42,12 +45,12 @@ func ParsePort(s string) (int, error) {
 
 func (a *Agent) handlePortForward(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor != 1 || !headerHasToken(r.Header, "Connection", "upgrade") || r.Header.Get("Upgrade") != PortForwardProtocol {
-		writeHTTPError(w, http.StatusUpgradeRequired, "port forwarding needs an HTTP/1.1 upgrade to "+PortForwardProtocol)
+		reply.Status(w, http.StatusUpgradeRequired, "port forwarding needs an HTTP/1.1 upgrade to "+PortForwardProtocol)
 		return
 	}
 	port, err := ParsePort(r.URL.Query().Get("port"))
 	if err != nil {
-		writeHTTPError(w, http.StatusBadRequest, err.Error())
+		reply.Status(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	// Only loopback: the sandbox's own services. Servers bound to "::1"
@@ -64,9 +67,9 @@ func (a *Agent) handlePortForward(w http.ResponseWriter, r *http.Request) {
 	if dialErr != nil {
 		msg := "nothing is listening on port " + strconv.Itoa(port) + " inside the sandbox"
 		if !errors.Is(dialErr, syscall.ECONNREFUSED) {
-			msg = "cannot connect to port " + strconv.Itoa(port) + " inside the sandbox: " + errnoText(dialErr)
+			msg = "cannot connect to port " + strconv.Itoa(port) + " inside the sandbox: " + safefs.Errno(dialErr)
 		}
-		writeHTTPError(w, http.StatusBadGateway, msg)
+		reply.Status(w, http.StatusBadGateway, msg)
 		return
 	}
 	rc := http.NewResponseController(w)

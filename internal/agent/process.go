@@ -14,6 +14,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/paddock-dev/paddock/internal/agent/reply"
+	"github.com/paddock-dev/paddock/internal/agent/safefs"
+	"github.com/paddock-dev/paddock/internal/agent/users"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/proto/gen/process"
 	"github.com/paddock-dev/paddock/proto/gen/process/processconnect"
@@ -36,7 +39,7 @@ var _ processconnect.ProcessHandler = (*processService)(nil)
 func (s *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
 	p, sub, err := s.a.startProcess(ctx, req.Msg)
 	if err != nil {
-		return rpcError(err)
+		return reply.RPC(err)
 	}
 	return s.a.follow(ctx, p, sub, func(ev *process.ProcessEvent) error {
 		return stream.Send(&process.StartResponse{Event: ev})
@@ -46,7 +49,7 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 func (s *processService) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
 	p, err := s.a.procs.get(req.Msg.GetProcess())
 	if err != nil {
-		return rpcError(err)
+		return reply.RPC(err)
 	}
 	return s.a.follow(ctx, p, p.subscribeReplay(), func(ev *process.ProcessEvent) error {
 		return stream.Send(&process.ConnectResponse{Event: ev})
@@ -60,11 +63,11 @@ func (s *processService) List(ctx context.Context, _ *connect.Request[process.Li
 func (s *processService) Update(ctx context.Context, req *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
 	p, err := s.a.procs.get(req.Msg.GetProcess())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	if req.Msg.Pty != nil {
 		if err := p.resize(req.Msg.GetPty().GetSize()); err != nil {
-			return nil, rpcError(err)
+			return nil, reply.RPC(err)
 		}
 	}
 	return connect.NewResponse(&process.UpdateResponse{}), nil
@@ -73,10 +76,10 @@ func (s *processService) Update(ctx context.Context, req *connect.Request[proces
 func (s *processService) SendInput(ctx context.Context, req *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
 	p, err := s.a.procs.get(req.Msg.GetProcess())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	if err := writeProcessInput(ctx, p, req.Msg.GetInput()); err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&process.SendInputResponse{}), nil
 }
@@ -99,18 +102,18 @@ func (s *processService) StreamInput(ctx context.Context, stream *connect.Client
 		case *process.StreamInputRequest_Start:
 			var err error
 			if p, err = s.a.procs.get(e.Start.GetProcess()); err != nil {
-				return nil, rpcError(err)
+				return nil, reply.RPC(err)
 			}
 		case *process.StreamInputRequest_Data:
 			if p == nil {
-				return nil, rpcError(errdefs.Invalid("the input stream must start with a start event"))
+				return nil, reply.RPC(errdefs.Invalid("the input stream must start with a start event"))
 			}
 			if err := writeProcessInput(ctx, p, e.Data.GetInput()); err != nil {
-				return nil, rpcError(err)
+				return nil, reply.RPC(err)
 			}
 		case *process.StreamInputRequest_Keepalive:
 		default:
-			return nil, rpcError(errdefs.Invalid("unknown input stream event"))
+			return nil, reply.RPC(errdefs.Invalid("unknown input stream event"))
 		}
 	}
 	if err := stream.Err(); err != nil {
@@ -122,7 +125,7 @@ func (s *processService) StreamInput(ctx context.Context, stream *connect.Client
 func (s *processService) SendSignal(ctx context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {
 	p, err := s.a.procs.get(req.Msg.GetProcess())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	var sig syscall.Signal
 	switch req.Msg.GetSignal() {
@@ -131,10 +134,10 @@ func (s *processService) SendSignal(ctx context.Context, req *connect.Request[pr
 	case process.Signal_SIGNAL_SIGKILL:
 		sig = syscall.SIGKILL
 	default:
-		return nil, rpcError(errdefs.Invalid("signal must be SIGTERM or SIGKILL"))
+		return nil, reply.RPC(errdefs.Invalid("signal must be SIGTERM or SIGKILL"))
 	}
 	if err := p.signal(sig); err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&process.SendSignalResponse{}), nil
 }
@@ -142,10 +145,10 @@ func (s *processService) SendSignal(ctx context.Context, req *connect.Request[pr
 func (s *processService) CloseStdin(ctx context.Context, req *connect.Request[process.CloseStdinRequest]) (*connect.Response[process.CloseStdinResponse], error) {
 	p, err := s.a.procs.get(req.Msg.GetProcess())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	if p.ptmx != nil {
-		return nil, rpcError(fmt.Errorf("a terminal has no stdin to close; send 0x04 (Ctrl-D) instead"+": %w", errdefs.ErrFailedPrecondition))
+		return nil, reply.RPC(fmt.Errorf("a terminal has no stdin to close; send 0x04 (Ctrl-D) instead"+": %w", errdefs.ErrFailedPrecondition))
 	}
 	p.closeStdin()
 	return connect.NewResponse(&process.CloseStdinResponse{}), nil
@@ -227,7 +230,7 @@ func validateStart(msg *process.StartRequest) error {
 
 // buildEnv layers the environment: sandbox-wide, then the user's identity,
 // then the request's own variables.
-func buildEnv(base []string, u *User, req map[string]string) []string {
+func buildEnv(base []string, u *users.User, req map[string]string) []string {
 	m := make(map[string]string, len(base)+len(req)+4)
 	for _, kv := range base {
 		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
@@ -285,7 +288,7 @@ func lookPath(cmd, pathEnv, cwd string) (string, error) {
 	return "", errdefs.NotFound("command %q not found", cmd)
 }
 
-func (a *Agent) workDir(u *User, requested *string) (string, error) {
+func (a *Agent) workDir(u *users.User, requested *string) (string, error) {
 	if requested == nil || *requested == "" {
 		a.mu.RLock()
 		def := a.defaultCwd
@@ -298,14 +301,14 @@ func (a *Agent) workDir(u *User, requested *string) (string, error) {
 		}
 		return "/", nil
 	}
-	dir, err := resolvePath(u, *requested)
+	dir, err := users.ResolvePath(u, *requested)
 	if err != nil {
 		return "", err
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		// Not ErrNotFound: for an exec that means "command not found".
-		return "", errdefs.Invalid("working directory %s: %s", dir, errnoText(err))
+		return "", errdefs.Invalid("working directory %s: %s", dir, safefs.Errno(err))
 	}
 	if !fi.IsDir() {
 		return "", errdefs.Invalid("working directory %s is not a directory", dir)
@@ -323,7 +326,7 @@ func (a *Agent) startProcess(ctx context.Context, msg *process.StartRequest) (*p
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			// Not ErrNotFound: for an exec that means "command not found".
-			return nil, nil, errdefs.Invalid("%s", publicMessage(err))
+			return nil, nil, errdefs.Invalid("%s", reply.Public(err))
 		}
 		return nil, nil, err
 	}
@@ -470,7 +473,7 @@ func startError(cmd string, err error) error {
 	case errors.Is(err, syscall.ENOEXEC):
 		return errdefs.Invalid("command %q is not an executable format", cmd)
 	case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.ENOMEM):
-		return fmt.Errorf("start %q: %v: %w", cmd, errnoText(err), errdefs.ErrResourceExhausted)
+		return fmt.Errorf("start %q: %v: %w", cmd, safefs.Errno(err), errdefs.ErrResourceExhausted)
 	}
-	return fmt.Errorf("start %q: %v", cmd, errnoText(err))
+	return fmt.Errorf("start %q: %v", cmd, safefs.Errno(err))
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 )
 
 // Run is the agent's whole life as PID 1 of a sandbox: listen on socket and

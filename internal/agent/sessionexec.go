@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 	"github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1/agentv1connect"
@@ -22,7 +23,7 @@ var _ agentv1connect.SessionServiceHandler = (*sessionService)(nil)
 func (s *sessionService) CreateSession(ctx context.Context, req *connect.Request[agentv1.CreateSessionRequest]) (*connect.Response[agentv1.CreateSessionResponse], error) {
 	sess, err := s.a.createSession(ctx, req.Msg, false)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&agentv1.CreateSessionResponse{Session: sess.info()}), nil
 }
@@ -33,13 +34,13 @@ func (s *sessionService) ListSessions(ctx context.Context, _ *connect.Request[ag
 
 func (s *sessionService) DeleteSession(ctx context.Context, req *connect.Request[agentv1.DeleteSessionRequest]) (*connect.Response[agentv1.DeleteSessionResponse], error) {
 	if err := s.a.deleteSession(req.Msg.GetName()); err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&agentv1.DeleteSessionResponse{}), nil
 }
 
 func (s *sessionService) ExecInSession(ctx context.Context, req *connect.Request[agentv1.SessionExecRequest], stream *connect.ServerStream[agentv1.SessionExecEvent]) error {
-	return rpcError(s.a.execInSession(ctx, req.Msg, stream.Send))
+	return reply.RPC(s.a.execInSession(ctx, req.Msg, stream.Send))
 }
 
 func (a *Agent) execInSession(ctx context.Context, m *agentv1.SessionExecRequest, send func(*agentv1.SessionExecEvent) error) error {
@@ -250,7 +251,7 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 			end.ShellRestarted = true
 			end.Note = "the command ended the session's shell; a new shell was started, so cwd, variables and functions are reset"
 			if err := s.restart(ctx, p); err != nil {
-				end.Note = "the command ended the session's shell and a new one could not be started: " + publicMessage(err)
+				end.Note = "the command ended the session's shell and a new one could not be started: " + reply.Public(err)
 			}
 			return finish()
 		case <-ctxDone:
@@ -280,7 +281,7 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 			end.ShellRestarted = true
 			end.Note = "the shell did not recover from the timeout and was replaced, so cwd, variables and functions are reset"
 			if err := s.restart(ctx, p); err != nil {
-				end.Note = "the shell did not recover from the timeout and a new one could not be started: " + publicMessage(err)
+				end.Note = "the shell did not recover from the timeout and a new one could not be started: " + reply.Public(err)
 			}
 			return finish()
 		}

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/cgroupstat"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -24,7 +25,7 @@ func (a *Agent) handleUsage(w http.ResponseWriter, _ *http.Request) {
 	}
 	u, err := ownUsage(disk)
 	if err != nil {
-		writeErr(w, err)
+		reply.Error(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

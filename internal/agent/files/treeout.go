@@ -1,4 +1,4 @@
-package agent
+package files
 
 import (
 	"context"
@@ -11,18 +11,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/agent/reply"
+	"github.com/paddock-dev/paddock/internal/agent/safefs"
 	"github.com/paddock-dev/paddock/internal/agent/tree"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
 // handleTreeOut serves tree.Path.
-func (a *Agent) handleTreeOut(w http.ResponseWriter, r *http.Request) {
+func (s *Service) handleTreeOut(w http.ResponseWriter, r *http.Request) {
 	before, err := strconv.ParseInt(r.URL.Query().Get("unchanged_before"), 10, 64)
 	if err != nil || before < 0 {
-		writeErr(w, errdefs.Invalid("unchanged_before must be a time in nanoseconds since 1970"))
+		reply.Error(w, errdefs.Invalid("unchanged_before must be a time in nanoseconds since 1970"))
 		return
 	}
-	dir, real, ok := a.outDir(w, r)
+	dir, real, ok := s.outDir(w, r)
 	if !ok {
 		return
 	}
@@ -30,7 +32,7 @@ func (a *Agent) handleTreeOut(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	if err := writeTree(r.Context(), w, real, before); err != nil {
-		a.log.Debug("tree out aborted", "path", dir, "err", err)
+		s.log.Debug("tree out aborted", "path", dir, "err", err)
 		panic(http.ErrAbortHandler) // as for a tar: never a cut-short stream
 	}
 }
@@ -68,7 +70,7 @@ func writeTree(ctx context.Context, w io.Writer, dir string, before int64) error
 			if err != nil {
 				return nil
 			}
-			if _, err := checkRegular(f, p); err != nil {
+			if _, err := safefs.CheckRegular(f, p); err != nil {
 				return tw.Write(tree.Record{Kind: tree.KindOther, Path: rec.Path}, nil)
 			}
 			defer f.Close()

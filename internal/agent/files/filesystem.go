@@ -1,4 +1,4 @@
-package agent
+package files
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/paddock-dev/paddock/internal/agent/reply"
+	"github.com/paddock-dev/paddock/internal/agent/safefs"
+	"github.com/paddock-dev/paddock/internal/agent/users"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/proto/gen/filesystem"
 	"github.com/paddock-dev/paddock/proto/gen/filesystem/filesystemconnect"
@@ -24,13 +27,11 @@ const (
 	maxListEntries = 100_000
 )
 
-type filesystemService struct{ a *Agent }
-
-var _ filesystemconnect.FilesystemHandler = (*filesystemService)(nil)
+var _ filesystemconnect.FilesystemHandler = (*Service)(nil)
 
 // idNames caches uid and gid names for one request.
 type idNames struct {
-	db     userDB
+	db     users.DB
 	users  map[uint32]string
 	groups map[uint32]string
 	// mdLeft, when mdLimited, is what one response may still spend on
@@ -63,7 +64,7 @@ func (n *idNames) metadata(path string) map[string]string {
 	return md
 }
 
-func newIDNames(db userDB) *idNames {
+func newIDNames(db users.DB) *idNames {
 	return &idNames{db: db, users: map[uint32]string{}, groups: map[uint32]string{}}
 }
 
@@ -71,7 +72,7 @@ func (n *idNames) user(id uint32) string {
 	if s, ok := n.users[id]; ok {
 		return s
 	}
-	s := n.db.names("passwd", id)
+	s := n.db.UserName(id)
 	n.users[id] = s
 	return s
 }
@@ -80,7 +81,7 @@ func (n *idNames) group(id uint32) string {
 	if s, ok := n.groups[id]; ok {
 		return s
 	}
-	s := n.db.names("group", id)
+	s := n.db.GroupName(id)
 	n.groups[id] = s
 	return s
 }
@@ -89,7 +90,7 @@ func (n *idNames) group(id uint32) string {
 func entryInfo(path string, names *idNames) (*filesystem.EntryInfo, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return nil, fsError("stat", path, err)
+		return nil, safefs.Error("stat", path, err)
 	}
 	return entryFromInfo(path, fi, names), nil
 }
@@ -139,93 +140,93 @@ func entryFromInfo(path string, fi fs.FileInfo, names *idNames) *filesystem.Entr
 	return e
 }
 
-func (s *filesystemService) Stat(ctx context.Context, req *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error) {
-	_, path, err := s.a.userPath(ctx, req.Msg.GetPath())
+func (s *Service) Stat(ctx context.Context, req *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error) {
+	_, path, err := s.userPath(ctx, req.Msg.GetPath())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
-	e, err := entryInfo(path, newIDNames(s.a.users))
+	e, err := entryInfo(path, newIDNames(s.users))
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&filesystem.StatResponse{Entry: e}), nil
 }
 
-func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
-	u, path, err := s.a.userPath(ctx, req.Msg.GetPath())
+func (s *Service) MakeDir(ctx context.Context, req *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
+	u, path, err := s.userPath(ctx, req.Msg.GetPath())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	// As envd: a directory (or a symlink to one) already there is
 	// AlreadyExists, which the SDKs read as "not created"; anything else
 	// there is a caller's mistake.
 	if fi, err := os.Stat(path); err == nil {
 		if fi.IsDir() {
-			return nil, rpcError(fmt.Errorf("directory %s already exists: %w", path, errdefs.ErrConflict))
+			return nil, reply.RPC(fmt.Errorf("directory %s already exists: %w", path, errdefs.ErrConflict))
 		}
-		return nil, rpcError(errdefs.Invalid("path %s already exists but it is not a directory", path))
+		return nil, reply.RPC(errdefs.Invalid("path %s already exists but it is not a directory", path))
 	}
 	if err := mkdirAllOwned(path, u); err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
-	e, err := entryInfo(path, newIDNames(s.a.users))
+	e, err := entryInfo(path, newIDNames(s.users))
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&filesystem.MakeDirResponse{Entry: e}), nil
 }
 
-func (s *filesystemService) Move(ctx context.Context, req *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error) {
-	u, src, err := s.a.userPath(ctx, req.Msg.GetSource())
+func (s *Service) Move(ctx context.Context, req *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error) {
+	u, src, err := s.userPath(ctx, req.Msg.GetSource())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
-	dst, err := resolvePath(u, req.Msg.GetDestination())
+	dst, err := users.ResolvePath(u, req.Msg.GetDestination())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	if _, err := os.Lstat(src); err != nil {
-		return nil, rpcError(fsError("move", src, err))
+		return nil, reply.RPC(safefs.Error("move", src, err))
 	}
 	if err := mkdirAllOwned(filepath.Dir(dst), u); err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	if err := os.Rename(src, dst); err != nil {
-		return nil, rpcError(fsError("move", src, err))
+		return nil, reply.RPC(safefs.Error("move", src, err))
 	}
-	e, err := entryInfo(dst, newIDNames(s.a.users))
+	e, err := entryInfo(dst, newIDNames(s.users))
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&filesystem.MoveResponse{Entry: e}), nil
 }
 
-func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error) {
-	_, path, err := s.a.userPath(ctx, req.Msg.GetPath())
+func (s *Service) ListDir(ctx context.Context, req *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error) {
+	_, path, err := s.userPath(ctx, req.Msg.GetPath())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	depth := int(req.Msg.GetDepth())
 	if depth == 0 {
 		depth = 1
 	}
 	if depth > maxListDepth {
-		return nil, rpcError(errdefs.Invalid("depth must be at most %d", maxListDepth))
+		return nil, reply.RPC(errdefs.Invalid("depth must be at most %d", maxListDepth))
 	}
 	// The directory asked for may itself be a symlink; entries below are
 	// described, not followed.
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return nil, rpcError(fsError("list", path, err))
+		return nil, reply.RPC(safefs.Error("list", path, err))
 	}
 	fi, err := os.Stat(real)
 	if err != nil {
-		return nil, rpcError(fsError("list", path, err))
+		return nil, reply.RPC(safefs.Error("list", path, err))
 	}
 	if !fi.IsDir() {
-		return nil, rpcError(errdefs.Invalid("%s is not a directory", path))
+		return nil, reply.RPC(errdefs.Invalid("%s is not a directory", path))
 	}
-	names := newIDNames(s.a.users)
+	names := newIDNames(s.users)
 	names.limitMetadata()
 	var entries []*filesystem.EntryInfo
 	var walk func(dir, shown string, level int) error
@@ -238,7 +239,7 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 			if level > 1 && (errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist)) {
 				return nil
 			}
-			return fsError("list", shown, err)
+			return safefs.Error("list", shown, err)
 		}
 		for _, de := range des {
 			if len(entries) >= maxListEntries {
@@ -261,32 +262,32 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 		return nil
 	}
 	if err := walk(real, path, 1); err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	return connect.NewResponse(&filesystem.ListDirResponse{Entries: entries}), nil
 }
 
-func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error) {
-	_, path, err := s.a.userPath(ctx, req.Msg.GetPath())
+func (s *Service) Remove(ctx context.Context, req *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error) {
+	_, path, err := s.userPath(ctx, req.Msg.GetPath())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	if path == "/" {
-		return nil, rpcError(errdefs.Invalid("refusing to remove /"))
+		return nil, reply.RPC(errdefs.Invalid("refusing to remove /"))
 	}
 	// A path that is not there is removed already, as envd answers.
 	if err := os.RemoveAll(path); err != nil {
-		return nil, rpcError(fsError("remove", path, err))
+		return nil, reply.RPC(safefs.Error("remove", path, err))
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
 }
 
-func (a *Agent) userPath(ctx context.Context, p string) (*User, string, error) {
-	u, err := a.userFor(ctx, "")
+func (s *Service) userPath(ctx context.Context, p string) (*users.User, string, error) {
+	u, err := s.userFor(ctx, "")
 	if err != nil {
 		return nil, "", err
 	}
-	path, err := resolvePath(u, p)
+	path, err := users.ResolvePath(u, p)
 	if err != nil {
 		return nil, "", err
 	}

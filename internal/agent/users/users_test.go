@@ -1,7 +1,6 @@
-package agent
+package users
 
 import (
-	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,7 +11,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
-func writeEtc(t *testing.T, passwd, group string) userDB {
+func writeEtc(t *testing.T, passwd, group string) DB {
 	t.Helper()
 	dir := t.TempDir()
 	if passwd != "" {
@@ -21,7 +20,7 @@ func writeEtc(t *testing.T, passwd, group string) userDB {
 	if group != "" {
 		os.WriteFile(filepath.Join(dir, "group"), []byte(group), 0o644)
 	}
-	return userDB{etcDir: dir}
+	return NewDB(dir)
 }
 
 func TestUserLookup(t *testing.T) {
@@ -31,7 +30,7 @@ func TestUserLookup(t *testing.T) {
 	empty := writeEtc(t, "", "")
 	tests := []struct {
 		name    string
-		db      userDB
+		db      DB
 		user    string
 		want    *User
 		wantErr error
@@ -55,7 +54,7 @@ func TestUserLookup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.db.lookup(tt.user)
+			got, err := tt.db.Lookup(tt.user)
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -70,10 +69,10 @@ func TestUserLookup(t *testing.T) {
 			}
 		})
 	}
-	if n := db.names("passwd", 1001); n != "user" {
+	if n := db.UserName(1001); n != "user" {
 		t.Errorf("name of 1001 = %q", n)
 	}
-	if n := db.names("group", 4242); n != "4242" {
+	if n := db.GroupName(4242); n != "4242" {
 		t.Errorf("unknown gid shown as %q, want the number", n)
 	}
 }
@@ -91,48 +90,14 @@ func TestResolvePath(t *testing.T) {
 		{in: "../../../etc", want: "/etc"},
 		{in: "/abs//x/", want: "/abs/x"},
 		{in: "a\x00b", wantErr: true},
-		{in: strings.Repeat("a", maxPathLen+1), wantErr: true},
+		{in: strings.Repeat("a", MaxPathLen+1), wantErr: true},
 	}
 	for _, tt := range tests {
-		got, err := resolvePath(u, tt.in)
+		got, err := ResolvePath(u, tt.in)
 		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("resolvePath(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+			t.Errorf("ResolvePath(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
 	}
-}
-
-func TestParseBasicUser(t *testing.T) {
-	enc := func(s string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(s)) }
-	tests := []struct {
-		header, want string
-		wantErr      bool
-	}{
-		{header: enc("root:"), want: "root"},
-		{header: enc("user:ignored"), want: "user"},
-		{header: enc(":"), want: ""},
-		{header: "basic " + base64.StdEncoding.EncodeToString([]byte("user:")), want: "user"},
-		{header: "Bearer abc", wantErr: true},
-		{header: "Basic !!!", wantErr: true},
-		{header: enc("bad name:"), wantErr: true},
-	}
-	for _, tt := range tests {
-		got, err := parseBasicUser(tt.header)
-		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("parseBasicUser(%q) = %q, %v; want %q", tt.header, got, err, tt.want)
-		}
-	}
-}
-
-func FuzzParseBasicUser(f *testing.F) {
-	f.Add("Basic dXNlcjo=")
-	f.Add("Basic ")
-	f.Add("Basic Og==")
-	f.Fuzz(func(t *testing.T, h string) {
-		name, err := parseBasicUser(h)
-		if err == nil && name != "" && !validUserName(name) {
-			t.Fatalf("accepted invalid user name %q", name)
-		}
-	})
 }
 
 func FuzzPasswdLine(f *testing.F) {
@@ -150,12 +115,12 @@ func FuzzResolvePath(f *testing.F) {
 	f.Add("~/x")
 	f.Add("../..")
 	f.Fuzz(func(t *testing.T, p string) {
-		got, err := resolvePath(&User{Home: "/home/user"}, p)
+		got, err := ResolvePath(&User{Home: "/home/user"}, p)
 		if err != nil {
 			return
 		}
 		if !filepath.IsAbs(got) || filepath.Clean(got) != got || strings.IndexByte(got, 0) >= 0 {
-			t.Fatalf("resolvePath(%q) = %q", p, got)
+			t.Fatalf("ResolvePath(%q) = %q", p, got)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package agent
+package files
 
 import (
 	"archive/tar"
@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/agent/safefs"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -50,7 +51,7 @@ func specialFiles(t *testing.T, dir string) (fifo, sock string) {
 }
 
 func TestDownloadSpecialFile(t *testing.T) {
-	a, home := testAgent(t)
+	a, home := testService(t)
 	specialFiles(t, home)
 	if err := os.Symlink("fifo", filepath.Join(home, "link-to-fifo")); err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestDownloadSpecialFile(t *testing.T) {
 			within(t, "download of "+tc.name, func() {
 				a.handleDownload(rec, httptest.NewRequest(http.MethodGet, "/files?path="+tc.name, nil))
 			})
-			var body httpError
+			var body struct{ Message string }
 			_ = json.Unmarshal(rec.Body.Bytes(), &body)
 			if rec.Code != http.StatusBadRequest || !strings.Contains(body.Message, tc.want) {
 				t.Errorf("download %s: %d %q, want 400 saying %q", tc.name, rec.Code, body.Message, tc.want)
@@ -83,7 +84,7 @@ func TestDownloadSpecialFile(t *testing.T) {
 
 func openRegularTimed(t *testing.T, path string) (f *os.File, err error) {
 	t.Helper()
-	within(t, "open "+path, func() { f, _, err = openRegular("open", path, os.O_RDONLY) })
+	within(t, "open "+path, func() { f, _, err = safefs.OpenRegular("open", path, os.O_RDONLY) })
 	if f != nil {
 		f.Close()
 	}
@@ -93,7 +94,7 @@ func openRegularTimed(t *testing.T, path string) (f *os.File, err error) {
 // TestUploadOntoSpecialFile: an upload to a pipe's or socket's path
 // replaces it with the uploaded file, without blocking on it.
 func TestUploadOntoSpecialFile(t *testing.T) {
-	a, home := testAgent(t)
+	a, home := testService(t)
 	fifo, sock := specialFiles(t, home)
 	u, err := a.userFor(context.Background(), "")
 	if err != nil {
@@ -108,32 +109,6 @@ func TestUploadOntoSpecialFile(t *testing.T) {
 		if b, err := os.ReadFile(p); err != nil || string(b) != "data" {
 			t.Errorf("%s after upload: %q %v", p, b, err)
 		}
-	}
-}
-
-// TestCheckRegularAfterOpen: a pipe opened non-blocking (the race the
-// Lstat in writeFile cannot close) is refused after the open.
-func TestCheckRegularAfterOpen(t *testing.T) {
-	dir := t.TempDir()
-	fifo, _ := specialFiles(t, dir)
-	// A reader, so the non-blocking open for writing succeeds.
-	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := checkRegular(f, fifo); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "named pipe") {
-		t.Errorf("checkRegular on a pipe: %v", err)
-	}
-	// Without a reader the open itself fails; it is told as the pipe it is.
-	r.Close()
-	_, err = os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
-	if err := openError("create", fifo, err); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "named pipe") {
-		t.Errorf("openError for a pipe with no reader: %v", err)
 	}
 }
 
@@ -160,8 +135,8 @@ func TestTarOutSkipsSpecialFiles(t *testing.T) {
 // TestUserDBSpecialFile: /etc/passwd replaced by a pipe (root in the
 // sandbox can) fails requests that need it, quickly and clearly.
 func TestUserDBSpecialFile(t *testing.T) {
-	a, _ := testAgent(t)
-	passwd := filepath.Join(a.users.etcDir, "passwd")
+	a, _ := testService(t)
+	passwd := filepath.Join(a.users.EtcDir(), "passwd")
 	if err := os.Remove(passwd); err != nil {
 		t.Fatal(err)
 	}
@@ -189,23 +164,5 @@ func tarNames(t *testing.T, data []byte) []string {
 			t.Fatal(err)
 		}
 		names = append(names, hdr.Name)
-	}
-}
-
-// TestFSErrorUserMistakes: errors a request can provoke by naming the
-// wrong file are typed, never left as internal errors.
-func TestFSErrorUserMistakes(t *testing.T) {
-	for _, tc := range []struct {
-		errno syscall.Errno
-		want  error
-	}{
-		{syscall.EBUSY, errdefs.ErrFailedPrecondition},
-		{syscall.ETXTBSY, errdefs.ErrFailedPrecondition},
-		{syscall.ENXIO, errdefs.ErrInvalidArgument},
-	} {
-		err := fsError("extract", "/x", &os.PathError{Op: "unlink", Path: "/x", Err: tc.errno})
-		if !errors.Is(err, tc.want) {
-			t.Errorf("%v: %v, want %v", tc.errno, err, tc.want)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package files
 
 import (
 	"archive/tar"
@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/paddock-dev/paddock/internal/agent/users"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -42,8 +43,8 @@ func buildTar(t testing.TB, ents []tarEnt) []byte {
 	return buf.Bytes()
 }
 
-func testUser() *User {
-	return &User{Name: "user", UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Home: "/"}
+func testUser() *users.User {
+	return &users.User{Name: "user", UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Home: "/"}
 }
 
 // extractInto extracts into root/dest and reports whether anything

@@ -1,14 +1,14 @@
-package agent
+package files
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +20,7 @@ import (
 	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
 
+	"github.com/paddock-dev/paddock/internal/agent/users"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/proto/gen/filesystem"
 )
@@ -138,9 +139,9 @@ func TestNegotiateEncoding(t *testing.T) {
 	}
 }
 
-// testAgent is a bare agent whose default user is the test's own uid, homed in
-// a temporary directory, for calling its handlers directly.
-func testAgent(t *testing.T) (*Agent, string) {
+// testService is a file service whose default user is the test's own uid,
+// homed in a temporary directory, for calling its handlers directly.
+func testService(t *testing.T) (*Service, string) {
 	t.Helper()
 	root := t.TempDir()
 	home := filepath.Join(root, "home")
@@ -159,10 +160,11 @@ func testAgent(t *testing.T) (*Agent, string) {
 	if err := os.WriteFile(filepath.Join(etc, "group"), []byte(group), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Not New: it starts the process-wide reaper, whose wait4(-1) would
-	// steal the exit statuses of other tests' child processes. The file
-	// handlers need only users and the default user.
-	return &Agent{log: slog.New(slog.DiscardHandler), users: userDB{etcDir: etc}, defaultUser: "user"}, home
+	db := users.NewDB(etc)
+	user := func(_ context.Context, explicit string) (*users.User, error) {
+		return db.Lookup(cmp.Or(explicit, "user"))
+	}
+	return New(Options{Users: db, User: user}), home
 }
 
 // requireXattrs skips where the test directory's file system has no user
@@ -179,7 +181,7 @@ func requireXattrs(t *testing.T, dir string) {
 	}
 }
 
-func upload(t *testing.T, a *Agent, path string, body io.Reader, hdr map[string]string) *httptest.ResponseRecorder {
+func upload(t *testing.T, a *Service, path string, body io.Reader, hdr map[string]string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, "/files?path="+path, body)
 	req.Header.Set("Content-Type", "application/octet-stream")
@@ -192,9 +194,9 @@ func upload(t *testing.T, a *Agent, path string, body io.Reader, hdr map[string]
 }
 
 func TestUploadMetadata(t *testing.T) {
-	a, home := testAgent(t)
+	a, home := testService(t)
 	requireXattrs(t, home)
-	fs := &filesystemService{a: a}
+	fs := a
 	ctx := context.Background()
 	stat := func(p string) map[string]string {
 		t.Helper()
@@ -276,7 +278,7 @@ func TestUploadMetadataNoXattrs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a file system without xattr support")
 	}
-	a, home := testAgent(t)
+	a, home := testService(t)
 	dir := filepath.Join(home, "noxattr")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -321,7 +323,7 @@ func gzipped(t *testing.T, b []byte) []byte {
 }
 
 func TestGzipUpload(t *testing.T) {
-	a, home := testAgent(t)
+	a, home := testService(t)
 	content := bytes.Repeat([]byte("paddock gzip "), 10_000)
 	tests := []struct {
 		name     string
@@ -383,7 +385,7 @@ func TestGzipBombBounded(t *testing.T) {
 	}
 	_ = zw.Close()
 
-	a, home := testAgent(t)
+	a, home := testService(t)
 	dir := filepath.Join(home, "small")
 	if os.Geteuid() == 0 {
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -435,7 +437,7 @@ func (zeroes) Read(p []byte) (int, error) {
 }
 
 func TestGzipDownload(t *testing.T) {
-	a, home := testAgent(t)
+	a, home := testService(t)
 	content := bytes.Repeat([]byte("download me "), 50_000)
 	if err := os.WriteFile(filepath.Join(home, "d.bin"), content, 0o644); err != nil {
 		t.Fatal(err)
@@ -487,7 +489,7 @@ func TestGzipDownload(t *testing.T) {
 // TestMultipartFileNamePath: without a path parameter each part lands at
 // its file name with directories kept, as the SDKs' writeFiles sends them.
 func TestMultipartFileNamePath(t *testing.T) {
-	a, home := testAgent(t)
+	a, home := testService(t)
 	body := "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"d/e/one.txt\"\r\n\r\n1\r\n" +
 		"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" + home + "/abs.txt\"\r\n\r\n2\r\n--B--\r\n"
 	req := httptest.NewRequest(http.MethodPost, "/files", strings.NewReader(body))
@@ -512,7 +514,7 @@ func TestMultipartFileNamePath(t *testing.T) {
 // metadata, however much the sandbox stored on its files; the entries past
 // the budget are still listed.
 func TestListMetadataBudget(t *testing.T) {
-	a, home := testAgent(t)
+	a, home := testService(t)
 	requireXattrs(t, home)
 	const files, valSize = 1200, 3800
 	val := bytes.Repeat([]byte("v"), valSize)
@@ -525,7 +527,7 @@ func TestListMetadataBudget(t *testing.T) {
 			t.Skipf("cannot store %d-byte attributes here: %v", valSize, err)
 		}
 	}
-	res, err := (&filesystemService{a: a}).ListDir(context.Background(), connect.NewRequest(&filesystem.ListDirRequest{Path: home}))
+	res, err := a.ListDir(context.Background(), connect.NewRequest(&filesystem.ListDirRequest{Path: home}))
 	if err != nil {
 		t.Fatal(err)
 	}

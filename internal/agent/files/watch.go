@@ -1,4 +1,4 @@
-package agent
+package files
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/paddock-dev/paddock/internal/agent/reply"
+	"github.com/paddock-dev/paddock/internal/agent/safefs"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/proto/gen/filesystem"
 )
@@ -37,10 +39,10 @@ type dirWatch struct {
 	names        *idNames
 }
 
-func newDirWatch(a *Agent, root string, recursive, includeEntry bool) (*dirWatch, error) {
+func newDirWatch(s *Service, root string, recursive, includeEntry bool) (*dirWatch, error) {
 	fi, err := os.Stat(root)
 	if err != nil {
-		return nil, fsError("watch", root, err)
+		return nil, safefs.Error("watch", root, err)
 	}
 	if !fi.IsDir() {
 		return nil, errdefs.Invalid("%s is not a directory", root)
@@ -49,7 +51,7 @@ func newDirWatch(a *Agent, root string, recursive, includeEntry bool) (*dirWatch
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a file watcher"+": %w", errdefs.ErrResourceExhausted)
 	}
-	d := &dirWatch{root: root, recursive: recursive, includeEntry: includeEntry, w: w, names: newIDNames(a.users)}
+	d := &dirWatch{root: root, recursive: recursive, includeEntry: includeEntry, w: w, names: newIDNames(s.users)}
 	if err := d.add(root); err != nil {
 		_ = w.Close()
 		return nil, err
@@ -61,14 +63,14 @@ func (d *dirWatch) add(dir string) error {
 	if !d.recursive {
 		d.dirs++
 		if err := d.w.Add(dir); err != nil {
-			return fsError("watch", dir, err)
+			return safefs.Error("watch", dir, err)
 		}
 		return nil
 	}
 	return filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			if p == dir {
-				return fsError("watch", p, err)
+				return safefs.Error("watch", p, err)
 			}
 			return nil
 		}
@@ -80,7 +82,7 @@ func (d *dirWatch) add(dir string) error {
 		}
 		d.dirs++
 		if err := d.w.Add(p); err != nil && p == dir {
-			return fsError("watch", p, err)
+			return safefs.Error("watch", p, err)
 		}
 		return nil
 	})
@@ -130,14 +132,14 @@ func (d *dirWatch) convert(ev fsnotify.Event) []*filesystem.FilesystemEvent {
 	return out
 }
 
-func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[filesystem.WatchDirRequest], stream *connect.ServerStream[filesystem.WatchDirResponse]) error {
-	_, path, err := s.a.userPath(ctx, req.Msg.GetPath())
+func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystem.WatchDirRequest], stream *connect.ServerStream[filesystem.WatchDirResponse]) error {
+	_, path, err := s.userPath(ctx, req.Msg.GetPath())
 	if err != nil {
-		return rpcError(err)
+		return reply.RPC(err)
 	}
-	d, err := newDirWatch(s.a, path, req.Msg.GetRecursive(), req.Msg.GetIncludeEntry())
+	d, err := newDirWatch(s, path, req.Msg.GetRecursive(), req.Msg.GetIncludeEntry())
 	if err != nil {
-		return rpcError(err)
+		return reply.RPC(err)
 	}
 	defer d.w.Close()
 	if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Start{
@@ -168,7 +170,7 @@ func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 			if !ok {
 				return nil
 			}
-			s.a.log.Debug("watch error", "path", path, "err", err)
+			s.log.Debug("watch error", "path", path, "err", err)
 		}
 	}
 }
@@ -199,21 +201,21 @@ func (t *watcherTable) closeAll() {
 	}
 }
 
-func (s *filesystemService) CreateWatcher(ctx context.Context, req *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error) {
-	_, path, err := s.a.userPath(ctx, req.Msg.GetPath())
+func (s *Service) CreateWatcher(ctx context.Context, req *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error) {
+	_, path, err := s.userPath(ctx, req.Msg.GetPath())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
-	t := s.a.watchers
+	t := s.watchers
 	t.mu.Lock()
 	n := len(t.m)
 	t.mu.Unlock()
 	if n >= maxWatchers {
-		return nil, rpcError(fmt.Errorf("too many watchers; remove some first"+": %w", errdefs.ErrResourceExhausted))
+		return nil, reply.RPC(fmt.Errorf("too many watchers; remove some first"+": %w", errdefs.ErrResourceExhausted))
 	}
-	d, err := newDirWatch(s.a, path, req.Msg.GetRecursive(), req.Msg.GetIncludeEntry())
+	d, err := newDirWatch(s, path, req.Msg.GetRecursive(), req.Msg.GetIncludeEntry())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, reply.RPC(err)
 	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])
@@ -248,32 +250,32 @@ func (s *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 	return connect.NewResponse(&filesystem.CreateWatcherResponse{WatcherId: id}), nil
 }
 
-func (s *filesystemService) GetWatcherEvents(ctx context.Context, req *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error) {
-	t := s.a.watchers
+func (s *Service) GetWatcherEvents(ctx context.Context, req *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error) {
+	t := s.watchers
 	t.mu.Lock()
 	pw, ok := t.m[req.Msg.GetWatcherId()]
 	t.mu.Unlock()
 	if !ok {
-		return nil, rpcError(errdefs.NotFound("watcher %q", req.Msg.GetWatcherId()))
+		return nil, reply.RPC(errdefs.NotFound("watcher %q", req.Msg.GetWatcherId()))
 	}
 	pw.mu.Lock()
 	events, dropped := pw.events, pw.dropped
 	pw.events, pw.dropped = nil, false
 	pw.mu.Unlock()
 	if dropped {
-		return nil, rpcError(fmt.Errorf("events were dropped because they were not collected in time"+": %w", errdefs.ErrResourceExhausted))
+		return nil, reply.RPC(fmt.Errorf("events were dropped because they were not collected in time"+": %w", errdefs.ErrResourceExhausted))
 	}
 	return connect.NewResponse(&filesystem.GetWatcherEventsResponse{Events: events}), nil
 }
 
-func (s *filesystemService) RemoveWatcher(ctx context.Context, req *connect.Request[filesystem.RemoveWatcherRequest]) (*connect.Response[filesystem.RemoveWatcherResponse], error) {
-	t := s.a.watchers
+func (s *Service) RemoveWatcher(ctx context.Context, req *connect.Request[filesystem.RemoveWatcherRequest]) (*connect.Response[filesystem.RemoveWatcherResponse], error) {
+	t := s.watchers
 	t.mu.Lock()
 	pw, ok := t.m[req.Msg.GetWatcherId()]
 	delete(t.m, req.Msg.GetWatcherId())
 	t.mu.Unlock()
 	if !ok {
-		return nil, rpcError(errdefs.NotFound("watcher %q", req.Msg.GetWatcherId()))
+		return nil, reply.RPC(errdefs.NotFound("watcher %q", req.Msg.GetWatcherId()))
 	}
 	_ = pw.d.w.Close()
 	<-pw.done

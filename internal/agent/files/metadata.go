@@ -1,4 +1,4 @@
-package agent
+package files
 
 import (
 	"errors"

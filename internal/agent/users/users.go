@@ -1,4 +1,9 @@
-package agent
+// Package users resolves the accounts of a sandbox as the agent serves
+// them: names, uids and OCI image user forms against the sandbox's own
+// passwd and group files (read fresh, bounded, never blocking on a planted
+// pipe), and request paths against the user's home. It imports no other
+// part of the agent but safefs.
+package users
 
 import (
 	"bufio"
@@ -11,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/paddock-dev/paddock/internal/agent/safefs"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -38,14 +44,22 @@ type User struct {
 	Shell  string
 }
 
-// userDB resolves names against the sandbox's own passwd and group files,
+// DB resolves names against the sandbox's own passwd and group files,
 // read fresh on each lookup so accounts added by a command are visible to
 // the next request. No cgo: the agent binary is static.
-type userDB struct {
+type DB struct {
 	etcDir string
 }
 
-func validUserName(name string) bool {
+// NewDB reads the account files in etcDir ("/etc" inside a sandbox).
+func NewDB(etcDir string) DB { return DB{etcDir: etcDir} }
+
+// EtcDir is the folder the account files are read from.
+func (db DB) EtcDir() string { return db.etcDir }
+
+// ValidName reports whether name is a user or group name a request may
+// give: letters, digits and _ - . $, at most 256 bytes.
+func ValidName(name string) bool {
 	if name == "" || len(name) > 256 {
 		return false
 	}
@@ -60,15 +74,15 @@ func validUserName(name string) bool {
 	return true
 }
 
-// lookup resolves a user as a request or an image's config names it:
+// Lookup resolves a user as a request or an image's config names it:
 // "name", "uid", "name:group" or "uid:gid" (the OCI image User forms). A
 // numeric uid with no passwd entry still runs, with home "/".
-func (db userDB) lookup(spec string) (*User, error) {
+func (db DB) Lookup(spec string) (*User, error) {
 	if spec == "" {
 		spec = DefaultUser
 	}
 	name, group, hasGroup := strings.Cut(spec, ":")
-	if !validUserName(name) || (hasGroup && !validUserName(group)) {
+	if !ValidName(name) || (hasGroup && !ValidName(group)) {
 		return nil, errdefs.Invalid("invalid user %q: want name, uid, name:group or uid:gid", spec)
 	}
 	u, err := db.findUser(name)
@@ -90,7 +104,7 @@ func (db userDB) lookup(spec string) (*User, error) {
 	return u, nil
 }
 
-func (db userDB) findUser(name string) (*User, error) {
+func (db DB) findUser(name string) (*User, error) {
 	if uid, ok := numericID(name); ok {
 		u, err := db.findPasswd(func(u *User) bool { return u.UID == uid })
 		if err != nil || u != nil {
@@ -112,7 +126,7 @@ func (db userDB) findUser(name string) (*User, error) {
 }
 
 // groupID resolves a group name or a numeric gid.
-func (db userDB) groupID(group string) (uint32, error) {
+func (db DB) groupID(group string) (uint32, error) {
 	if gid, ok := numericID(group); ok {
 		return gid, nil
 	}
@@ -144,10 +158,10 @@ func numericID(s string) (uint32, bool) {
 	return uint32(n), err == nil
 }
 
-func (db userDB) readLines(file string, fn func(fields []string) bool) error {
+func (db DB) readLines(file string, fn func(fields []string) bool) error {
 	// Root in the sandbox may replace /etc/passwd with a pipe: opened
 	// blocking, every request naming a user would hang on it.
-	f, _, err := openRegular("read", filepath.Join(db.etcDir, file), os.O_RDONLY)
+	f, _, err := safefs.OpenRegular("read", filepath.Join(db.etcDir, file), os.O_RDONLY)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			return nil
@@ -172,7 +186,7 @@ func (db userDB) readLines(file string, fn func(fields []string) bool) error {
 	return nil
 }
 
-func (db userDB) findPasswd(match func(*User) bool) (*User, error) {
+func (db DB) findPasswd(match func(*User) bool) (*User, error) {
 	var found *User
 	err := db.readLines("passwd", func(f []string) bool {
 		u, ok := parsePasswdFields(f)
@@ -202,7 +216,7 @@ func parsePasswdFields(f []string) (*User, bool) {
 	return &User{Name: f[0], UID: uint32(uid), GID: uint32(gid), Home: filepath.Clean(home), Shell: f[6]}, true
 }
 
-func (db userDB) supplementaryGroups(name string, primary uint32) ([]uint32, error) {
+func (db DB) supplementaryGroups(name string, primary uint32) ([]uint32, error) {
 	groups := []uint32{primary}
 	err := db.readLines("group", func(f []string) bool {
 		if len(f) < 4 {
@@ -223,8 +237,14 @@ func (db userDB) supplementaryGroups(name string, primary uint32) ([]uint32, err
 	return groups, err
 }
 
+// UserName is the name of uid, or the number itself when none has it.
+func (db DB) UserName(uid uint32) string { return db.names("passwd", uid) }
+
+// GroupName is the name of gid, or the number itself when none has it.
+func (db DB) GroupName(gid uint32) string { return db.names("group", gid) }
+
 // names maps ids to names for EntryInfo owner and group fields.
-func (db userDB) names(file string, id uint32) string {
+func (db DB) names(file string, id uint32) string {
 	var name string
 	want := strconv.FormatUint(uint64(id), 10)
 	_ = db.readLines(file, func(f []string) bool {
@@ -238,4 +258,29 @@ func (db userDB) names(file string, id uint32) string {
 		return want
 	}
 	return name
+}
+
+// MaxPathLen bounds request paths (PATH_MAX).
+const MaxPathLen = 4096
+
+// ResolvePath turns a request path into a clean absolute path: relative
+// paths and "~" are taken from the user's home, as envd does. The agent runs
+// inside the sandbox, so the result can only name sandbox files; cleaning
+// is about clear errors and predictable names, not containment.
+func ResolvePath(u *User, p string) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", errdefs.Invalid("path contains a NUL byte")
+	}
+	if len(p) > MaxPathLen {
+		return "", errdefs.Invalid("path is longer than %d bytes", MaxPathLen)
+	}
+	switch {
+	case p == "" || p == "~":
+		return u.Home, nil
+	case strings.HasPrefix(p, "~/"):
+		p = filepath.Join(u.Home, p[2:])
+	case !filepath.IsAbs(p):
+		p = filepath.Join(u.Home, p)
+	}
+	return filepath.Clean(p), nil
 }

@@ -1,4 +1,4 @@
-package agent
+package files
 
 import (
 	"archive/tar"
@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/agent/reply"
+	"github.com/paddock-dev/paddock/internal/agent/safefs"
+	"github.com/paddock-dev/paddock/internal/agent/users"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -30,15 +33,15 @@ type tarLimits struct {
 // errTarTooLarge marks an upload over its limits (413, not 507).
 var errTarTooLarge = fmt.Errorf("tar stream exceeds the upload limits: %w", errdefs.ErrResourceExhausted)
 
-func (a *Agent) handleTarOut(w http.ResponseWriter, r *http.Request) {
-	dir, real, ok := a.outDir(w, r)
+func (s *Service) handleTarOut(w http.ResponseWriter, r *http.Request) {
+	dir, real, ok := s.outDir(w, r)
 	if !ok {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
 	w.Header().Set("Cache-Control", "no-store")
 	if err := writeTar(r.Context(), w, real); err != nil {
-		a.log.Debug("tar out aborted", "path", dir, "err", err)
+		s.log.Debug("tar out aborted", "path", dir, "err", err)
 		// Headers are sent: breaking the stream is the only way to keep
 		// the client from taking a cut-short archive for a whole one.
 		panic(http.ErrAbortHandler)
@@ -48,24 +51,24 @@ func (a *Agent) handleTarOut(w http.ResponseWriter, r *http.Request) {
 // outDir resolves the directory a request asks to read out, as its user:
 // the path asked and the real one (symlinks resolved). It answers the
 // request itself when not ok.
-func (a *Agent) outDir(w http.ResponseWriter, r *http.Request) (dir, real string, ok bool) {
-	u, err := a.userFor(r.Context(), r.URL.Query().Get("username"))
+func (s *Service) outDir(w http.ResponseWriter, r *http.Request) (dir, real string, ok bool) {
+	u, err := s.userFor(r.Context(), r.URL.Query().Get("username"))
 	if err != nil {
-		writeHTTPError(w, http.StatusUnauthorized, publicMessage(err))
+		reply.Status(w, http.StatusUnauthorized, reply.Public(err))
 		return "", "", false
 	}
-	dir, err = resolvePath(u, r.URL.Query().Get("path"))
+	dir, err = users.ResolvePath(u, r.URL.Query().Get("path"))
 	if err != nil {
-		writeErr(w, err)
+		reply.Error(w, err)
 		return "", "", false
 	}
 	real, err = filepath.EvalSymlinks(dir)
 	if err != nil {
-		writeErr(w, fsError("read", dir, err))
+		reply.Error(w, safefs.Error("read", dir, err))
 		return "", "", false
 	}
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
-		writeErr(w, errdefs.Invalid("%s is not a directory", dir))
+		reply.Error(w, errdefs.Invalid("%s is not a directory", dir))
 		return "", "", false
 	}
 	return dir, real, true
@@ -135,7 +138,7 @@ func writeTar(ctx context.Context, w io.Writer, dir string) error {
 		if err != nil {
 			return nil
 		}
-		if _, err := checkRegular(f, p); err != nil {
+		if _, err := safefs.CheckRegular(f, p); err != nil {
 			return nil
 		}
 		defer f.Close()
@@ -167,24 +170,24 @@ func (zeroReader) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (a *Agent) handleTarIn(w http.ResponseWriter, r *http.Request) {
-	u, err := a.userFor(r.Context(), r.URL.Query().Get("username"))
+func (s *Service) handleTarIn(w http.ResponseWriter, r *http.Request) {
+	u, err := s.userFor(r.Context(), r.URL.Query().Get("username"))
 	if err != nil {
-		writeHTTPError(w, http.StatusUnauthorized, publicMessage(err))
+		reply.Status(w, http.StatusUnauthorized, reply.Public(err))
 		return
 	}
-	dir, err := resolvePath(u, r.URL.Query().Get("path"))
+	dir, err := users.ResolvePath(u, r.URL.Query().Get("path"))
 	if err != nil {
-		writeErr(w, err)
+		reply.Error(w, err)
 		return
 	}
-	lim := tarLimits{maxBytes: a.opts.MaxTarBytes, maxEntries: a.opts.MaxTarEntries}
+	lim := tarLimits{maxBytes: s.opts.MaxTarBytes, maxEntries: s.opts.MaxTarEntries}
 	if err := extractTar(r.Context(), r.Body, dir, u, lim); err != nil {
 		if errors.Is(err, errTarTooLarge) {
-			writeHTTPError(w, http.StatusRequestEntityTooLarge, publicMessage(err))
+			reply.Status(w, http.StatusRequestEntityTooLarge, reply.Public(err))
 			return
 		}
-		writeErr(w, err)
+		reply.Error(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -214,13 +217,13 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // entry or already in the tree cannot redirect a later one), hard links
 // must point at regular files under dir, and device nodes and fifos are
 // refused. Entries before a refused one stay extracted.
-func extractTar(ctx context.Context, body io.Reader, dir string, u *User, lim tarLimits) error {
+func extractTar(ctx context.Context, body io.Reader, dir string, u *users.User, lim tarLimits) error {
 	if err := mkdirAllOwned(dir, u); err != nil {
 		return err
 	}
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return fsError("extract", dir, err)
+		return safefs.Error("extract", dir, err)
 	}
 	tr := tar.NewReader(&countingReader{r: body, n: lim.maxBytes + tarOverhead})
 	var total int64
@@ -254,7 +257,7 @@ func extractTar(ctx context.Context, body io.Reader, dir string, u *User, lim ta
 // cleanTarName validates an entry name and returns it relative and clean;
 // "" means the archive's root.
 func cleanTarName(name string) (string, error) {
-	if strings.IndexByte(name, 0) >= 0 || len(name) > maxPathLen {
+	if strings.IndexByte(name, 0) >= 0 || len(name) > users.MaxPathLen {
 		return "", errdefs.Invalid("tar entry name is invalid")
 	}
 	if strings.HasPrefix(name, "/") || strings.HasPrefix(name, "\\") {
@@ -274,7 +277,7 @@ func cleanTarName(name string) (string, error) {
 
 // parentsSafe makes sure every directory between root and rel's last
 // component is a real directory (creating missing ones), never a symlink.
-func parentsSafe(root, rel string, u *User) error {
+func parentsSafe(root, rel string, u *users.User) error {
 	parts := strings.Split(filepath.Dir(rel), string(filepath.Separator))
 	cur := root
 	for _, part := range parts {
@@ -286,13 +289,13 @@ func parentsSafe(root, rel string, u *User) error {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			if err := os.Mkdir(cur, 0o755); err != nil {
-				return fsError("extract", cur, err)
+				return safefs.Error("extract", cur, err)
 			}
 			if err := chownTo(cur, u); err != nil {
 				return err
 			}
 		case err != nil:
-			return fsError("extract", cur, err)
+			return safefs.Error("extract", cur, err)
 		case fi.Mode()&fs.ModeSymlink != 0:
 			return errdefs.Invalid("tar entry %q would be written through the symlink %s", rel, part)
 		case !fi.IsDir():
@@ -310,18 +313,18 @@ func clearTarget(path string) (isDir bool, err error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fsError("extract", path, err)
+		return false, safefs.Error("extract", path, err)
 	}
 	if fi.IsDir() {
 		return true, nil
 	}
 	if err := os.Remove(path); err != nil {
-		return false, fsError("extract", path, err)
+		return false, safefs.Error("extract", path, err)
 	}
 	return false, nil
 }
 
-func extractEntry(tr *tar.Reader, hdr *tar.Header, root string, u *User) error {
+func extractEntry(tr *tar.Reader, hdr *tar.Header, root string, u *users.User) error {
 	rel, err := cleanTarName(hdr.Name)
 	if err != nil {
 		return err
@@ -354,19 +357,19 @@ func extractEntry(tr *tar.Reader, hdr *tar.Header, root string, u *User) error {
 		perm := os.FileMode(hdr.Mode&0o1777) | 0o700
 		if !isDir {
 			if err := os.Mkdir(path, perm); err != nil {
-				return fsError("extract", path, err)
+				return safefs.Error("extract", path, err)
 			}
 		}
 		if err := os.Chmod(path, perm); err != nil {
-			return fsError("extract", path, err)
+			return safefs.Error("extract", path, err)
 		}
 		return entryOwner(path, hdr, u)
 	case tar.TypeSymlink:
-		if hdr.Linkname == "" || strings.IndexByte(hdr.Linkname, 0) >= 0 || len(hdr.Linkname) > maxPathLen {
+		if hdr.Linkname == "" || strings.IndexByte(hdr.Linkname, 0) >= 0 || len(hdr.Linkname) > users.MaxPathLen {
 			return errdefs.Invalid("tar entry %q has an invalid link target", hdr.Name)
 		}
 		if err := os.Symlink(hdr.Linkname, path); err != nil {
-			return fsError("extract", path, err)
+			return safefs.Error("extract", path, err)
 		}
 		return entryOwner(path, hdr, u)
 	case tar.TypeLink:
@@ -383,13 +386,13 @@ func extractEntry(tr *tar.Reader, hdr *tar.Header, root string, u *User) error {
 			return errdefs.Invalid("tar entry %q links to %q, which is not a regular file extracted before it", hdr.Name, hdr.Linkname)
 		}
 		if err := os.Link(src, path); err != nil {
-			return fsError("extract", path, err)
+			return safefs.Error("extract", path, err)
 		}
 		return nil
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, os.FileMode(hdr.Mode&0o777))
 	if err != nil {
-		return fsError("extract", path, err)
+		return safefs.Error("extract", path, err)
 	}
 	if _, err := io.Copy(f, tr); err != nil {
 		_ = f.Close()
@@ -398,16 +401,16 @@ func extractEntry(tr *tar.Reader, hdr *tar.Header, root string, u *User) error {
 		}
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
-			return fsError("extract", path, err)
+			return safefs.Error("extract", path, err)
 		}
 		return errdefs.Invalid("invalid tar stream: %v", err)
 	}
 	if err := f.Chmod(os.FileMode(hdr.Mode & 0o777)); err != nil {
 		_ = f.Close()
-		return fsError("extract", path, err)
+		return safefs.Error("extract", path, err)
 	}
 	if err := f.Close(); err != nil {
-		return fsError("extract", path, err)
+		return safefs.Error("extract", path, err)
 	}
 	if !hdr.ModTime.IsZero() {
 		_ = os.Chtimes(path, time.Time{}, hdr.ModTime)
@@ -418,7 +421,7 @@ func extractEntry(tr *tar.Reader, hdr *tar.Header, root string, u *User) error {
 // entryOwner gives an extracted entry its owner. Extracting as root keeps
 // the archive's numeric owners (as tar does for root), so an archive of a
 // sandbox's files round-trips; any other user owns what it extracts.
-func entryOwner(path string, hdr *tar.Header, u *User) error {
+func entryOwner(path string, hdr *tar.Header, u *users.User) error {
 	if u.UID != 0 || os.Geteuid() != 0 {
 		return chownTo(path, u)
 	}
@@ -426,7 +429,7 @@ func entryOwner(path string, hdr *tar.Header, u *User) error {
 		return errdefs.Invalid("tar entry %q has an invalid owner %d:%d", hdr.Name, hdr.Uid, hdr.Gid)
 	}
 	if err := os.Lchown(path, hdr.Uid, hdr.Gid); err != nil {
-		return fsError("chown", path, err)
+		return safefs.Error("chown", path, err)
 	}
 	return nil
 }
