@@ -237,7 +237,7 @@ func validateTemplateSpec(s *api.TemplateSpec) error {
 	if len(s.Steps) > api.MaxTemplateSteps {
 		return errdefs.Invalid("template %s has %d steps, at most %d", s.Name, len(s.Steps), api.MaxTemplateSteps)
 	}
-	if err := validateEnv(s.Env); err != nil {
+	if err := rules.Env(s.Env); err != nil {
 		return err
 	}
 	if s.Cwd != "" && !path.IsAbs(s.Cwd) {
@@ -261,7 +261,7 @@ func validateTemplateSpec(s *api.TemplateSpec) error {
 			if len(st.Env) == 0 {
 				return errdefs.Invalid("step %d: env needs at least one variable", n)
 			}
-			if err := validateEnv(st.Env); err != nil {
+			if err := rules.Env(st.Env); err != nil {
 				return fmt.Errorf("step %d: %w", n, err)
 			}
 		case api.StepWorkdir:

@@ -18,6 +18,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller/events"
+	"github.com/paddock-dev/paddock/internal/controller/processes"
 	"github.com/paddock-dev/paddock/internal/controller/stats"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
@@ -72,15 +73,16 @@ type Controller struct {
 	mu      sync.Mutex
 	entries map[string]*entry
 
-	terms  termTable         // terminals of every sandbox (terminal.go)
-	snaps  snapState         // snapshot bookkeeping (snapshots.go)
-	pools  poolState         // warm pools (pools.go)
-	slots  createSlots       // creates starting at once, per caller (createslots.go)
-	adm    admissionState    // policy, quotas and runtime probes (admission.go, info.go)
-	reaps  reclaimer         // files of destroyed sandboxes removed later (reclaim.go)
-	events events.Hub        // sandbox changes and usage for event streams (events.go)
-	stats  stats.Ring        // the last hour's figures (stats.go)
-	memOK  memimage.Verified // memory image files hashed unchanged (hibernate.go, memsnapshot.go)
+	terms  termTable          // terminals of every sandbox (terminal.go)
+	snaps  snapState          // snapshot bookkeeping (snapshots.go)
+	pools  poolState          // warm pools (pools.go)
+	slots  createSlots        // creates starting at once, per caller (createslots.go)
+	adm    admissionState     // policy, quotas and runtime probes (admission.go, info.go)
+	reaps  reclaimer          // files of destroyed sandboxes removed later (reclaim.go)
+	events events.Hub         // sandbox changes and usage for event streams (events.go)
+	stats  stats.Ring         // the last hour's figures (stats.go)
+	memOK  memimage.Verified  // memory image files hashed unchanged (hibernate.go, memsnapshot.go)
+	procs  *processes.Service // background processes, beneath the core (processes.go)
 
 	secretsMu sync.Mutex // secret deletion vs injection rules naming it (secrets.go)
 
@@ -114,7 +116,7 @@ type entry struct {
 	// hibernated is the agent client closed by the last hibernation, and
 	// successors maps each such client to the one that reached the same
 	// processes after the restore, so followers of a process move on
-	// (processledger.go, hibernate.go). Under mu.
+	// (internal/controller/processes, hibernate.go). Under mu.
 	hibernated *client.Client
 	successors map[*client.Client]*client.Client
 }
@@ -159,6 +161,7 @@ func New(opts Options) (*Controller, error) {
 		lifetimeWake: make(chan struct{}, 1),
 	}
 	c.events.SetUsageSource(c.usageSource()) // events.go
+	c.procs = processes.New(c)               // processes.go
 	return c, nil
 }
 

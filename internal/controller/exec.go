@@ -4,20 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
-	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/ledger"
 )
-
-// userRE admits a user name or uid, optionally with a group name or gid
-// (the forms an image's User takes); the agent resolves it.
-var userRE = lazyre.New(`^([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10})(:([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10}))?$`)
 
 // ExitCommandNotFound is what a shell reports for a missing command; exec
 // reports the same so scripts behave as they would locally.
@@ -38,7 +32,7 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		}
 		return c.sessionExec(ctx, ref, req, emit) // sessions.go
 	}
-	if err := validateExec(&req); err != nil {
+	if err := rules.Exec(&req); err != nil {
 		return err
 	}
 	timeout := c.cfg.ExecTimeout
@@ -138,38 +132,5 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		_ = send(api.ExecEvent{Type: api.EventStderr, Data: []byte(note)})
 	}
 	_ = send(end)
-	return nil
-}
-
-func validateExec(req *api.ExecRequest) error {
-	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
-		return errdefs.Invalid("cmd is empty: give the command and its arguments")
-	}
-	if len(req.Cmd) > maxCmdArgs {
-		return errdefs.Invalid("cmd has %d arguments, at most %d", len(req.Cmd), maxCmdArgs)
-	}
-	n := 0
-	for _, a := range req.Cmd {
-		n += len(a)
-		if strings.ContainsRune(a, 0) {
-			return errdefs.Invalid("cmd arguments must not contain NUL bytes")
-		}
-	}
-	if n > maxCmdBytes {
-		return errdefs.Invalid("cmd is %d bytes, at most %d", n, maxCmdBytes)
-	}
-	if err := validateEnv(req.Env); err != nil {
-		return err
-	}
-	// An empty user is the sandbox's default: "user", or its image's User.
-	if req.User != "" && !userRE.MatchString(req.User) {
-		return errdefs.Invalid("user %q is not a valid user name", req.User)
-	}
-	if strings.ContainsRune(req.Cwd, 0) || len(req.Cwd) > 4096 {
-		return errdefs.Invalid("cwd is not a valid path")
-	}
-	if len(req.Stdin) > api.MaxExecStdin {
-		return errdefs.Invalid("stdin is %d bytes, at most %d", len(req.Stdin), api.MaxExecStdin)
-	}
 	return nil
 }

@@ -39,7 +39,7 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	if err := validateName(req.Name); err != nil {
 		return nil, err
 	}
-	if err := validateEnv(req.Env); err != nil {
+	if err := rules.Env(req.Env); err != nil {
 		return nil, err
 	}
 	if err := validateLabels(req.Labels); err != nil {

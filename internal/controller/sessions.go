@@ -25,10 +25,10 @@ const (
 // sandbox first). Sessions live in the sandbox's agent: a stop or a
 // restart of the sandbox ends them.
 func (c *Controller) CreateSession(ctx context.Context, ref string, req api.CreateSessionRequest) (*api.Session, error) {
-	if req.User != "" && !userRE.MatchString(req.User) {
+	if req.User != "" && !rules.ValidUser(req.User) {
 		return nil, errdefs.Invalid("user %q is not a valid user name", req.User)
 	}
-	if err := validateEnv(req.Env); err != nil {
+	if err := rules.Env(req.Env); err != nil {
 		return nil, err
 	}
 	if strings.ContainsRune(req.Cwd, 0) || len(req.Cwd) > 4096 {
@@ -87,8 +87,8 @@ func sessionCommand(req *api.ExecRequest) (string, error) {
 	if len(req.Cmd) == 0 {
 		return "", errdefs.Invalid("cmd is empty: give the shell command to run in the session")
 	}
-	if len(req.Cmd) > maxCmdArgs {
-		return "", errdefs.Invalid("cmd has %d arguments, at most %d", len(req.Cmd), maxCmdArgs)
+	if len(req.Cmd) > rules.MaxCmdArgs {
+		return "", errdefs.Invalid("cmd has %d arguments, at most %d", len(req.Cmd), rules.MaxCmdArgs)
 	}
 	text := strings.Join(req.Cmd, " ")
 	switch {
@@ -96,8 +96,8 @@ func sessionCommand(req *api.ExecRequest) (string, error) {
 		return "", errdefs.Invalid("queue_timeout needs a session")
 	case strings.TrimSpace(text) == "":
 		return "", errdefs.Invalid("cmd is empty: give the shell command to run in the session")
-	case len(text) > maxCmdBytes:
-		return "", errdefs.Invalid("cmd is %d bytes, at most %d", len(text), maxCmdBytes)
+	case len(text) > rules.MaxCmdBytes:
+		return "", errdefs.Invalid("cmd is %d bytes, at most %d", len(text), rules.MaxCmdBytes)
 	case strings.ContainsRune(text, 0):
 		return "", errdefs.Invalid("cmd must not contain NUL bytes")
 	case len(req.Env) > 0:
@@ -106,7 +106,7 @@ func sessionCommand(req *api.ExecRequest) (string, error) {
 		return "", errdefs.Invalid("cwd cannot be set per command in a session: cd in the session instead")
 	case len(req.Stdin) > 0:
 		return "", errdefs.Invalid("stdin is not available to session commands (they read /dev/null); use a plain exec")
-	case req.User != "" && !userRE.MatchString(req.User):
+	case req.User != "" && !rules.ValidUser(req.User):
 		return "", errdefs.Invalid("user %q is not a valid user name", req.User)
 	}
 	return text, nil

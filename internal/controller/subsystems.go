@@ -36,13 +36,6 @@ func IsID(s string) bool { return idRE.MatchString(s) }
 // ValidRef says whether s can be an id or a name at all.
 func ValidRef(s string) bool { return validRef(s) }
 
-// ValidEnvName says whether s may name an environment variable.
-func ValidEnvName(s string) bool { return envRE.MatchString(s) }
-
-// ValidUser says whether s names a user (a name or uid, optionally with a
-// group) as exec and files take it.
-func ValidUser(s string) bool { return userRE.MatchString(s) }
-
 // RecordedSandbox finds the sandbox ref names that ctx's caller may see: a
 // live one first, then a destroyed one whose ledger is still kept.
 func (c *Controller) RecordedSandbox(ctx context.Context, ref string) (id, name string, err error) {
@@ -52,9 +45,6 @@ func (c *Controller) RecordedSandbox(ctx context.Context, ref string) (id, name 
 // RequireScopeAll refuses, to a key of scope own, an operation on what all
 // callers share (images, templates, pools).
 func RequireScopeAll(ctx context.Context, what string) error { return requireScopeAll(ctx, what) }
-
-// ValidateEnv checks a request's environment variables.
-func ValidateEnv(env map[string]string) error { return validateEnv(env) }
 
 // QueueTimeout reads how long a request may wait for its turn (a session
 // command, a code run): "" is the default, at most an hour.

@@ -276,7 +276,7 @@ func (c *Controller) createFromTemplate(ctx context.Context, req api.CreateSandb
 // already: start false) and waits for its readiness check.
 func (c *Controller) startAndWait(ctx context.Context, id string, tpl *store.Template, start bool) error {
 	if start {
-		if _, err := c.StartProcess(ctx, id, api.StartProcessRequest{
+		if _, err := c.procs.Start(ctx, id, api.StartProcessRequest{
 			ID: startProcessID, Cmd: tpl.Spec.Start, Cwd: tpl.Spec.Cwd, User: startUser(tpl),
 		}); err != nil {
 			return fmt.Errorf("template %s: start command: %w", tpl.Name, err)
@@ -295,7 +295,7 @@ func (c *Controller) startAndWait(ctx context.Context, id string, tpl *store.Tem
 	} else {
 		w.For, w.Pattern = api.WaitLog, r.Log
 	}
-	if _, err := c.WaitProcess(ctx, id, startProcessID, w); err != nil {
+	if _, err := c.procs.Wait(ctx, id, startProcessID, w); err != nil {
 		return fmt.Errorf("template %s: readiness check did not pass: %v: %w", tpl.Name, err, errdefs.ErrUnavailable)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/ledger"
 )
@@ -88,7 +89,7 @@ func validateTerminal(o *TerminalOptions) error {
 	if len(o.Cmd) == 0 {
 		o.Cmd = DefaultTerminalCmd
 	}
-	if err := validateExec(&api.ExecRequest{Cmd: o.Cmd, Env: o.Env, Cwd: o.Cwd, User: o.User}); err != nil {
+	if err := rules.Exec(&api.ExecRequest{Cmd: o.Cmd, Env: o.Env, Cwd: o.Cwd, User: o.User}); err != nil {
 		return err
 	}
 	if o.Cols == 0 && o.Rows == 0 {

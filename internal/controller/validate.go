@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/controller/admission"
 	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -18,19 +17,14 @@ import (
 const idLen = 20
 
 var (
-	idRE  = lazyre.New(`^[a-z0-9]{1,32}$`)
-	envRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,255}$`)
+	idRE = lazyre.New(`^[a-z0-9]{1,32}$`)
 	// Label keys follow Kubernetes' shape loosely: short, no '=' or ','.
 	labelKeyRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$`)
 )
 
 const (
-	maxEnv        = 256
-	maxEnvValue   = 32 << 10
 	maxLabels     = 64
 	maxLabelValue = 256
-	maxCmdArgs    = 4096
-	maxCmdBytes   = 1 << 20
 )
 
 func newID() string {
@@ -55,24 +49,6 @@ func validateName(name string) error {
 	}
 	if !rules.ValidName(name) {
 		return errdefs.Invalid("name %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", name)
-	}
-	return nil
-}
-
-func validateEnv(env map[string]string) error {
-	if len(env) > maxEnv {
-		return errdefs.Invalid("too many environment variables (%d, at most %d)", len(env), maxEnv)
-	}
-	for k, v := range env {
-		if !envRE.MatchString(k) {
-			return errdefs.Invalid("environment variable name %q is not valid", k)
-		}
-		if strings.HasPrefix(k, wire.EnvPrefix) {
-			return errdefs.Invalid("environment variable %s: the prefix %s is reserved for Paddock's agent", k, wire.EnvPrefix)
-		}
-		if len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
-			return errdefs.Invalid("environment variable %s: value too long or contains NUL", k)
-		}
 	}
 	return nil
 }

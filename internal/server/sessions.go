@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/processes"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -60,7 +60,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	p, err := s.opts.Controller.StartProcess(r.Context(), r.PathValue("id"), req)
+	p, err := s.opts.Controller.Processes().Start(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -72,7 +72,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 const maxCmdBody = 1 << 20
 
 func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
-	list, err := s.opts.Controller.ListProcesses(r.Context(), r.PathValue("id"))
+	list, err := s.opts.Controller.Processes().List(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -81,7 +81,7 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) {
-	p, err := s.opts.Controller.GetProcess(r.Context(), r.PathValue("id"), r.PathValue("pid"))
+	p, err := s.opts.Controller.Processes().Get(r.Context(), r.PathValue("id"), r.PathValue("pid"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -91,7 +91,7 @@ func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) processLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	o := controller.LogsOptions{Stream: q.Get("stream")}
+	o := processes.LogsOptions{Stream: q.Get("stream")}
 	if v := q.Get("offset"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -109,7 +109,7 @@ func (s *Server) processLogs(w http.ResponseWriter, r *http.Request) {
 		o.Follow = b
 	}
 	var out *ndjson
-	err := s.opts.Controller.ProcessLogs(r.Context(), r.PathValue("id"), r.PathValue("pid"), o, func(ev api.ProcessLogEvent) error {
+	err := s.opts.Controller.Processes().Logs(r.Context(), r.PathValue("id"), r.PathValue("pid"), o, func(ev api.ProcessLogEvent) error {
 		if out == nil {
 			out = newNDJSON(w)
 		}
@@ -130,7 +130,7 @@ func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	p, err := s.opts.Controller.KillProcess(r.Context(), r.PathValue("id"), r.PathValue("pid"), req)
+	p, err := s.opts.Controller.Processes().Kill(r.Context(), r.PathValue("id"), r.PathValue("pid"), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -144,7 +144,7 @@ func (s *Server) waitProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res, err := s.opts.Controller.WaitProcess(r.Context(), r.PathValue("id"), r.PathValue("pid"), req)
+	res, err := s.opts.Controller.Processes().Wait(r.Context(), r.PathValue("id"), r.PathValue("pid"), req)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -157,7 +157,7 @@ func backupUser(u string) (string, error) {
 	if u == "" {
 		return "", nil // the sandbox's default user
 	}
-	if !controller.ValidUser(u) {
+	if !rules.ValidUser(u) {
 		return "", errdefs.Invalid("user %q is not a valid user name", u)
 	}
 	return u, nil

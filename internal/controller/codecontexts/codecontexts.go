@@ -50,7 +50,7 @@ func New(core Core, runTimeout time.Duration) *Service {
 // sandbox, starting a stopped sandbox first. Contexts live in the
 // sandbox's agent: a stop or restart of the sandbox ends them.
 func (s *Service) Create(ctx context.Context, ref string, req api.CreateContextRequest) (*api.CodeContext, error) {
-	if req.User != "" && !controller.ValidUser(req.User) {
+	if req.User != "" && !rules.ValidUser(req.User) {
 		return nil, errdefs.Invalid("user %q is not a valid user name", req.User)
 	}
 	switch strings.ToLower(req.Language) {
@@ -61,7 +61,7 @@ func (s *Service) Create(ctx context.Context, ref string, req api.CreateContextR
 	default:
 		return nil, errdefs.Invalid("language %q: want python or javascript", req.Language)
 	}
-	if err := controller.ValidateEnv(req.Env); err != nil {
+	if err := rules.Env(req.Env); err != nil {
 		return nil, err
 	}
 	if strings.ContainsRune(req.Cwd, 0) || len(req.Cwd) > 4096 {
@@ -133,7 +133,7 @@ func (s *Service) Run(ctx context.Context, ref, id string, req api.RunCodeReques
 	case strings.ContainsRune(req.Code, 0):
 		return errdefs.Invalid("code must not contain NUL bytes")
 	}
-	if err := controller.ValidateEnv(req.Env); err != nil {
+	if err := rules.Env(req.Env); err != nil {
 		return err
 	}
 	timeout := s.runTimeout

@@ -1,8 +1,9 @@
-// Package rules holds the shapes that names and durations in requests
-// must have, and how an error message quotes what a caller sent. The
-// controller's core and the packages beside and beneath it (admission)
-// share them, so every kind of object is named and bounded the same way.
-// It imports nothing of Paddock's but its error kinds.
+// Package rules holds the shapes that names, durations and commands in
+// requests must have, and how an error message quotes what a caller sent.
+// The controller's core and the packages beside and beneath it (admission,
+// processes) share them, so every kind of object is named and bounded the
+// same way. It imports nothing of Paddock's but its error kinds, the API's
+// types and the agent's contract (the prefix of the agent's own variables).
 package rules
 
 import (

@@ -14,6 +14,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -58,7 +59,7 @@ func validateWatch(o *Options) error {
 	if len(o.Path) > 4096 || strings.IndexByte(o.Path, 0) >= 0 {
 		return errdefs.Invalid("path is not a valid path")
 	}
-	if o.User != "" && !controller.ValidUser(o.User) {
+	if o.User != "" && !rules.ValidUser(o.User) {
 		return errdefs.Invalid("user %q is not a valid user name", o.User)
 	}
 	if len(o.Include)+len(o.Exclude) > maxWatchGlobs {

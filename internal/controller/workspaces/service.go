@@ -255,7 +255,7 @@ func (s *Service) Run(ctx context.Context, ref string, req api.WorkspaceRunReque
 		return nil, err
 	}
 	for k := range req.Env {
-		if !controller.ValidEnvName(k) {
+		if !rules.ValidEnvName(k) {
 			return nil, errdefs.Invalid("environment variable name %q is not valid", rules.Truncate(k, 64))
 		}
 	}

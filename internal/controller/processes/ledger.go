@@ -1,4 +1,4 @@
-package controller
+package processes
 
 import (
 	"context"
@@ -27,9 +27,9 @@ import (
 // wait was cut off.
 const processWaitRetry = 2 * time.Second
 
-// recordProcessStart records a started background process and follows it
-// to its end in the background.
-func (c *Controller) recordProcessStart(ctx context.Context, sandboxID string, ag *client.Client, req api.StartProcessRequest, p *agentv1.BackgroundProcess) {
+// recordStart records a started background process and follows it to its
+// end in the background.
+func (s *Service) recordStart(ctx context.Context, sandboxID string, ag *client.Client, req api.StartProcessRequest, p *agentv1.BackgroundProcess) {
 	l := ledger.NewCommand(api.LedgerProcessStart, req.Cmd)
 	l.User, l.Cwd, l.Env = req.User, req.Cwd, req.Env
 	if p.GetUser() != "" {
@@ -39,14 +39,14 @@ func (c *Controller) recordProcessStart(ctx context.Context, sandboxID string, a
 	if p.GetPid() != 0 {
 		l.Data["pid"] = strconv.FormatUint(uint64(p.GetPid()), 10)
 	}
-	_ = c.Record(ctx, sandboxID, l.Entry(nil))
+	_ = s.core.Record(ctx, sandboxID, l.Entry(nil))
 	end := *l
 	end.Kind, end.Env = api.LedgerProcessEnd, nil
-	go c.followProcess(sandboxID, ag, &end, p.GetId())
+	go s.follow(sandboxID, ag, &end, p.GetId())
 }
 
-func (c *Controller) followProcess(sandboxID string, ag *client.Client, l *ledger.Command, procID string) {
-	ctx, cancel := c.untilClose()
+func (s *Service) follow(sandboxID string, ag *client.Client, l *ledger.Command, procID string) {
+	ctx, cancel := s.core.UntilClose()
 	defer cancel()
 	for {
 		res, err := ag.WaitBackground(ctx, &agentv1.WaitProcessRequest{
@@ -56,7 +56,7 @@ func (c *Controller) followProcess(sandboxID string, ag *client.Client, l *ledge
 		case ctx.Err() != nil:
 			return // the daemon is stopping; see above
 		case err == nil:
-			_ = c.Record(ctx, sandboxID, l.Entry(processEnd(res.GetProcess(), l.Start)))
+			_ = s.core.Record(ctx, sandboxID, l.Entry(processEnd(res.GetProcess(), l.Start)))
 			return
 		case errors.Is(err, errdefs.ErrDeadlineExceeded):
 			// Still running after an hour's wait. The pause keeps an agent
@@ -69,7 +69,7 @@ func (c *Controller) followProcess(sandboxID string, ag *client.Client, l *ledge
 			}
 			continue
 		case errors.Is(err, errdefs.ErrNotFound):
-			_ = c.Record(ctx, sandboxID, l.Entry(&ledger.End{Note: "end unknown: the sandbox no longer knows the process (it keeps a bounded number of ended ones)"}))
+			_ = s.core.Record(ctx, sandboxID, l.Entry(&ledger.End{Note: "end unknown: the sandbox no longer knows the process (it keeps a bounded number of ended ones)"}))
 			return
 		}
 		for {
@@ -78,62 +78,17 @@ func (c *Controller) followProcess(sandboxID string, ag *client.Client, l *ledge
 				return
 			case <-time.After(processWaitRetry):
 			}
-			host := c.processHost(ctx, sandboxID, ag)
-			if host == hostGone {
-				_ = c.Record(ctx, sandboxID, l.Entry(&ledger.End{Note: "end unknown: the sandbox stopped, restarted or was destroyed, which ended the process"}))
+			now, st := s.core.AgentSince(ctx, sandboxID, ag)
+			if st == Gone {
+				_ = s.core.Record(ctx, sandboxID, l.Entry(&ledger.End{Note: "end unknown: the sandbox stopped, restarted or was destroyed, which ended the process"}))
 				return
 			}
-			if host == hostSame {
-				ag = c.agentNow(sandboxID, ag)
+			if st == Same {
+				ag = now
 				break
 			}
 		}
 	}
-}
-
-// How a process's sandbox stands after a wait on it was cut off.
-const (
-	hostSame   = iota // running on the same agent: wait again
-	hostPaused        // frozen: look again later
-	hostGone          // stopped, restarted, destroyed: its processes ended
-)
-
-func (c *Controller) processHost(ctx context.Context, sandboxID string, ag *client.Client) int {
-	rec, err := c.resolve(ctx, sandboxID)
-	if err != nil {
-		if errors.Is(err, errdefs.ErrNotFound) {
-			return hostGone
-		}
-		return hostPaused // the store did not answer: look again
-	}
-	switch rec.State {
-	case api.StatePaused, api.StateCreating, api.StateHibernating, api.StateHibernated:
-		return hostPaused
-	case api.StateRunning:
-		e := c.entry(sandboxID)
-		e.mu.Lock()
-		cur, now := e.agent, e.current(ag)
-		e.mu.Unlock()
-		switch {
-		case cur == nil:
-			return hostPaused // being adopted or started: look again
-		case now == cur:
-			return hostSame // the same processes (through a restore, maybe)
-		}
-	}
-	return hostGone
-}
-
-// agentNow is the client that reaches the processes ag reached, through
-// the restores since (hibernate.go).
-func (c *Controller) agentNow(sandboxID string, ag *client.Client) *client.Client {
-	e := c.entry(sandboxID)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if now := e.current(ag); now != nil {
-		return now
-	}
-	return ag
 }
 
 // processEnd reads a process's final record. The times are the sandbox's
