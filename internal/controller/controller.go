@@ -19,6 +19,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller/events"
 	"github.com/paddock-dev/paddock/internal/controller/processes"
+	"github.com/paddock-dev/paddock/internal/controller/sessions"
 	"github.com/paddock-dev/paddock/internal/controller/stats"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
@@ -73,16 +74,17 @@ type Controller struct {
 	mu      sync.Mutex
 	entries map[string]*entry
 
-	terms  termTable          // terminals of every sandbox (terminal.go)
-	snaps  snapState          // snapshot bookkeeping (snapshots.go)
-	pools  poolState          // warm pools (pools.go)
-	slots  createSlots        // creates starting at once, per caller (createslots.go)
-	adm    admissionState     // policy, quotas and runtime probes (admission.go, info.go)
-	reaps  reclaimer          // files of destroyed sandboxes removed later (reclaim.go)
-	events events.Hub         // sandbox changes and usage for event streams (events.go)
-	stats  stats.Ring         // the last hour's figures (stats.go)
-	memOK  memimage.Verified  // memory image files hashed unchanged (hibernate.go, memsnapshot.go)
-	procs  *processes.Service // background processes, beneath the core (processes.go)
+	terms    termTable          // terminals of every sandbox (terminal.go)
+	snaps    snapState          // snapshot bookkeeping (snapshots.go)
+	pools    poolState          // warm pools (pools.go)
+	slots    createSlots        // creates starting at once, per caller (createslots.go)
+	adm      admissionState     // policy, quotas and runtime probes (admission.go, info.go)
+	reaps    reclaimer          // files of destroyed sandboxes removed later (reclaim.go)
+	events   events.Hub         // sandbox changes and usage for event streams (events.go)
+	stats    stats.Ring         // the last hour's figures (stats.go)
+	memOK    memimage.Verified  // memory image files hashed unchanged (hibernate.go, memsnapshot.go)
+	procs    *processes.Service // background processes, beneath the core (processes.go)
+	sessions *sessions.Service  // shell sessions, beneath the core (processes.go)
 
 	secretsMu sync.Mutex // secret deletion vs injection rules naming it (secrets.go)
 
@@ -160,8 +162,9 @@ func New(opts Options) (*Controller, error) {
 		// Buffered: a wake sent while the loop is busy is not lost.
 		lifetimeWake: make(chan struct{}, 1),
 	}
-	c.events.SetUsageSource(c.usageSource()) // events.go
-	c.procs = processes.New(c)               // processes.go
+	c.events.SetUsageSource(c.usageSource())              // events.go
+	c.procs = processes.New(c)                            // processes.go
+	c.sessions = sessions.New(c, opts.Config.ExecTimeout) // processes.go
 	return c, nil
 }
 

@@ -30,7 +30,7 @@ func (c *Controller) Exec(ctx context.Context, ref string, req api.ExecRequest, 
 		if len(req.AllowHosts) > 0 {
 			return errdefs.Invalid("allow_hosts cannot be granted to a session command")
 		}
-		return c.sessionExec(ctx, ref, req, emit) // sessions.go
+		return c.sessions.Exec(ctx, ref, req, emit) // internal/controller/sessions
 	}
 	if err := rules.Exec(&req); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/controller/processes"
+	"github.com/paddock-dev/paddock/internal/controller/sessions"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -14,12 +15,20 @@ import (
 // beneath the core: a template's start command is one of its processes,
 // started and waited for inside the core's create. The core makes it in
 // New, handing it itself as its Core, and the API server reaches it
-// through Processes.
+// through Processes. The shell sessions subsystem is made the same way.
 
-var _ processes.Core = (*Controller)(nil)
+var (
+	_ processes.Core = (*Controller)(nil)
+	_ sessions.Core  = (*Controller)(nil)
+)
 
 // Processes is the background processes subsystem.
 func (c *Controller) Processes() *processes.Service { return c.procs }
+
+// Sessions is the shell sessions subsystem (internal/controller/sessions),
+// also beneath the core: an exec naming a session is one of the core's
+// execs, which it hands to the subsystem.
+func (c *Controller) Sessions() *sessions.Service { return c.sessions }
 
 // UntilClose is a context that ends when the controller closes, for work a
 // subsystem keeps going in the background; cancel releases it earlier.

@@ -2,10 +2,6 @@ package controller
 
 import (
 	"context"
-	"time"
-
-	"github.com/paddock-dev/paddock/internal/controller/rules"
-	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
 // What the subsystem packages beside the core (internal/controller/...,
@@ -45,19 +41,3 @@ func (c *Controller) RecordedSandbox(ctx context.Context, ref string) (id, name 
 // RequireScopeAll refuses, to a key of scope own, an operation on what all
 // callers share (images, templates, pools).
 func RequireScopeAll(ctx context.Context, what string) error { return requireScopeAll(ctx, what) }
-
-// QueueTimeout reads how long a request may wait for its turn (a session
-// command, a code run): "" is the default, at most an hour.
-func QueueTimeout(s string) (time.Duration, error) {
-	if s == "" {
-		return defaultQueueTimeout, nil
-	}
-	queue, err := rules.ParseDuration("queue_timeout", s, time.Millisecond)
-	if err != nil {
-		return 0, err
-	}
-	if queue > maxQueueTimeout {
-		return 0, errdefs.Invalid("queue_timeout %s is longer than %s", queue, maxQueueTimeout)
-	}
-	return queue, nil
-}

@@ -127,3 +127,33 @@ func CommandEntry(kind string, cmd []string, user, cwd string, env, data map[str
 	maps.Copy(l.Data, data)
 	return l.Entry(nil)
 }
+
+// WatchExec wraps an exec stream's emit (a plain exec's or a session
+// command's) to keep its end event; end reads it once the stream is over
+// (nil: none was sent, which ExecEnd records as such).
+func WatchExec(emit func(api.ExecEvent) error) (wrapped func(api.ExecEvent) error, end func() *api.ExecEvent) {
+	var last *api.ExecEvent
+	wrapped = func(ev api.ExecEvent) error {
+		if ev.Type == api.EventEnd {
+			e := ev
+			last = &e
+		}
+		return emit(ev)
+	}
+	return wrapped, func() *api.ExecEvent { return last }
+}
+
+// ExecEnd reads an exec stream's end event (nil: none was sent).
+func ExecEnd(end *api.ExecEvent) *End {
+	switch {
+	case end == nil:
+		return &End{Note: "no end: the caller went away or the command did not start; a running command was killed"}
+	case end.Error != nil:
+		return &End{Note: "exec failed, exit status unknown: " + end.Error.Message}
+	}
+	out := &End{ExitCode: end.ExitCode, Signal: end.Signal, TimedOut: end.TimedOut}
+	if end.SessionRestarted {
+		out.Data = map[string]string{"session_restarted": "true"}
+	}
+	return out
+}

@@ -29,7 +29,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sess, err := s.opts.Controller.CreateSession(r.Context(), r.PathValue("id"), req)
+	sess, err := s.opts.Controller.Sessions().Create(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -38,7 +38,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	list, err := s.opts.Controller.ListSessions(r.Context(), r.PathValue("id"))
+	list, err := s.opts.Controller.Sessions().List(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -47,7 +47,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
-	if err := s.opts.Controller.DeleteSession(r.Context(), r.PathValue("id"), r.PathValue("session")); err != nil {
+	if err := s.opts.Controller.Sessions().Delete(r.Context(), r.PathValue("id"), r.PathValue("session")); err != nil {
 		writeError(w, err)
 		return
 	}

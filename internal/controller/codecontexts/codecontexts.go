@@ -143,7 +143,7 @@ func (s *Service) Run(ctx context.Context, ref, id string, req api.RunCodeReques
 			return err
 		}
 	}
-	queue, err := controller.QueueTimeout(req.QueueTimeout)
+	queue, err := rules.QueueTimeout(req.QueueTimeout)
 	if err != nil {
 		return err
 	}

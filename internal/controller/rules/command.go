@@ -2,6 +2,7 @@ package rules
 
 import (
 	"strings"
+	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
@@ -17,6 +18,10 @@ const (
 	MaxCmdBytes = 1 << 20
 	maxEnv      = 256
 	maxEnvValue = 32 << 10
+	// A session command or a code run waits behind earlier ones at most
+	// maxQueueTimeout, by default defaultQueueTimeout.
+	defaultQueueTimeout = 10 * time.Minute
+	maxQueueTimeout     = time.Hour
 )
 
 var (
@@ -89,4 +94,20 @@ func Exec(req *api.ExecRequest) error {
 		return errdefs.Invalid("stdin is %d bytes, at most %d", len(req.Stdin), api.MaxExecStdin)
 	}
 	return nil
+}
+
+// QueueTimeout reads how long a request may wait for its turn (a session
+// command, a code run): "" is the default, at most an hour.
+func QueueTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return defaultQueueTimeout, nil
+	}
+	queue, err := ParseDuration("queue_timeout", s, time.Millisecond)
+	if err != nil {
+		return 0, err
+	}
+	if queue > maxQueueTimeout {
+		return 0, errdefs.Invalid("queue_timeout %s is longer than %s", queue, maxQueueTimeout)
+	}
+	return queue, nil
 }

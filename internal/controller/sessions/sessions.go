@@ -1,4 +1,12 @@
-package controller
+// Package sessions is the shell sessions subsystem: a shell kept running
+// in a sandbox's agent under a name, made, listed and ended here, and the
+// commands run in it one after another (Exec, with exec's stream contract:
+// one start, output, exactly one end), each recorded in the sandbox's
+// ledger as an exec naming its session. It reaches sandboxes through Core.
+// It sits beneath the controller's core, which makes it and implements
+// Core, because an exec naming a session is one of the core's execs; the
+// API server reaches it through the controller.
+package sessions
 
 import (
 	"context"
@@ -14,17 +22,31 @@ import (
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
 
-// Session command queueing: how long a command may wait behind earlier
-// ones by default, and at most.
-const (
-	defaultQueueTimeout = 10 * time.Minute
-	maxQueueTimeout     = time.Hour
-)
+// Core is what the subsystem uses of the controller.
+type Core interface {
+	// Agent reaches a sandbox ctx's caller may use, starting a stopped
+	// one first; done ends the use.
+	Agent(ctx context.Context, ref string) (ag *client.Client, id string, done func(), err error)
+	// Record appends a daemon-made entry to a sandbox's ledger.
+	Record(ctx context.Context, sandboxID string, e api.LedgerEntry) error
+}
 
-// CreateSession starts a shell session in a sandbox (starting a stopped
+// Service serves shell sessions.
+type Service struct {
+	core Core
+	// execTimeout is a command's timeout when its request names none.
+	execTimeout time.Duration
+}
+
+// New returns the subsystem; execTimeout is a command's default timeout.
+func New(core Core, execTimeout time.Duration) *Service {
+	return &Service{core: core, execTimeout: execTimeout}
+}
+
+// Create starts a shell session in a sandbox (starting a stopped
 // sandbox first). Sessions live in the sandbox's agent: a stop or a
 // restart of the sandbox ends them.
-func (c *Controller) CreateSession(ctx context.Context, ref string, req api.CreateSessionRequest) (*api.Session, error) {
+func (s *Service) Create(ctx context.Context, ref string, req api.CreateSessionRequest) (*api.Session, error) {
 	if req.User != "" && !rules.ValidUser(req.User) {
 		return nil, errdefs.Invalid("user %q is not a valid user name", req.User)
 	}
@@ -34,37 +56,45 @@ func (c *Controller) CreateSession(ctx context.Context, ref string, req api.Crea
 	if strings.ContainsRune(req.Cwd, 0) || len(req.Cwd) > 4096 {
 		return nil, errdefs.Invalid("cwd is not a valid path")
 	}
-	return withAgent(ctx, c, ref, func(ag *client.Client) (*api.Session, error) {
-		info, err := ag.CreateSession(ctx, &agentv1.CreateSessionRequest{Name: req.Name, User: req.User, Cwd: req.Cwd, Env: req.Env})
-		if err != nil {
-			return nil, err
-		}
-		s := sessionToAPI(info)
-		return &s, nil
-	})
+	ag, _, done, err := s.core.Agent(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	info, err := ag.CreateSession(ctx, &agentv1.CreateSessionRequest{Name: req.Name, User: req.User, Cwd: req.Cwd, Env: req.Env})
+	if err != nil {
+		return nil, err
+	}
+	out := sessionToAPI(info)
+	return &out, nil
 }
 
-// ListSessions lists a sandbox's sessions, oldest first.
-func (c *Controller) ListSessions(ctx context.Context, ref string) ([]api.Session, error) {
-	return withAgent(ctx, c, ref, func(ag *client.Client) ([]api.Session, error) {
-		list, err := ag.ListSessions(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]api.Session, 0, len(list))
-		for _, s := range list {
-			out = append(out, sessionToAPI(s))
-		}
-		return out, nil
-	})
+// List lists a sandbox's sessions, oldest first.
+func (s *Service) List(ctx context.Context, ref string) ([]api.Session, error) {
+	ag, _, done, err := s.core.Agent(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	list, err := ag.ListSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Session, 0, len(list))
+	for _, info := range list {
+		out = append(out, sessionToAPI(info))
+	}
+	return out, nil
 }
 
-// DeleteSession ends a session's shell and the jobs it started.
-func (c *Controller) DeleteSession(ctx context.Context, ref, name string) error {
-	_, err := withAgent(ctx, c, ref, func(ag *client.Client) (struct{}, error) {
-		return struct{}{}, ag.DeleteSession(ctx, name)
-	})
-	return err
+// Delete ends a session's shell and the jobs it started.
+func (s *Service) Delete(ctx context.Context, ref, name string) error {
+	ag, _, done, err := s.core.Agent(ctx, ref)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return ag.DeleteSession(ctx, name)
 }
 
 func sessionToAPI(s *agentv1.SessionInfo) api.Session {
@@ -112,24 +142,24 @@ func sessionCommand(req *api.ExecRequest) (string, error) {
 	return text, nil
 }
 
-// sessionExec runs a command in a session with Exec's stream contract:
-// one start, output, exactly one end with the real status or an error.
-func (c *Controller) sessionExec(ctx context.Context, ref string, req api.ExecRequest, emit Emit) error {
+// Exec runs a command in a session with exec's stream contract: one
+// start, output, exactly one end with the real status or an error.
+func (s *Service) Exec(ctx context.Context, ref string, req api.ExecRequest, emit func(api.ExecEvent) error) error {
 	text, err := sessionCommand(&req)
 	if err != nil {
 		return err
 	}
-	timeout := c.cfg.ExecTimeout
+	timeout := s.execTimeout
 	if req.Timeout != "" {
 		if timeout, err = rules.ParseDuration("timeout", req.Timeout, time.Millisecond); err != nil {
 			return err
 		}
 	}
-	queue, err := QueueTimeout(req.QueueTimeout)
+	queue, err := rules.QueueTimeout(req.QueueTimeout)
 	if err != nil {
 		return err
 	}
-	ag, sandboxID, done, err := c.Agent(ctx, ref)
+	ag, sandboxID, done, err := s.core.Agent(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -138,8 +168,8 @@ func (c *Controller) sessionExec(ctx context.Context, ref string, req api.ExecRe
 	// was given when it was created and is not the command's.
 	l := ledger.NewCommand(api.LedgerExec, req.Cmd)
 	l.User, l.Data["session"] = req.User, req.Session
-	emit, recordExec := c.ledgerExec(ctx, sandboxID, l, emit)
-	defer recordExec()
+	emit, streamEnd := ledger.WatchExec(emit)
+	defer func() { _ = s.core.Record(ctx, sandboxID, l.Entry(ledger.ExecEnd(streamEnd()))) }()
 
 	started := false
 	var emitErr error

@@ -1,4 +1,4 @@
-package controller
+package ledger
 
 import (
 	"strings"
@@ -23,10 +23,30 @@ func TestExecEnd(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := execEnd(tc.ev)
+			e := ExecEnd(tc.ev)
 			if (e.ExitCode == nil) != (tc.code == nil) || !strings.Contains(e.Note, tc.note) || e.Data["session_restarted"] != tc.data["session_restarted"] {
-				t.Fatalf("execEnd = %+v", e)
+				t.Fatalf("ExecEnd = %+v", e)
 			}
 		})
+	}
+}
+
+func TestWatchExecKeepsTheEnd(t *testing.T) {
+	var sent []string
+	emit, end := WatchExec(func(ev api.ExecEvent) error {
+		sent = append(sent, ev.Type)
+		return nil
+	})
+	if end() != nil {
+		t.Fatal("an end before any event")
+	}
+	code := 2
+	for _, ev := range []api.ExecEvent{{Type: api.EventStart}, {Type: api.EventStdout, Data: []byte("x")}, {Type: api.EventEnd, ExitCode: &code}} {
+		if err := emit(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := end(); got == nil || got.ExitCode == nil || *got.ExitCode != 2 || len(sent) != 3 {
+		t.Fatalf("end %+v after %v", got, sent)
 	}
 }
