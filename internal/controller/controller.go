@@ -21,6 +21,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/processes"
 	"github.com/paddock-dev/paddock/internal/controller/sessions"
 	"github.com/paddock-dev/paddock/internal/controller/stats"
+	"github.com/paddock-dev/paddock/internal/controller/terminals"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/ledger"
@@ -74,7 +75,6 @@ type Controller struct {
 	mu      sync.Mutex
 	entries map[string]*entry
 
-	terms    termTable          // terminals of every sandbox (terminal.go)
 	snaps    snapState          // snapshot bookkeeping (snapshots.go)
 	pools    poolState          // warm pools (pools.go)
 	slots    createSlots        // creates starting at once, per caller (createslots.go)
@@ -85,6 +85,7 @@ type Controller struct {
 	memOK    memimage.Verified  // memory image files hashed unchanged (hibernate.go, memsnapshot.go)
 	procs    *processes.Service // background processes, beneath the core (processes.go)
 	sessions *sessions.Service  // shell sessions, beneath the core (processes.go)
+	terms    *terminals.Service // terminals of every sandbox, beneath the core (processes.go)
 
 	secretsMu sync.Mutex // secret deletion vs injection rules naming it (secrets.go)
 
@@ -165,6 +166,7 @@ func New(opts Options) (*Controller, error) {
 	c.events.SetUsageSource(c.usageSource())              // events.go
 	c.procs = processes.New(c)                            // processes.go
 	c.sessions = sessions.New(c, opts.Config.ExecTimeout) // processes.go
+	c.terms = terminals.New(c, opts.Logger)               // processes.go
 	return c, nil
 }
 

@@ -286,7 +286,7 @@ func (c *Controller) reconcileHibernation(ctx, dctx context.Context, e *entry, r
 		if err := c.adopt(ctx, e, rec); err == nil {
 			c.dropMemory(rec.ID)
 			_ = c.setState(ctx, rec, api.StateRunning, step+" interrupted by a daemon restart; the sandbox runs on", true)
-			go c.recoverTerminals(System(context.Background()), rec.ID) // terminal_recover.go
+			go c.terms.Recover(System(context.Background()), rec.ID) // internal/controller/terminals
 			return
 		}
 		_ = b.Stop(dctx, rec.ID)

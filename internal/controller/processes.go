@@ -8,6 +8,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/controller/processes"
 	"github.com/paddock-dev/paddock/internal/controller/sessions"
+	"github.com/paddock-dev/paddock/internal/controller/terminals"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -15,11 +16,14 @@ import (
 // beneath the core: a template's start command is one of its processes,
 // started and waited for inside the core's create. The core makes it in
 // New, handing it itself as its Core, and the API server reaches it
-// through Processes. The shell sessions subsystem is made the same way.
+// through Processes. The shell sessions and terminals subsystems are made
+// the same way; the core has the terminals subsystem adopt a sandbox's
+// terminals when it adopts the sandbox (reconcile.go, hibernate.go).
 
 var (
 	_ processes.Core = (*Controller)(nil)
 	_ sessions.Core  = (*Controller)(nil)
+	_ terminals.Core = (*Controller)(nil)
 )
 
 // Processes is the background processes subsystem.
@@ -29,6 +33,35 @@ func (c *Controller) Processes() *processes.Service { return c.procs }
 // also beneath the core: an exec naming a session is one of the core's
 // execs, which it hands to the subsystem.
 func (c *Controller) Sessions() *sessions.Service { return c.sessions }
+
+// Terminals is the terminals subsystem (internal/controller/terminals).
+func (c *Controller) Terminals() *terminals.Service { return c.terms }
+
+// SandboxState finds the sandbox ref names for ctx's caller: its id and
+// state.
+func (c *Controller) SandboxState(ctx context.Context, ref string) (id, state string, err error) {
+	rec, err := c.resolve(ctx, ref)
+	if err != nil {
+		return "", "", err
+	}
+	return rec.ID, rec.State, nil
+}
+
+// LiveAgent is the agent of sandbox id while it runs, nil otherwise: read
+// under the sandbox's lock, so not one a stop is taking away.
+func (c *Controller) LiveAgent(ctx context.Context, id string) *client.Client {
+	e := c.entry(id)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rec, err := c.resolve(ctx, id)
+	if err != nil || rec.State != api.StateRunning {
+		return nil
+	}
+	return e.agent
+}
+
+// Closed says whether Close has been called.
+func (c *Controller) Closed() bool { return c.closed() }
 
 // UntilClose is a context that ends when the controller closes, for work a
 // subsystem keeps going in the background; cancel releases it earlier.

@@ -134,7 +134,7 @@ func (c *Controller) reconcileOne(ctx context.Context, rec *store.Sandbox) {
 			}
 			log.Info("re-adopted running sandbox")
 			// Waits for e.mu, held here; adopts the sandbox's terminals.
-			go c.recoverTerminals(System(context.Background()), rec.ID) // terminal_recover.go
+			go c.terms.Recover(System(context.Background()), rec.ID) // internal/controller/terminals
 		case runtime.StatusStopped:
 			// A container that died while the daemon was away says why,
 			// as one that dies under its eyes does (death.go); one gone

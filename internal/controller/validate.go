@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"crypto/rand"
 	"fmt"
 	"strings"
 
@@ -27,17 +26,7 @@ const (
 	maxLabelValue = 256
 )
 
-func newID() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, idLen)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand never fails on Linux
-	}
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return string(b)
-}
+func newID() string { return rules.RandomID(idLen) }
 
 // validRef reports whether s can be a sandbox id or name at all; anything
 // else is refused before it reaches the store.

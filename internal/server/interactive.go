@@ -12,7 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/terminals"
 	"github.com/paddock-dev/paddock/internal/controller/watches"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
@@ -63,9 +63,9 @@ func queryBool(q map[string][]string, name string) (bool, error) {
 	return false, nil
 }
 
-func terminalOptions(r *http.Request) (controller.TerminalOptions, error) {
+func terminalOptions(r *http.Request) (terminals.Options, error) {
 	q := r.URL.Query()
-	var o controller.TerminalOptions
+	var o terminals.Options
 	if len(q["cmd"]) > maxQueryValues || len(q["env"]) > maxQueryValues {
 		return o, errdefs.Invalid("at most %d cmd and env values", maxQueryValues)
 	}
@@ -114,18 +114,18 @@ func cutEq(s string) (string, string, bool) {
 // both ways, text frames are api.PTYMessage control messages. Errors found
 // before the upgrade are ordinary HTTP errors.
 func (s *Server) pty(w http.ResponseWriter, r *http.Request) {
-	var tc *controller.TermConn
+	var tc *terminals.Conn
 	var err error
 	if tid := r.URL.Query().Get("terminal"); tid != "" {
 		if !terminalIDRE.MatchString(tid) {
 			writeError(w, errdefs.Invalid("terminal %q is not a terminal id", tid))
 			return
 		}
-		tc, err = s.opts.Controller.AttachTerminal(r.Context(), r.PathValue("id"), tid)
+		tc, err = s.opts.Controller.Terminals().Attach(r.Context(), r.PathValue("id"), tid)
 	} else {
-		var o controller.TerminalOptions
+		var o terminals.Options
 		if o, err = terminalOptions(r); err == nil {
-			tc, err = s.opts.Controller.OpenTerminal(r.Context(), r.PathValue("id"), o)
+			tc, err = s.opts.Controller.Terminals().Open(r.Context(), r.PathValue("id"), o)
 		}
 	}
 	if err != nil {
@@ -157,7 +157,7 @@ func writeControl(ctx context.Context, conn *websocket.Conn, m api.PTYMessage) e
 	return writeMsg(ctx, conn, websocket.MessageText, b)
 }
 
-func (s *Server) servePTY(ctx context.Context, conn *websocket.Conn, tc *controller.TermConn) {
+func (s *Server) servePTY(ctx context.Context, conn *websocket.Conn, tc *terminals.Conn) {
 	info := tc.Info()
 	if err := writeControl(ctx, conn, api.PTYMessage{Type: api.PTYReady, Terminal: &info}); err != nil {
 		return
@@ -207,7 +207,7 @@ func (s *Server) servePTY(ctx context.Context, conn *websocket.Conn, tc *control
 	}
 }
 
-func (s *Server) readPTY(ctx context.Context, conn *websocket.Conn, tc *controller.TermConn) {
+func (s *Server) readPTY(ctx context.Context, conn *websocket.Conn, tc *terminals.Conn) {
 	for {
 		typ, p, err := conn.Read(ctx)
 		if err != nil {
@@ -252,7 +252,7 @@ func (l internalLog) LogInternal(ref string, err error) {
 }
 
 func (s *Server) listTerminals(w http.ResponseWriter, r *http.Request) {
-	ts, err := s.opts.Controller.Terminals(r.Context(), r.PathValue("id"))
+	ts, err := s.opts.Controller.Terminals().List(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -266,7 +266,7 @@ func (s *Server) killTerminal(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalid("terminal %q is not a terminal id", tid))
 		return
 	}
-	if err := s.opts.Controller.KillTerminal(r.Context(), r.PathValue("id"), tid); err != nil {
+	if err := s.opts.Controller.Terminals().Kill(r.Context(), r.PathValue("id"), tid); err != nil {
 		writeError(w, err)
 		return
 	}

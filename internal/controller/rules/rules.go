@@ -7,6 +7,7 @@
 package rules
 
 import (
+	"crypto/rand"
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -45,4 +46,18 @@ func Truncate(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// RandomID returns n random characters of [a-z0-9]: the alphabet of
+// sandbox ids, valid as a hostname, a path element and an E2B id.
+func RandomID(n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
 }

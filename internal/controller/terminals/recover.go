@@ -1,4 +1,4 @@
-package controller
+package terminals
 
 import (
 	"context"
@@ -70,27 +70,15 @@ func (r *termRecovery) markAdopted(id string, ag *client.Client) {
 
 func terminalTag(tid string) string { return client.TerminalTagPrefix + tid }
 
-// liveAgent returns the agent of a running sandbox without waking it.
-func (c *Controller) liveAgent(ctx context.Context, id string) *client.Client {
-	e := c.entry(id)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rec, err := c.resolve(ctx, id)
-	if err != nil || rec.State != api.StateRunning {
-		return nil
-	}
-	return e.agent
-}
-
 // recoverTerminals adopts the terminals the sandbox's agent keeps that this
 // daemon does not follow yet. Failures are logged: the terminals stay in the
 // agent and the next call tries again.
-func (c *Controller) recoverTerminals(ctx context.Context, id string) {
-	ag := c.liveAgent(ctx, id)
+func (s *Service) Recover(ctx context.Context, id string) {
+	ag := s.core.LiveAgent(ctx, id)
 	if ag == nil {
 		return
 	}
-	r := &c.terms.recovery
+	r := &s.terms.recovery
 	if r.adopted(id, ag) {
 		return
 	}
@@ -107,27 +95,27 @@ func (c *Controller) recoverTerminals(ctx context.Context, id string) {
 		return
 	}
 	if err != nil {
-		c.log.Warn("list the sandbox's terminals", "sandbox", id, "err", err)
+		s.log.Warn("list the sandbox's terminals", "sandbox", id, "err", err)
 		return
 	}
 	if len(states) > maxAdopt {
 		// More than the agent should keep: adopt the newest, not whatever
 		// a misbehaving agent sends.
-		c.log.Warn("agent reports more terminals than it may have", "sandbox", id, "count", len(states))
+		s.log.Warn("agent reports more terminals than it may have", "sandbox", id, "count", len(states))
 		states = states[len(states)-maxAdopt:]
 	}
 	var ended []*terminal
 	for _, st := range states {
 		tid := strings.TrimPrefix(st.Tag, client.TerminalTagPrefix)
-		if !termIDRE.MatchString(tid) || c.terms.get(id, tid) != nil {
+		if !termIDRE.MatchString(tid) || s.terms.get(id, tid) != nil {
 			continue
 		}
-		sctx, stop := context.WithCancel(System(context.Background()))
+		sctx, stop := s.core.UntilClose()
 		stream, pid, err := ag.ConnectPTY(sctx, st.Tag)
 		if err != nil {
 			// It ended and someone read its end in between: nothing to adopt.
 			stop()
-			c.log.Info("terminal gone before it could be adopted", "sandbox", id, "terminal", tid, "err", err)
+			s.log.Info("terminal gone before it could be adopted", "sandbox", id, "terminal", tid, "err", err)
 			continue
 		}
 		cols, rows := st.Cols, st.Rows
@@ -137,18 +125,18 @@ func (c *Controller) recoverTerminals(ctx context.Context, id string) {
 		t := &terminal{
 			id: tid, sandbox: id, ag: ag, pid: pid, cmd: st.Cmd,
 			created: time.Unix(0, st.Created).UTC(), stop: stop, cols: cols, rows: rows,
-			clients: make(map[*TermConn]struct{}), done: make(chan struct{}),
+			clients: make(map[*Conn]struct{}), done: make(chan struct{}),
 		}
 		if !st.Exited {
 			t.ledger = adoptedTerminalLedger(t) // terminalledger.go
 		}
-		c.terms.add(t)
+		s.terms.add(t)
 		t.armDetached()
-		go c.followTerminal(t, stream)
+		go s.follow(t, stream)
 		if st.Exited {
 			ended = append(ended, t)
 		}
-		c.log.Info("terminal adopted", "sandbox", id, "terminal", tid, "pid", pid, "exited", st.Exited)
+		s.log.Info("terminal adopted", "sandbox", id, "terminal", tid, "pid", pid, "exited", st.Exited)
 	}
 	deadline := time.NewTimer(recoverWait)
 	defer deadline.Stop()
@@ -167,7 +155,7 @@ func (t *terminal) armDetached() {
 	defer t.mu.Unlock()
 	if len(t.clients) == 0 && !t.exited && t.detached == nil {
 		t.detached = time.AfterFunc(termDetachedLimit, func() {
-			ctx, cancel := context.WithTimeout(System(context.Background()), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = t.kill(ctx)
 		})
@@ -176,9 +164,9 @@ func (t *terminal) armDetached() {
 
 // noTerminal explains a terminal that is not there: a sandbox that is not
 // running has no terminals, since stopping it ended them.
-func (c *Controller) noTerminal(ctx context.Context, id, tid string) error {
-	if rec, err := c.resolve(ctx, id); err == nil && rec.State != api.StateRunning {
-		return errdefs.NotFound("terminal %q in sandbox %s: the sandbox is %s, and stopping it ended its terminals", tid, id, rec.State)
+func (s *Service) noTerminal(ctx context.Context, id, tid string) error {
+	if _, state, err := s.core.SandboxState(ctx, id); err == nil && state != api.StateRunning {
+		return errdefs.NotFound("terminal %q in sandbox %s: the sandbox is %s, and stopping it ended its terminals", tid, id, state)
 	}
 	return errdefs.NotFound("terminal %q in sandbox %s", tid, id)
 }

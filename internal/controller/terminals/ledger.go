@@ -1,4 +1,4 @@
-package controller
+package terminals
 
 import (
 	"context"
@@ -9,17 +9,17 @@ import (
 	"github.com/paddock-dev/paddock/internal/ledger"
 )
 
-// recordTerminalOpen writes a terminal's terminal_open entry and returns
+// recordOpen writes a terminal's terminal_open entry and returns
 // the record its end is written from. The TERM the daemon sets is not the
 // caller's and is left out of the env names. asked is when the agent was
 // asked to start the process: its duration counts from there.
-func (c *Controller) recordTerminalOpen(ctx context.Context, t *terminal, o TerminalOptions, asked time.Time) *ledger.Command {
+func (s *Service) recordOpen(ctx context.Context, t *terminal, o Options, asked time.Time) *ledger.Command {
 	l := ledger.NewCommand(api.LedgerTerminalOpen, o.Cmd)
 	l.Start = asked
 	l.User, l.Cwd, l.Env = o.User, o.Cwd, o.Env
 	l.Data["terminal"] = t.id
 	l.Data["pid"] = strconv.FormatUint(uint64(t.pid), 10)
-	_ = c.Record(ctx, t.sandbox, l.Entry(nil))
+	_ = s.core.Record(ctx, t.sandbox, l.Entry(nil))
 	end := *l
 	end.Kind, end.Env = api.LedgerTerminalEnd, nil
 	return &end
@@ -35,11 +35,11 @@ func adoptedTerminalLedger(t *terminal) *ledger.Command {
 	return l
 }
 
-// recordTerminalEnd writes a terminal's terminal_end entry once its
+// recordEnd writes a terminal's terminal_end entry once its
 // process ended or its stream broke; not when the daemon's own shutdown
 // cut the stream (the next daemon adopts the terminal).
-func (c *Controller) recordTerminalEnd(t *terminal) {
-	if t.ledger == nil || c.closed() {
+func (s *Service) recordEnd(t *terminal) {
+	if t.ledger == nil || s.core.Closed() {
 		return
 	}
 	t.mu.Lock()
@@ -51,5 +51,7 @@ func (c *Controller) recordTerminalEnd(t *terminal) {
 	} else {
 		end.ExitCode = &code
 	}
-	_ = c.Record(System(context.Background()), t.sandbox, t.ledger.Entry(end))
+	ctx, cancel := s.core.UntilClose()
+	defer cancel()
+	_ = s.core.Record(ctx, t.sandbox, t.ledger.Entry(end))
 }

@@ -1,8 +1,20 @@
-package controller
+// Package terminals is the terminals subsystem: a process on a terminal in
+// a sandbox's agent that lives on when its clients detach, attached to by
+// any number of clients at once (each gets the recent output first, and a
+// client that falls behind is dropped rather than stalling the others),
+// resized and signalled, killed when nobody has been attached for
+// termDetachedLimit, and adopted again after a daemon restart or a restore
+// (recover.go). Each opening and end is recorded in the sandbox's ledger
+// (ledger.go). It reaches sandboxes through Core. It sits beneath the
+// controller's core, which makes it, implements Core, and has it adopt a
+// sandbox's terminals when it adopts the sandbox; the API server reaches
+// it through the controller.
+package terminals
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -31,17 +43,50 @@ const (
 	termIDLen      = 12
 )
 
-// DefaultTerminalCmd starts the user's login shell: bash when the image
-// has it, sh otherwise.
-var DefaultTerminalCmd = []string{"/bin/sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash -l; fi; exec sh -l"}
+// DefaultCmd starts the user's login shell: bash when the image has it,
+// sh otherwise.
+var DefaultCmd = []string{"/bin/sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash -l; fi; exec sh -l"}
 
-// TerminalOptions describe a new terminal. Zero values take defaults.
-type TerminalOptions struct {
+// Options describe a new terminal. Zero values take defaults.
+type Options struct {
 	Cmd        []string
 	Env        map[string]string
 	Cwd        string
 	User       string
 	Cols, Rows int
+}
+
+// Core is what the subsystem uses of the controller.
+type Core interface {
+	// Agent reaches a sandbox ctx's caller may use, starting a stopped
+	// one first; done ends the use.
+	Agent(ctx context.Context, ref string) (ag *client.Client, id string, done func(), err error)
+	// Record appends a daemon-made entry to a sandbox's ledger.
+	Record(ctx context.Context, sandboxID string, e api.LedgerEntry) error
+	// SandboxState finds the sandbox ref names for ctx's caller: its id
+	// and state.
+	SandboxState(ctx context.Context, ref string) (id, state string, err error)
+	// LiveAgent is the agent of sandbox id while it runs, nil otherwise.
+	LiveAgent(ctx context.Context, id string) *client.Client
+	// UntilClose is a context that ends when the daemon closes.
+	UntilClose() (context.Context, context.CancelFunc)
+	// Closed says whether the daemon is closing.
+	Closed() bool
+}
+
+// Service serves terminals.
+type Service struct {
+	core  Core
+	log   *slog.Logger
+	terms termTable
+}
+
+// New returns the subsystem.
+func New(core Core, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{core: core, log: log}
 }
 
 type termTable struct {
@@ -66,7 +111,7 @@ type terminal struct {
 	cols     int
 	rows     int
 	ring     []byte
-	clients  map[*TermConn]struct{}
+	clients  map[*Conn]struct{}
 	exited   bool
 	exitCode int
 	signal   string
@@ -75,8 +120,8 @@ type terminal struct {
 	done     chan struct{}
 }
 
-// TermConn is one client attached to a terminal.
-type TermConn struct {
+// Conn is one client attached to a terminal.
+type Conn struct {
 	t       *terminal
 	out     chan []byte
 	kicked  chan struct{}
@@ -85,9 +130,9 @@ type TermConn struct {
 	once    sync.Once
 }
 
-func validateTerminal(o *TerminalOptions) error {
+func validateTerminal(o *Options) error {
 	if len(o.Cmd) == 0 {
-		o.Cmd = DefaultTerminalCmd
+		o.Cmd = DefaultCmd
 	}
 	if err := rules.Exec(&api.ExecRequest{Cmd: o.Cmd, Env: o.Env, Cwd: o.Cwd, User: o.User}); err != nil {
 		return err
@@ -105,18 +150,18 @@ func checkSize(cols, rows int) error {
 	return nil
 }
 
-// OpenTerminal starts a process on a new terminal in a sandbox and attaches
+// Open starts a process on a new terminal in a sandbox and attaches
 // the caller to it. The terminal lives on when the caller detaches.
-func (c *Controller) OpenTerminal(ctx context.Context, ref string, o TerminalOptions) (*TermConn, error) {
+func (s *Service) Open(ctx context.Context, ref string, o Options) (*Conn, error) {
 	if err := validateTerminal(&o); err != nil {
 		return nil, err
 	}
-	ag, id, done, err := c.Agent(ctx, ref)
+	ag, id, done, err := s.core.Agent(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	c.recoverTerminals(ctx, id)
-	if n := c.terms.live(id); n >= api.MaxTerminals {
+	s.Recover(ctx, id)
+	if n := s.terms.live(id); n >= api.MaxTerminals {
 		done()
 		return nil, fmt.Errorf("sandbox %s has %d terminals, the most it may have; close some first: %w", id, n, errdefs.ErrResourceExhausted)
 	}
@@ -124,7 +169,7 @@ func (c *Controller) OpenTerminal(ctx context.Context, ref string, o TerminalOpt
 	for k, v := range o.Env {
 		env[k] = v
 	}
-	tid := "t" + newID()[:termIDLen]
+	tid := "t" + rules.RandomID(termIDLen)
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	// The process may end before StartPTY returns to us: its duration is
 	// measured from the request, never from after the start.
@@ -138,48 +183,48 @@ func (c *Controller) OpenTerminal(ctx context.Context, ref string, o TerminalOpt
 	t := &terminal{
 		id: tid, sandbox: id, ag: ag, pid: pid, cmd: o.Cmd,
 		created: time.Now().UTC(), stop: stop, cols: o.Cols, rows: o.Rows,
-		clients: make(map[*TermConn]struct{}), done: make(chan struct{}),
+		clients: make(map[*Conn]struct{}), done: make(chan struct{}),
 	}
-	t.ledger = c.recordTerminalOpen(ctx, t, o, asked) // terminalledger.go
-	c.terms.add(t)
+	t.ledger = s.recordOpen(ctx, t, o, asked) // terminalledger.go
+	s.terms.add(t)
 	conn := t.attach(done)
-	go c.followTerminal(t, stream)
-	c.log.Info("terminal opened", "sandbox", id, "terminal", t.id, "pid", pid)
+	go s.follow(t, stream)
+	s.log.Info("terminal opened", "sandbox", id, "terminal", t.id, "pid", pid)
 	return conn, nil
 }
 
-// AttachTerminal attaches to a running (or just ended) terminal; the
+// Attach attaches to a running (or just ended) terminal; the
 // connection's Replay holds its recent output.
-func (c *Controller) AttachTerminal(ctx context.Context, ref, tid string) (*TermConn, error) {
-	rec, err := c.resolve(ctx, ref)
+func (s *Service) Attach(ctx context.Context, ref, tid string) (*Conn, error) {
+	id, _, err := s.core.SandboxState(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	c.recoverTerminals(ctx, rec.ID)
-	t := c.terms.get(rec.ID, tid)
+	s.Recover(ctx, id)
+	t := s.terms.get(id, tid)
 	if t == nil {
-		return nil, c.noTerminal(ctx, rec.ID, tid)
+		return nil, s.noTerminal(ctx, id, tid)
 	}
 	select {
 	case <-t.done:
 		return t.attach(func() {}), nil
 	default:
 	}
-	_, _, done, err := c.Agent(ctx, rec.ID)
+	_, _, done, err := s.core.Agent(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	return t.attach(done), nil
 }
 
-// Terminals lists a sandbox's terminals, oldest first.
-func (c *Controller) Terminals(ctx context.Context, ref string) ([]api.Terminal, error) {
-	rec, err := c.resolve(ctx, ref)
+// List lists a sandbox's terminals, oldest first.
+func (s *Service) List(ctx context.Context, ref string) ([]api.Terminal, error) {
+	id, _, err := s.core.SandboxState(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	c.recoverTerminals(ctx, rec.ID)
-	ts := c.terms.list(rec.ID)
+	s.Recover(ctx, id)
+	ts := s.terms.list(id)
 	out := make([]api.Terminal, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, t.info())
@@ -187,21 +232,21 @@ func (c *Controller) Terminals(ctx context.Context, ref string) ([]api.Terminal,
 	return out, nil
 }
 
-// KillTerminal kills a terminal's process group; attached clients get its end.
-func (c *Controller) KillTerminal(ctx context.Context, ref, tid string) error {
-	rec, err := c.resolve(ctx, ref)
+// Kill kills a terminal's process group; attached clients get its end.
+func (s *Service) Kill(ctx context.Context, ref, tid string) error {
+	id, _, err := s.core.SandboxState(ctx, ref)
 	if err != nil {
 		return err
 	}
-	c.recoverTerminals(ctx, rec.ID)
-	t := c.terms.get(rec.ID, tid)
+	s.Recover(ctx, id)
+	t := s.terms.get(id, tid)
 	if t == nil {
-		return c.noTerminal(ctx, rec.ID, tid)
+		return s.noTerminal(ctx, id, tid)
 	}
 	return t.kill(ctx)
 }
 
-func (c *Controller) followTerminal(t *terminal, stream *client.PTYStream) {
+func (s *Service) follow(t *terminal, stream *client.PTYStream) {
 	defer stream.Close()
 	defer t.stop()
 	for {
@@ -216,9 +261,9 @@ func (c *Controller) followTerminal(t *terminal, stream *client.PTYStream) {
 		}
 		t.publish(ev.Data)
 	}
-	c.recordTerminalEnd(t)
-	c.log.Info("terminal ended", "sandbox", t.sandbox, "terminal", t.id)
-	time.AfterFunc(termExitedKeep, func() { c.terms.remove(t) })
+	s.recordEnd(t)
+	s.log.Info("terminal ended", "sandbox", t.sandbox, "terminal", t.id)
+	time.AfterFunc(termExitedKeep, func() { s.terms.remove(t) })
 }
 
 func (tt *termTable) add(t *terminal) {
@@ -287,8 +332,8 @@ func (t *terminal) info() api.Terminal {
 
 // attach registers a client and snapshots the replay under the same lock
 // as publish, so the client sees every byte exactly once.
-func (t *terminal) attach(release func()) *TermConn {
-	tc := &TermConn{t: t, out: make(chan []byte, termClientQueue), kicked: make(chan struct{}), release: release}
+func (t *terminal) attach(release func()) *Conn {
+	tc := &Conn{t: t, out: make(chan []byte, termClientQueue), kicked: make(chan struct{}), release: release}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tc.replay = append([]byte(nil), t.ring...)
@@ -302,7 +347,7 @@ func (t *terminal) attach(release func()) *TermConn {
 	return tc
 }
 
-func (t *terminal) detach(tc *TermConn) {
+func (t *terminal) detach(tc *Conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.clients[tc]; !ok {
@@ -311,7 +356,7 @@ func (t *terminal) detach(tc *TermConn) {
 	delete(t.clients, tc)
 	if len(t.clients) == 0 && !t.exited && t.detached == nil {
 		t.detached = time.AfterFunc(termDetachedLimit, func() {
-			ctx, cancel := context.WithTimeout(System(context.Background()), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = t.kill(ctx)
 		})
@@ -363,27 +408,27 @@ func (t *terminal) kill(ctx context.Context) error {
 }
 
 // ID is the terminal's id.
-func (tc *TermConn) ID() string { return tc.t.id }
+func (tc *Conn) ID() string { return tc.t.id }
 
 // Info describes the terminal now.
-func (tc *TermConn) Info() api.Terminal { return tc.t.info() }
+func (tc *Conn) Info() api.Terminal { return tc.t.info() }
 
 // Replay is the terminal's recent output from before this attach.
-func (tc *TermConn) Replay() []byte { return tc.replay }
+func (tc *Conn) Replay() []byte { return tc.replay }
 
 // Output delivers output produced after the attach.
-func (tc *TermConn) Output() <-chan []byte { return tc.out }
+func (tc *Conn) Output() <-chan []byte { return tc.out }
 
 // Ended is closed when the terminal's process has ended; drain Output
 // after it, then read Exit.
-func (tc *TermConn) Ended() <-chan struct{} { return tc.t.done }
+func (tc *Conn) Ended() <-chan struct{} { return tc.t.done }
 
 // Kicked is closed when this client fell too far behind and was dropped.
-func (tc *TermConn) Kicked() <-chan struct{} { return tc.kicked }
+func (tc *Conn) Kicked() <-chan struct{} { return tc.kicked }
 
 // Exit is how the process ended: exit code (-1 for a signal), the signal,
 // and a failure when the terminal's stream broke instead.
-func (tc *TermConn) Exit() (code int, signal, failure string) {
+func (tc *Conn) Exit() (code int, signal, failure string) {
 	t := tc.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -391,12 +436,12 @@ func (tc *TermConn) Exit() (code int, signal, failure string) {
 }
 
 // Write sends keystrokes to the terminal.
-func (tc *TermConn) Write(ctx context.Context, p []byte) error {
+func (tc *Conn) Write(ctx context.Context, p []byte) error {
 	return tc.t.ag.PTYInput(ctx, tc.t.pid, p)
 }
 
 // Resize changes the terminal's size.
-func (tc *TermConn) Resize(ctx context.Context, cols, rows int) error {
+func (tc *Conn) Resize(ctx context.Context, cols, rows int) error {
 	if err := checkSize(cols, rows); err != nil {
 		return err
 	}
@@ -417,7 +462,7 @@ var termKeys = map[string]string{"SIGINT": "\x03", "SIGQUIT": "\x1c", "SIGTSTP":
 // Signal delivers SIGINT, SIGQUIT or SIGTSTP as the terminal's keys do (to
 // the foreground job), and SIGTERM or SIGKILL to the terminal's process
 // group.
-func (tc *TermConn) Signal(ctx context.Context, name string) error {
+func (tc *Conn) Signal(ctx context.Context, name string) error {
 	if k, ok := termKeys[name]; ok {
 		return tc.Write(ctx, []byte(k))
 	}
@@ -431,7 +476,7 @@ func (tc *TermConn) Signal(ctx context.Context, name string) error {
 }
 
 // Close detaches this client; the terminal keeps running.
-func (tc *TermConn) Close() {
+func (tc *Conn) Close() {
 	tc.once.Do(func() {
 		tc.t.detach(tc)
 		tc.release()
