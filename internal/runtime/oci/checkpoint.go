@@ -180,13 +180,53 @@ func (r *Runtime) detachAgent(ctx context.Context, id string) error {
 
 // attachAgent has the agent listen on its socket again and waits for it.
 func (r *Runtime) attachAgent(ctx context.Context, id string) error {
-	if err := r.signalAgent(ctx, id, wire.SignalAttach); err != nil {
-		return err
+	sends := 0
+	send := func() error {
+		if sends++; sends > 1 {
+			r.log.Debug("attach sent again: the agent is not back on its socket yet", "sandbox", id, "sends", sends)
+		}
+		return r.signalAgent(ctx, id, wire.SignalAttach)
 	}
-	if err := waitPath(ctx, r.layout(id).socket, true); err != nil {
+	if err := resendUntilPath(ctx, r.layout(id).socket, send, detachTimeout); err != nil {
 		return fmt.Errorf("sandbox %s: its agent did not listen again after the restore: %w", id, err)
 	}
 	return nil
+}
+
+// firstResend is how long resendUntilPath waits for the path before it
+// sends again; the wait doubles up to maxResend.
+const (
+	firstResend = 250 * time.Millisecond
+	maxResend   = 2 * time.Second
+)
+
+// resendUntilPath sends, then waits for path to exist, sending again each
+// time a wait runs out, until limit has passed. A restored gVisor sandbox
+// can drop a signal that reaches its sandbox process before that passes
+// signals on to the container's init (a restore in the background returns
+// early); the agent takes a repeated attach while attached as moot.
+func resendUntilPath(ctx context.Context, path string, send func() error, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	wait := firstResend
+	for {
+		if err := send(); err != nil {
+			return err
+		}
+		until := time.Now().Add(wait)
+		if until.After(deadline) {
+			until = deadline
+		}
+		err := waitPathUntil(ctx, path, true, until)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, errdefs.ErrDeadlineExceeded):
+			return err
+		case !time.Now().Before(deadline):
+			return fmt.Errorf("waited %s: %w", limit, err)
+		}
+		wait = min(wait*2, maxResend)
+	}
 }
 
 // signalAgent sends sig to the sandbox's agent: through the pidfd kept
@@ -213,7 +253,18 @@ func (r *Runtime) signalAgent(ctx context.Context, id string, sig syscall.Signal
 // waitPath waits until path exists (present) or is gone (!present),
 // polling fast first, up to detachTimeout.
 func waitPath(ctx context.Context, path string, present bool) error {
-	deadline := time.Now().Add(detachTimeout)
+	if err := waitPathUntil(ctx, path, present, time.Now().Add(detachTimeout)); err != nil {
+		if errors.Is(err, errdefs.ErrDeadlineExceeded) {
+			return fmt.Errorf("waited %s: %w", detachTimeout, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// waitPathUntil is waitPath up to deadline; running out of time is
+// errdefs.ErrDeadlineExceeded.
+func waitPathUntil(ctx context.Context, path string, present bool, deadline time.Time) error {
 	delay := time.Millisecond
 	for {
 		_, err := os.Lstat(path)
@@ -223,8 +274,8 @@ func waitPath(ctx context.Context, path string, present bool) error {
 		case err != nil && !errors.Is(err, fs.ErrNotExist):
 			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("waited %s: %w", detachTimeout, errdefs.ErrDeadlineExceeded)
+		if !time.Now().Before(deadline) {
+			return errdefs.ErrDeadlineExceeded
 		}
 		select {
 		case <-ctx.Done():
