@@ -59,6 +59,11 @@ type Options struct {
 	// made before the controller that record too (the egress proxy's
 	// refusals). nil: one over Store.
 	Ledger *ledger.Recorder
+	// Retention deletes destroyed sandboxes' ledgers past the configured
+	// retention; the controller purges through it before it reads a
+	// destroyed sandbox's ledger, and whoever made it runs it. nil: one
+	// over Store, never run.
+	Retention *ledger.Retention
 	// Clock tells the time for snapshot lifetimes (taken, expiry,
 	// renewal) and for the demand pools grow by; nil: time.Now. Tests
 	// move it by days.
@@ -70,6 +75,7 @@ type Controller struct {
 	opts     Options
 	log      *slog.Logger
 	recorder *ledger.Recorder // ledger.go
+	retained *ledger.Retention
 	cfg      config.Config
 
 	mu      sync.Mutex
@@ -153,10 +159,14 @@ func New(opts Options) (*Controller, error) {
 	if opts.Ledger == nil {
 		opts.Ledger = ledger.NewRecorder(opts.Store, opts.Logger)
 	}
+	if opts.Retention == nil {
+		opts.Retention = ledger.NewRetention(opts.Store, opts.Config.LedgerRetention, opts.Logger)
+	}
 	c := &Controller{
 		opts:     opts,
 		log:      opts.Logger,
 		recorder: opts.Ledger,
+		retained: opts.Retention,
 		cfg:      opts.Config,
 		entries:  make(map[string]*entry),
 		closing:  make(chan struct{}),

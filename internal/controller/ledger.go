@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -69,7 +68,7 @@ func (c *Controller) ledgerTarget(ctx context.Context, ref string) (id, name str
 	if !errors.Is(err, errdefs.ErrNotFound) {
 		return "", "", err
 	}
-	c.purgeLedgers(ctx) // a ledger past its retention is gone on the dot, not at the next purge
+	c.retained.Purge(ctx) // a ledger past its retention is gone on the dot, not at the next purge
 	ids, lerr := c.opts.Store.LedgerSandboxes(ctx, ref)
 	if lerr != nil {
 		if errors.Is(lerr, errdefs.ErrNotFound) {
@@ -90,39 +89,4 @@ func (c *Controller) ledgerTarget(ctx context.Context, ref string) (id, name str
 		}
 	}
 	return "", "", errdefs.NotFound("sandbox %q (and no ledger kept for it)", ref)
-}
-
-// purgeInterval is how often retention runs; it also runs at start.
-const purgeInterval = time.Hour
-
-// RunRetention enforces the ledger's retention and forgets expired
-// Idempotency-Key results, now and then every
-// purgeInterval (the ledger's more often when its retention is shorter:
-// ledgerretention.go), until ctx ends.
-func (c *Controller) RunRetention(ctx context.Context) {
-	t := time.NewTicker(purgeInterval)
-	defer t.Stop()
-	lt := time.NewTicker(ledgerPurgeEvery(c.cfg.LedgerRetention))
-	defer lt.Stop()
-	for {
-		c.purgeOnce(ctx)
-		for again := false; !again; {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				again = true
-			case <-lt.C:
-				c.purgeLedgers(ctx)
-			}
-		}
-	}
-}
-
-func (c *Controller) purgeOnce(ctx context.Context) {
-	now := time.Now()
-	c.purgeLedgers(ctx)
-	if _, err := c.opts.Store.PurgeIdempotency(ctx, now); err != nil {
-		c.log.Warn("idempotency key expiry", "err", err)
-	}
 }

@@ -170,6 +170,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	// One ledger writer for the controller and for the parts made before
 	// it that record (the egress proxy's refusals).
 	recorder := ledger.NewRecorder(st, log.With("part", "ledger"))
+	retention := ledger.NewRetention(st, cfg.LedgerRetention, log.With("part", "ledger"))
 	secrets := secretstore.New(secretstore.Options{StateDir: cfg.StateDir, Store: st, Sandboxes: st})
 	var nets *network.Manager
 	if cfg.Backend == config.BackendLocal {
@@ -204,7 +205,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	ctrl, err := controller.New(controller.Options{
 		Store: st, Images: images, Backends: backends, AgentBinary: agentBin,
 		Config: cfg, Logger: log.With("part", "controller"), Snapshots: snaps,
-		Network: netOpt, Secrets: secOpt, Ledger: recorder,
+		Network: netOpt, Secrets: secOpt, Ledger: recorder, Retention: retention,
 	})
 	if err != nil {
 		return err
@@ -217,7 +218,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		return err
 	}
 	defer ctrl.Close()
-	go ctrl.RunRetention(ctx)      // ledger retention, expired idempotency keys
+	go retention.Run(ctx)          // destroyed sandboxes' ledgers past their retention
 	go ctrl.RunSnapshotExpiry(ctx) // expired snapshots and unused layers
 	go ctrl.RunPools(ctx)          // warm pools: refill, stale replacement, cooldown
 	go ctrl.RunStats(ctx)          // the last hour's figures, for the console
@@ -235,7 +236,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	secService := secretsvc.New(ctrl, secOpt, log.With("part", "secrets"))
 	pvService := previews.New(previews.Options{Core: ctrl, Store: st, Listen: cfg.PreviewListen, Domain: cfg.PreviewDomain, Logger: log.With("part", "previews")})
 	srv := server.New(server.Options{Controller: ctrl, Workspaces: wsService, Backups: bkService, Previews: pvService, Secrets: secService, ImageAdmin: imgService, Contexts: cxService, Watches: watches.New(ctrl), Ledgers: ledgers.New(ledgers.Options{Core: ctrl, Store: st}), Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
-	con := console.New() // the web console, at / on both listeners
+	go srv.RunRetention(ctx) // expired Idempotency-Key results
+	con := console.New()     // the web console, at / on both listeners
 	apiGate.open(socketRouter(srv.Handler(false), con))
 	if cfg.Listen != "" {
 		// E2B's API and data plane share the TCP listener with /v1 and

@@ -55,6 +55,39 @@ func newIdempotency(st store.IdempotencyStore, log *slog.Logger) *idempotency {
 	return &idempotency{store: st, owner: hex.EncodeToString(b), log: log, inflight: map[string]chan struct{}{}}
 }
 
+// idemPurgeEvery is how often RunRetention forgets expired results.
+const idemPurgeEvery = time.Hour
+
+// RunRetention forgets the Idempotency-Key results kept past idemTTL, now
+// and then every idemPurgeEvery, until ctx ends. (A retry after expiry
+// runs the call again whether or not its record is gone: the purge only
+// bounds the store.)
+func (s *Server) RunRetention(ctx context.Context) {
+	if s.opts.Store == nil {
+		return
+	}
+	t := time.NewTicker(idemPurgeEvery)
+	defer t.Stop()
+	for {
+		s.purgeIdempotency(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) purgeIdempotency(ctx context.Context) {
+	n, err := s.opts.Store.PurgeIdempotency(ctx, time.Now())
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("idempotency key expiry", "err", err)
+	case n > 0:
+		s.log.Debug("forgot expired idempotency key results", "records", n)
+	}
+}
+
 // idempotent wraps next. It sits inside authentication, so the caller's
 // credential is known and keys of different callers never meet.
 func (s *Server) idempotent(next http.Handler) http.Handler {

@@ -331,3 +331,27 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// TestIdempotencyPurge: the server's retention forgets results past their
+// expiry and keeps the others.
+func TestIdempotencyPurge(t *testing.T) {
+	st := openStore(t, filepath.Join(t.TempDir(), "p.db"))
+	s := &Server{opts: Options{Store: st}, log: slog.New(slog.DiscardHandler)}
+	now := time.Now().UTC().Round(0)
+	for key, created := range map[string]time.Time{"old": now.Add(-2 * idemTTL), "new": now} {
+		rec := &store.IdempotencyRecord{Key: key, Fingerprint: "f", Method: "POST", Path: "/v1/x", Owner: "o",
+			CreatedAt: created, ExpiresAt: created.Add(idemTTL)}
+		if _, created, err := st.BeginIdempotent(t.Context(), rec); err != nil || !created {
+			t.Fatalf("begin %s: %v %v", key, created, err)
+		}
+	}
+	s.purgeIdempotency(t.Context())
+	if n, err := st.PurgeIdempotency(t.Context(), time.Now()); err != nil || n != 0 {
+		t.Errorf("%d expired records left after the server's purge (%v)", n, err)
+	}
+	again := &store.IdempotencyRecord{Key: "new", Fingerprint: "f", Method: "POST", Path: "/v1/x", Owner: "o",
+		CreatedAt: now, ExpiresAt: now.Add(idemTTL)}
+	if existing, created, err := st.BeginIdempotent(t.Context(), again); err != nil || created || existing == nil {
+		t.Errorf("the unexpired record went with the purge: created %v, %v", created, err)
+	}
+}

@@ -2,8 +2,8 @@
 // ledger (a live sandbox's, or a destroyed one's for the retention period)
 // and the entries callers add of their own (a payment made, a message
 // sent). The entries the daemon makes are written by internal/ledger's
-// Recorder; what a ledger is kept for, and when it goes, is the core's
-// (internal/controller, ledgerretention.go).
+// Recorder; when a destroyed sandbox's ledger goes is internal/ledger's
+// Retention.
 package ledgers
 
 import (
