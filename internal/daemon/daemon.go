@@ -26,6 +26,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/ledgers"
 	"github.com/paddock-dev/paddock/internal/controller/previews"
 	secretsvc "github.com/paddock-dev/paddock/internal/controller/secrets"
+	"github.com/paddock-dev/paddock/internal/controller/templates"
 	"github.com/paddock-dev/paddock/internal/controller/watches"
 	wssvc "github.com/paddock-dev/paddock/internal/controller/workspaces"
 	"github.com/paddock-dev/paddock/internal/e2b"
@@ -235,7 +236,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	cxService := codecontexts.New(ctrl, cfg.ExecTimeout)
 	secService := secretsvc.New(ctrl, secOpt, log.With("part", "secrets"))
 	pvService := previews.New(previews.Options{Core: ctrl, Store: st, Listen: cfg.PreviewListen, Domain: cfg.PreviewDomain, Logger: log.With("part", "previews")})
-	srv := server.New(server.Options{Controller: ctrl, Workspaces: wsService, Backups: bkService, Previews: pvService, Secrets: secService, ImageAdmin: imgService, Contexts: cxService, Watches: watches.New(ctrl), Ledgers: ledgers.New(ledgers.Options{Core: ctrl, Store: st}), Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
+	tplService := templates.New(templates.Options{Core: ctrl, Store: st, Logger: log.With("part", "templates")})
+	srv := server.New(server.Options{Controller: ctrl, Templates: tplService, Workspaces: wsService, Backups: bkService, Previews: pvService, Secrets: secService, ImageAdmin: imgService, Contexts: cxService, Watches: watches.New(ctrl), Ledgers: ledgers.New(ledgers.Options{Core: ctrl, Store: st}), Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
 	go srv.RunRetention(ctx) // expired Idempotency-Key results
 	con := console.New()     // the web console, at / on both listeners
 	apiGate.open(socketRouter(srv.Handler(false), con))

@@ -20,6 +20,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/ledgers"
 	"github.com/paddock-dev/paddock/internal/controller/previews"
 	"github.com/paddock-dev/paddock/internal/controller/secrets"
+	"github.com/paddock-dev/paddock/internal/controller/templates"
 	"github.com/paddock-dev/paddock/internal/controller/watches"
 	"github.com/paddock-dev/paddock/internal/controller/workspaces"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -51,6 +52,9 @@ type Options struct {
 	Contexts *codecontexts.Service
 	// Watches serves directory watches; nil: none (the route says so).
 	Watches *watches.Service
+	// Templates builds and serves templates; nil: none (each route says
+	// so).
+	Templates *templates.Service
 	// Ledgers serves reading ledgers and callers' own entries; nil: none
 	// (each route says so).
 	Ledgers *ledgers.Service

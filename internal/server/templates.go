@@ -4,14 +4,15 @@ import (
 	"net/http"
 
 	"github.com/paddock-dev/paddock/api"
-	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/templates"
 )
 
 func (s *Server) routesTemplates(m *http.ServeMux) {
-	m.HandleFunc("POST /v1/templates/build", s.buildTemplate)
-	m.HandleFunc("GET /v1/templates", s.listTemplates)
-	m.HandleFunc("GET /v1/templates/{template}", s.getTemplate)
-	m.HandleFunc("DELETE /v1/templates/{template}", s.deleteTemplate)
+	has := s.opts.Templates != nil
+	m.HandleFunc("POST /v1/templates/build", s.serves(has, "templates", s.buildTemplate))
+	m.HandleFunc("GET /v1/templates", s.serves(has, "templates", s.listTemplates))
+	m.HandleFunc("GET /v1/templates/{template}", s.serves(has, "templates", s.getTemplate))
+	m.HandleFunc("DELETE /v1/templates/{template}", s.serves(has, "templates", s.deleteTemplate))
 	m.HandleFunc("GET /v1/pools", s.listPools)
 	m.HandleFunc("GET /v1/pools/{pool}", s.getPool)
 	m.HandleFunc("PUT /v1/pools/{pool}", s.setPool)
@@ -28,7 +29,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.Close()
-	spec, bc, err := controller.ReadBuildRequest(body)
+	spec, bc, err := templates.ReadBuildRequest(body)
 	if err != nil {
 		if berr := body.Err(); berr != nil {
 			err = berr // too large, or no budget: not a malformed tar
@@ -48,7 +49,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 		_ = out.send(ev)
 		return nil
 	}
-	tpl, err := s.opts.Controller.BuildTemplate(r.Context(), *spec, bc, emit)
+	tpl, err := s.opts.Templates.Build(r.Context(), *spec, bc, emit)
 	if err != nil && out == nil {
 		writeError(w, err)
 		return
@@ -61,7 +62,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
-	ts, err := s.opts.Controller.ListTemplates(r.Context())
+	ts, err := s.opts.Templates.List(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -70,7 +71,7 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) {
-	t, err := s.opts.Controller.GetTemplate(r.Context(), r.PathValue("template"))
+	t, err := s.opts.Templates.Get(r.Context(), r.PathValue("template"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -79,7 +80,7 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
-	if err := s.opts.Controller.DeleteTemplate(r.Context(), r.PathValue("template")); err != nil {
+	if err := s.opts.Templates.Delete(r.Context(), r.PathValue("template")); err != nil {
 		writeError(w, err)
 		return
 	}

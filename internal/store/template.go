@@ -16,8 +16,12 @@ type Template struct {
 	ImageDigest string
 	Layers      []string // snapshot layer digests, lowest first
 	BuildID     string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// Owner is the API key that built it (api.CallerLocal over the
+	// unix socket; "" for a template built before builders were kept):
+	// a key of scope own may rebuild only its own.
+	Owner     string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // BuildCacheEntry is the result of one build step, found again by the

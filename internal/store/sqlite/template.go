@@ -21,6 +21,7 @@ type templateDoc struct {
 	ImageDigest string          `json:"image_digest"`
 	Layers      []string        `json:"layers"`
 	BuildID     string          `json:"build_id"`
+	Owner       string          `json:"owner,omitempty"`
 }
 
 func checkRecordName(field, v string) error {
@@ -39,7 +40,7 @@ func (st *Store) PutTemplate(ctx context.Context, t *store.Template) error {
 	if err != nil {
 		return errdefs.Invalid("template spec cannot be encoded")
 	}
-	data, err := json.Marshal(templateDoc{Spec: spec, Image: t.Image, ImageDigest: t.ImageDigest, Layers: t.Layers, BuildID: t.BuildID})
+	data, err := json.Marshal(templateDoc{Spec: spec, Image: t.Image, ImageDigest: t.ImageDigest, Layers: t.Layers, BuildID: t.BuildID, Owner: t.Owner})
 	if err != nil {
 		return errdefs.Invalid("template cannot be encoded")
 	}
@@ -75,7 +76,7 @@ func scanTemplate(sc scanner) (*store.Template, error) {
 	if err := json.Unmarshal(doc.Spec, &t.Spec); err != nil {
 		return nil, fmt.Errorf("store: template %q: decode spec: %w", t.Name, err)
 	}
-	t.Image, t.ImageDigest, t.Layers, t.BuildID = doc.Image, doc.ImageDigest, doc.Layers, doc.BuildID
+	t.Image, t.ImageDigest, t.Layers, t.BuildID, t.Owner = doc.Image, doc.ImageDigest, doc.Layers, doc.BuildID, doc.Owner
 	t.CreatedAt, t.UpdatedAt = fromNanos(created), fromNanos(updated)
 	return &t, nil
 }

@@ -17,7 +17,7 @@ func TestTemplatesCacheAndPoolsPersist(t *testing.T) {
 	ctx := context.Background()
 	tpl := &store.Template{
 		Name: "py", Spec: api.TemplateSpec{Name: "py", Image: "base", Steps: []api.TemplateStep{{Kind: api.StepRun, Run: "true"}}},
-		Image: "base", ImageDigest: "sha256:aa", Layers: []string{"sha256:l1"}, BuildID: "b1",
+		Image: "base", ImageDigest: "sha256:aa", Layers: []string{"sha256:l1"}, BuildID: "b1", Owner: "key1",
 	}
 	if err := st.PutTemplate(ctx, tpl); err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func TestTemplatesCacheAndPoolsPersist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.BuildID != "b2" || !reflect.DeepEqual(got.Spec, tpl.Spec) || !reflect.DeepEqual(got.Layers, tpl.Layers) {
+	if got.BuildID != "b2" || got.Owner != "key1" || !reflect.DeepEqual(got.Spec, tpl.Spec) || !reflect.DeepEqual(got.Layers, tpl.Layers) {
 		t.Fatalf("template %+v", got)
 	}
 	if _, err := st.GetBuildCache(ctx, "k2"); !errors.Is(err, errdefs.ErrNotFound) {

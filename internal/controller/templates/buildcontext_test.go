@@ -1,4 +1,4 @@
-package controller
+package templates
 
 import (
 	"archive/tar"

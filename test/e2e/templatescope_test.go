@@ -1,0 +1,73 @@
+package e2e
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/sdk/go/paddock"
+)
+
+// TestScopesTemplateRebuild: templates are shared, so a key of scope own
+// builds new ones and rebuilds its own, but not one another key or the
+// unix socket built: the others' sandboxes are made from it. The refusal
+// leaves the template as it was. A key of scope all rebuilds any.
+func TestScopesTemplateRebuild(t *testing.T) {
+	d := startDaemon(t, daemonOpts{listen: true})
+	ctx := ctxT(t, 5*time.Minute)
+	a := newTenant(t, d, "tenant-a", api.KeyScopeOwn)
+	b := newTenant(t, d, "tenant-b", api.KeyScopeOwn)
+	all := newTenant(t, d, "ops", api.KeyScopeAll)
+	spec := func(name, marker string) api.TemplateSpec {
+		return api.TemplateSpec{Name: name, Image: "busybox", Runtime: api.RuntimeRunc,
+			Steps: []api.TemplateStep{{Kind: api.StepRun, Run: "echo " + marker + " > /marker"}}}
+	}
+	marker := func(c *paddock.Client, template string) string {
+		t.Helper()
+		sb, err := c.Create(ctx, api.CreateSandboxRequest{Template: template})
+		if err != nil {
+			t.Fatalf("create from %s: %v", template, err)
+		}
+		defer func() { _ = c.Delete(ctx, sb.ID) }()
+		var out strings.Builder
+		if res, err := c.Exec(ctx, sb.ID, paddock.ExecOptions{Cmd: []string{"cat", "/marker"}, Stdout: &out}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("read the marker of %s: %+v %v", template, res, err)
+		}
+		return strings.TrimSpace(out.String())
+	}
+	refused := func(who string, err error) {
+		t.Helper()
+		if !errors.Is(err, paddock.ErrPermissionDenied) || !strings.Contains(err.Error(), "scope all") {
+			t.Errorf("%s: %v; want permission denied naming scope all", who, err)
+		}
+	}
+
+	if _, err := a.sdk.BuildTemplate(ctx, spec("ta", "a1"), "", nil); err != nil {
+		t.Fatalf("own key builds a template: %v", err)
+	}
+	if _, err := a.sdk.BuildTemplate(ctx, spec("ta", "a2"), "", nil); err != nil {
+		t.Errorf("own key rebuilds its own template: %v", err)
+	}
+	_, err := b.sdk.BuildTemplate(ctx, spec("ta", "b"), "", nil)
+	refused("another own key rebuilds it", err)
+	if got := marker(b.sdk, "ta"); got != "a2" {
+		t.Errorf("after the refused rebuild, sandboxes of ta hold %q, want a2", got)
+	}
+
+	if _, err := d.client.BuildTemplate(ctx, spec("tl", "local"), "", nil); err != nil {
+		t.Fatalf("the socket builds a template: %v", err)
+	}
+	_, err = a.sdk.BuildTemplate(ctx, spec("tl", "a"), "", nil)
+	refused("own key rebuilds the socket's template", err)
+
+	if _, err := all.sdk.BuildTemplate(ctx, spec("ta", "ops"), "", nil); err != nil {
+		t.Errorf("all key rebuilds an own key's template: %v", err)
+	}
+	if got := marker(a.sdk, "ta"); got != "ops" {
+		t.Errorf("after the all key's rebuild, sandboxes of ta hold %q, want ops", got)
+	}
+	_, err = a.sdk.BuildTemplate(ctx, spec("ta", "a3"), "", nil)
+	refused("own key rebuilds its template after the all key did", err)
+}
