@@ -70,4 +70,30 @@ func TestScopesTemplateRebuild(t *testing.T) {
 	}
 	_, err = a.sdk.BuildTemplate(ctx, spec("ta", "a3"), "", nil)
 	refused("own key rebuilds its template after the all key did", err)
+
+	// The build cache is the builder's: the same steps built by another
+	// key run again (a key can reach its build sandbox while a step runs,
+	// so its cached result is its own); built again by the same key they
+	// come from the cache.
+	cached := func(c *paddock.Client, name string) int {
+		t.Helper()
+		n := 0
+		if _, err := c.BuildTemplate(ctx, spec(name, "same"), "", func(ev api.TemplateBuildEvent) {
+			if ev.Type == api.BuildStep && ev.Cached {
+				n++
+			}
+		}); err != nil {
+			t.Fatalf("build %s: %v", name, err)
+		}
+		return n
+	}
+	if n := cached(a.sdk, "tc"); n != 0 {
+		t.Errorf("a's first build of new steps had %d cached steps", n)
+	}
+	if n := cached(b.sdk, "td"); n != 0 {
+		t.Errorf("b's build of the steps a built started from a's cache (%d steps)", n)
+	}
+	if n := cached(a.sdk, "te"); n != 1 {
+		t.Errorf("a's second build of its steps had %d cached steps, want 1", n)
+	}
 }

@@ -62,8 +62,8 @@ func mayReplace(ctx context.Context, old *store.Template) error {
 
 // Build runs spec's steps in a sandbox and records the result as a
 // template built by ctx's caller. Each step's result is cached under the
-// hash of the base, every step up to it and the content it copies, so an
-// unchanged rebuild runs nothing. A failed step leaves the previous
+// hash of the builder, the base, every step up to it and the content it
+// copies, so an unchanged rebuild by the same key runs nothing. A failed step leaves the previous
 // template (if any) as it was. A key of scope own may rebuild only the
 // templates it built. emit gets progress; the returned error is also
 // reported by the caller's end event.
@@ -119,7 +119,8 @@ func (s *Service) Build(ctx context.Context, spec api.TemplateSpec, bc *BuildCon
 			return nil, err
 		}
 	}
-	keys, copies, err := stepKeys(spec, bc, imgDigest, baseLayers)
+	seed := cacheSeed(controller.Caller(ctx), imgDigest, baseLayers)
+	keys, copies, err := stepKeys(spec, bc, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +144,7 @@ func (s *Service) Build(ctx context.Context, spec api.TemplateSpec, bc *BuildCon
 			return nil, err
 		}
 	}
-	buildID := hashKey([]byte("paddock-template-v1"), []byte(imgDigest), mustJSON(baseLayers))
+	buildID := seed
 	if n > 0 {
 		buildID = keys[n-1]
 	}
@@ -188,13 +189,22 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// stepKeys returns each step's cache key (the hash of the base, every
+// cacheSeed is what the first step's cache key is made from: the builder,
+// the image and the layers of the base template. The builder is part of
+// it because the build sandbox is the builder's own, which it can reach
+// while a step runs: a result cached for one key must never be what
+// another key's build of the same steps starts from.
+func cacheSeed(builder, imgDigest string, baseLayers []string) string {
+	return hashKey([]byte("paddock-template-v2"), []byte(builder), []byte(imgDigest), mustJSON(baseLayers))
+}
+
+// stepKeys returns each step's cache key (the hash of the seed, every
 // step up to it and the content it copies) and the files each copy step
 // copies.
-func stepKeys(spec api.TemplateSpec, bc *BuildContext, imgDigest string, baseLayers []string) ([]string, [][]contextFile, error) {
+func stepKeys(spec api.TemplateSpec, bc *BuildContext, seed string) ([]string, [][]contextFile, error) {
 	keys := make([]string, len(spec.Steps))
 	copies := make([][]contextFile, len(spec.Steps))
-	prev := hashKey([]byte("paddock-template-v1"), []byte(imgDigest), mustJSON(baseLayers))
+	prev := seed
 	for i, s := range spec.Steps {
 		var content string
 		if s.Kind == api.StepCopy {
