@@ -25,6 +25,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/paddock-dev/paddock/internal/agent/files"
+	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/agent/users"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -269,7 +270,7 @@ func (a *Agent) ServeDetachable(ctx context.Context, ln net.Listener, d Detach) 
 	// The agent reaps from the moment it serves (it is PID 1 of its
 	// sandbox), not from New: a test that makes an Agent for its helpers
 	// must not have its own children reaped from under exec.Cmd.Wait.
-	processReaper(a.log)
+	osproc.StartReaper(a.log)
 	for {
 		conns := newConnSet()
 		srv := a.newServer(ctx, conns)

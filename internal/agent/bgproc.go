@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
@@ -52,8 +53,8 @@ type bgProc struct {
 	cwd     string
 	user    string
 	started time.Time
-	stdout  *ring
-	stderr  *ring
+	stdout  *osproc.Ring
+	stderr  *osproc.Ring
 
 	mu       sync.Mutex
 	status   string
@@ -73,7 +74,7 @@ func (b *bgProc) info() *agentv1.BackgroundProcess {
 	out := &agentv1.BackgroundProcess{
 		Id: b.id, Pid: uint32(b.pid), Cmd: b.cmd, Cwd: b.cwd, User: b.user, Status: b.status,
 		Signal: b.signal, Error: b.errMsg, StartedAtUnixNano: b.started.UnixNano(),
-		Stdout: b.stdout.info(), Stderr: b.stderr.info(),
+		Stdout: b.stdout.Info(), Stderr: b.stderr.Info(),
 	}
 	if b.exitCode != nil {
 		out.HasExitCode, out.ExitCode = true, *b.exitCode
@@ -98,9 +99,9 @@ func (b *bgProc) lastOutput() string {
 	var parts []string
 	for _, s := range []struct {
 		name string
-		r    *ring
+		r    *osproc.Ring
 	}{{"stdout", b.stdout}, {"stderr", b.stderr}} {
-		if t := strings.TrimSpace(strings.ToValidUTF8(string(s.r.tail(tailBytes)), "?")); t != "" {
+		if t := strings.TrimSpace(strings.ToValidUTF8(string(s.r.Tail(tailBytes)), "?")); t != "" {
 			parts = append(parts, "--- last "+s.name+" ---\n"+t)
 		}
 	}
@@ -157,15 +158,15 @@ func (t *bgTable) reserve(b *bgProc) error {
 	}
 	var logBytes int64
 	for _, o := range t.order {
-		logBytes += o.stdout.cap + o.stderr.cap
+		logBytes += o.stdout.Cap() + o.stderr.Cap()
 	}
-	for len(t.order) >= maxTrackedProcs || logBytes+b.stdout.cap+b.stderr.cap > maxTrackedLogBytes {
+	for len(t.order) >= maxTrackedProcs || logBytes+b.stdout.Cap()+b.stderr.Cap() > maxTrackedLogBytes {
 		victim := t.oldestEndedLocked()
 		if victim == nil {
 			return fmt.Errorf("too many background processes (at most %d running, %d MiB of logs): %w",
 				maxTrackedProcs, maxTrackedLogBytes>>20, errdefs.ErrResourceExhausted)
 		}
-		logBytes -= victim.stdout.cap + victim.stderr.cap
+		logBytes -= victim.stdout.Cap() + victim.stderr.Cap()
 		t.dropLocked(victim)
 	}
 	t.byID[b.id] = b
@@ -249,7 +250,7 @@ func (a *Agent) startBackground(ctx context.Context, req *agentv1.StartProcessRe
 	}
 	b := &bgProc{
 		id: req.GetId(), cmd: req.GetCmd(), cwd: req.GetCwd(), user: req.GetUser(),
-		started: time.Now(), stdout: newRing(size), stderr: newRing(size),
+		started: time.Now(), stdout: osproc.NewRing(size), stderr: osproc.NewRing(size),
 		status: bgStarting, done: make(chan struct{}),
 	}
 	if err := a.bg.reserve(b); err != nil {
@@ -275,8 +276,8 @@ func (a *Agent) startBackground(ctx context.Context, req *agentv1.StartProcessRe
 		b.mu.Lock()
 		b.status, b.errMsg, b.ended = bgFailed, reply.Public(err), time.Now()
 		b.mu.Unlock()
-		b.stdout.close()
-		b.stderr.close()
+		b.stdout.Close()
+		b.stderr.Close()
 		close(b.done)
 		return b, err
 	}
@@ -299,9 +300,9 @@ func (a *Agent) collect(b *bgProc, p *proc, sub *subscriber) {
 			return
 		}
 		if out := d.GetStdout(); out != nil {
-			b.stdout.write(out)
+			b.stdout.Write(out)
 		} else if errOut := d.GetStderr(); errOut != nil {
-			b.stderr.write(errOut)
+			b.stderr.Write(errOut)
 		}
 	}
 	for {
@@ -332,8 +333,8 @@ func (a *Agent) collect(b *bgProc, p *proc, sub *subscriber) {
 		b.status, b.signal = bgKilled, signalFromStatus(end.GetStatus())
 	}
 	b.mu.Unlock()
-	b.stdout.close()
-	b.stderr.close()
+	b.stdout.Close()
+	b.stderr.Close()
 	close(b.done)
 	a.log.Info("background process ended", "id", b.id, "pid", p.pid, "status", end.GetStatus())
 }

@@ -13,6 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
@@ -78,14 +79,14 @@ func (s *bgService) KillProcess(ctx context.Context, req *connect.Request[agentv
 }
 
 // streams resolves a stream selector to the rings it names.
-func streams(b *bgProc, which string) ([]string, []*ring, error) {
+func streams(b *bgProc, which string) ([]string, []*osproc.Ring, error) {
 	switch which {
 	case "", "both":
-		return []string{"stdout", "stderr"}, []*ring{b.stdout, b.stderr}, nil
+		return []string{"stdout", "stderr"}, []*osproc.Ring{b.stdout, b.stderr}, nil
 	case "stdout":
-		return []string{"stdout"}, []*ring{b.stdout}, nil
+		return []string{"stdout"}, []*osproc.Ring{b.stdout}, nil
 	case "stderr":
-		return []string{"stderr"}, []*ring{b.stderr}, nil
+		return []string{"stderr"}, []*osproc.Ring{b.stderr}, nil
 	}
 	return nil, nil, errdefs.Invalid("stream %q: want stdout, stderr or both", which)
 }
@@ -116,7 +117,7 @@ func (s *bgService) ProcessLogs(ctx context.Context, req *connect.Request[agentv
 		allClosed := true
 		for i, r := range rings {
 			for {
-				data, at, dropped, wait, closed := r.readAt(offs[i], logChunk)
+				data, at, dropped, wait, closed := r.ReadAt(offs[i], logChunk)
 				if dropped > 0 {
 					if err := stream.Send(&agentv1.ProcessLogsEvent{Event: &agentv1.ProcessLogsEvent_Gap_{
 						Gap: &agentv1.ProcessLogsEvent_Gap{Stream: names[i], Offset: offs[i], Dropped: dropped}}}); err != nil {
@@ -324,13 +325,13 @@ func httpCheck(port uint32, path string, want int) (func(context.Context) (bool,
 // logMatcher scans the rings line by line from the oldest kept byte, so a
 // line printed before the wait began counts too. The line in progress is
 // tried as well: a prompt may never get its newline.
-func logMatcher(re *regexp.Regexp, rings []*ring) func(context.Context) (bool, string, error) {
+func logMatcher(re *regexp.Regexp, rings []*osproc.Ring) func(context.Context) (bool, string, error) {
 	offs := make([]int64, len(rings))
 	partial := make([][]byte, len(rings))
 	return func(context.Context) (bool, string, error) {
 		for i, r := range rings {
 			for {
-				data, at, dropped, _, _ := r.readAt(offs[i], logChunk)
+				data, at, dropped, _, _ := r.ReadAt(offs[i], logChunk)
 				if dropped > 0 {
 					partial[i] = partial[i][:0]
 				}

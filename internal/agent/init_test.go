@@ -144,11 +144,3 @@ func TestStandaloneAgent(t *testing.T) {
 		t.Errorf("process %d survived the agent's shutdown (state %s)", pid, st)
 	}
 }
-
-func TestChildOOMScore(t *testing.T) {
-	for own, want := range map[int]int{-998: 0, -1: 0, 0: 500, 300: 800, 700: 1000, 1000: 1000} {
-		if got := childOOMScore(own); got != want {
-			t.Errorf("childOOMScore(%d) = %d, want %d", own, got, want)
-		}
-	}
-}

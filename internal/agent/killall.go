@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -54,16 +55,16 @@ func (s procScope) init() bool { return s.self == 1 }
 
 // look reads every process in scope. Unreadable entries are processes
 // that ended meanwhile and are skipped.
-func (s procScope) look() []statFields {
-	pids, _ := procPids(s.root)
-	out := make([]statFields, 0, len(pids))
+func (s procScope) look() []osproc.Stat {
+	pids, _ := osproc.Pids(s.root)
+	out := make([]osproc.Stat, 0, len(pids))
 	for _, pid := range pids {
-		b, err := readBounded(s.root+"/"+strconv.Itoa(pid)+"/stat", maxStatBytes+1)
+		b, err := osproc.ReadBounded(s.root+"/"+strconv.Itoa(pid)+"/stat", osproc.MaxStatBytes+1)
 		if err != nil {
 			continue
 		}
-		st, err := parseStat(b)
-		if err != nil || st.pid != pid {
+		st, err := osproc.ParseStat(b)
+		if err != nil || st.Pid != pid {
 			continue
 		}
 		out = append(out, st)
@@ -71,17 +72,17 @@ func (s procScope) look() []statFields {
 	if !s.init() {
 		out = descendantsOf(out, s.self)
 	}
-	slices.SortFunc(out, func(a, b statFields) int { return a.pid - b.pid })
+	slices.SortFunc(out, func(a, b osproc.Stat) int { return a.Pid - b.Pid })
 	return out
 }
 
 // descendantsOf keeps self and the processes below it.
-func descendantsOf(all []statFields, self int) []statFields {
+func descendantsOf(all []osproc.Stat, self int) []osproc.Stat {
 	children := map[int][]int{}
-	byPid := map[int]statFields{}
+	byPid := map[int]osproc.Stat{}
 	for _, st := range all {
-		children[st.ppid] = append(children[st.ppid], st.pid)
-		byPid[st.pid] = st
+		children[st.PPid] = append(children[st.PPid], st.Pid)
+		byPid[st.Pid] = st
 	}
 	keep := map[int]bool{self: true}
 	queue := []int{self}
@@ -95,7 +96,7 @@ func descendantsOf(all []statFields, self int) []statFields {
 			}
 		}
 	}
-	out := make([]statFields, 0, len(keep))
+	out := make([]osproc.Stat, 0, len(keep))
 	for pid := range keep {
 		if st, ok := byPid[pid]; ok {
 			out = append(out, st)
@@ -105,30 +106,30 @@ func descendantsOf(all []statFields, self int) []statFields {
 }
 
 // describe completes a look into the API's form.
-func (a *Agent) describe(s procScope, list []statFields) []api.Proc {
+func (a *Agent) describe(s procScope, list []osproc.Stat) []api.Proc {
 	now := time.Now()
 	var uptime float64
-	if b, err := readBounded(s.root+"/uptime", 256); err == nil {
-		uptime, _ = parseUptime(b)
+	if b, err := osproc.ReadBounded(s.root+"/uptime", 256); err == nil {
+		uptime, _ = osproc.ParseUptime(b)
 	}
 	page := int64(os.Getpagesize())
 	names := map[uint32]string{}
 	out := make([]api.Proc, 0, len(list))
 	for _, st := range list {
 		p := api.Proc{
-			Pid: st.pid, PPid: st.ppid, State: string(st.state), Comm: st.comm,
-			Threads: st.threads, Agent: st.pid == s.self,
+			Pid: st.Pid, PPid: st.PPid, State: string(st.State), Comm: st.Comm,
+			Threads: st.Threads, Agent: st.Pid == s.self,
 		}
-		if st.rssPages < math.MaxInt64/page {
-			p.RSSBytes = st.rssPages * page
+		if st.RSSPages < math.MaxInt64/page {
+			p.RSSBytes = st.RSSPages * page
 		}
 		if uptime > 0 {
-			age := uptime - float64(st.startTicks)/clockTicks
+			age := uptime - float64(st.StartTicks)/osproc.ClockTicks
 			p.StartedAt = now.Add(-time.Duration(max(age, 0) * float64(time.Second))).UTC().Truncate(10 * time.Millisecond)
 		}
-		dir := s.root + "/" + strconv.Itoa(st.pid)
-		if b, err := readBounded(dir+"/status", maxProcStatusBytes); err == nil {
-			if uid, ok := parseStatusUID(b); ok {
+		dir := s.root + "/" + strconv.Itoa(st.Pid)
+		if b, err := osproc.ReadBounded(dir+"/status", osproc.MaxStatusBytes); err == nil {
+			if uid, ok := osproc.ParseStatusUID(b); ok {
 				p.UID = uid
 				name, ok := names[uid]
 				if !ok {
@@ -141,8 +142,8 @@ func (a *Agent) describe(s procScope, list []statFields) []api.Proc {
 				p.User = name
 			}
 		}
-		if b, err := readBounded(dir+"/cmdline", api.MaxProcCmdBytes+1); err == nil {
-			p.Cmd, p.CmdTruncated = parseCmdline(b, api.MaxProcCmdBytes)
+		if b, err := osproc.ReadBounded(dir+"/cmdline", api.MaxProcCmdBytes+1); err == nil {
+			p.Cmd, p.CmdTruncated = osproc.ParseCmdline(b, api.MaxProcCmdBytes)
 		}
 		out = append(out, p)
 	}
@@ -168,7 +169,7 @@ type procKey struct {
 	start uint64
 }
 
-func dead(st statFields) bool { return st.state == 'Z' || st.state == 'X' || st.state == 'x' }
+func dead(st osproc.Stat) bool { return st.State == 'Z' || st.State == 'X' || st.State == 'x' }
 
 // killAll ends every process of the sandbox but the agent: SIGTERM and up
 // to grace to go first when grace > 0, then SIGKILL rounds until none is
@@ -184,18 +185,18 @@ func (a *Agent) killAll(ctx context.Context, s procScope, grace time.Duration) a
 	a.sessions.markKilled()
 
 	seen := map[procKey]bool{}
-	alive := func() []statFields {
-		var out []statFields
+	alive := func() []osproc.Stat {
+		var out []osproc.Stat
 		for _, st := range s.look() {
-			if st.pid == s.self || dead(st) {
+			if st.Pid == s.self || dead(st) {
 				continue
 			}
-			seen[procKey{st.pid, st.startTicks}] = true
+			seen[procKey{st.Pid, st.StartTicks}] = true
 			out = append(out, st)
 		}
 		return out
 	}
-	signal := func(list []statFields, sig syscall.Signal) {
+	signal := func(list []osproc.Stat, sig syscall.Signal) {
 		if s.init() {
 			// The kernel (or gVisor's sentry) walks the sandbox's PID
 			// namespace itself, skipping the agent: no pid is reused
@@ -205,7 +206,7 @@ func (a *Agent) killAll(ctx context.Context, s procScope, grace time.Duration) a
 			return
 		}
 		for _, st := range list {
-			_ = unix.Kill(st.pid, sig)
+			_ = unix.Kill(st.Pid, sig)
 		}
 	}
 
@@ -265,5 +266,5 @@ func (a *Agent) handleKillAll(w http.ResponseWriter, r *http.Request) {
 func (a *Agent) startChild(fork func() (int, error)) (int, <-chan syscall.WaitStatus, error) {
 	a.startGate.RLock()
 	defer a.startGate.RUnlock()
-	return processReaper(a.log).start(fork)
+	return osproc.StartReaper(a.log).Start(fork)
 }

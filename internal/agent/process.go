@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/agent/safefs"
 	"github.com/paddock-dev/paddock/internal/agent/users"
@@ -363,7 +364,7 @@ func (a *Agent) startProcess(ctx context.Context, msg *process.StartRequest) (*p
 	}
 	var outs []output
 	if msg.Pty != nil {
-		ptmx, tty, err := openPTY()
+		ptmx, tty, err := osproc.OpenPTY()
 		if err != nil {
 			return nil, nil, fmt.Errorf("open a terminal: %v: %w", err, errdefs.ErrResourceExhausted)
 		}
@@ -373,7 +374,7 @@ func (a *Agent) startProcess(ctx context.Context, msg *process.StartRequest) (*p
 		if size.GetCols() > 0 && size.GetRows() > 0 && size.GetCols() <= 10000 && size.GetRows() <= 10000 {
 			cols, rows = uint16(size.GetCols()), uint16(size.GetRows())
 		}
-		_ = setWinsize(ptmx, cols, rows)
+		_ = osproc.SetWinsize(ptmx, cols, rows)
 		p.ptmx = ptmx
 		files = []*os.File{tty, tty, tty}
 		sys.Setsid, sys.Setctty, sys.Ctty = true, true, 0

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/proto/gen/process"
 )
@@ -122,7 +123,7 @@ func (p *proc) finish(ws syscall.WaitStatus, t *procTable) {
 		// Wakes a pump blocked on an empty pipe or terminal so it re-arms
 		// with the drain deadline: gVisor's terminal master never reports
 		// EIO once the slave is gone, so the deadline is what ends it
-		// there (see openPTY).
+		// there (see osproc.OpenPTY).
 		_ = f.SetReadDeadline(time.Now().Add(drainIdle))
 	}
 	p.pumps.Wait()
@@ -202,7 +203,7 @@ func (p *proc) resize(size *process.PTY_Size) error {
 	if size == nil || size.GetCols() == 0 || size.GetRows() == 0 || size.GetCols() > 10000 || size.GetRows() > 10000 {
 		return errdefs.Invalid("terminal size must be between 1 and 10000 columns and rows")
 	}
-	if err := setWinsize(p.ptmx, uint16(size.GetCols()), uint16(size.GetRows())); err != nil {
+	if err := osproc.SetWinsize(p.ptmx, uint16(size.GetCols()), uint16(size.GetRows())); err != nil {
 		return fmt.Errorf("resize terminal"+": %w", errdefs.ErrFailedPrecondition)
 	}
 	if p.term != nil {

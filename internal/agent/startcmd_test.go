@@ -67,8 +67,8 @@ func TestStartFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.isDone() || !strings.Contains(string(b.stdout.tail(4096)), "listening now") {
-		t.Fatalf("the start process: done %v, output %q", b.isDone(), string(b.stdout.tail(4096)))
+	if b.isDone() || !strings.Contains(string(b.stdout.Tail(4096)), "listening now") {
+		t.Fatalf("the start process: done %v, output %q", b.isDone(), string(b.stdout.Tail(4096)))
 	}
 	if c := gateCall(t, h, "GET", "/health", "", ""); c != http.StatusUnauthorized {
 		t.Fatalf("health without a token: %d, want 401", c)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/proto/gen/process"
 )
@@ -44,7 +45,7 @@ type TerminalState struct {
 
 // termKeep is what the agent remembers about one terminal process.
 type termKeep struct {
-	out     *ring
+	out     *osproc.Ring
 	created time.Time
 
 	mu         sync.Mutex
@@ -54,7 +55,7 @@ type termKeep struct {
 func isTerminalTag(tag string) bool { return strings.HasPrefix(tag, TerminalTagPrefix) }
 
 func newTermKeep(cols, rows int) *termKeep {
-	return &termKeep{out: newRing(termKeepBytes), created: time.Now(), cols: cols, rows: rows}
+	return &termKeep{out: osproc.NewRing(termKeepBytes), created: time.Now(), cols: cols, rows: rows}
 }
 
 func (k *termKeep) setSize(cols, rows int) {
@@ -68,7 +69,7 @@ func (k *termKeep) setSize(cols, rows int) {
 // subscriber missed.
 func (k *termKeep) record(ev *process.ProcessEvent) {
 	if b := ev.GetData().GetPty(); len(b) > 0 {
-		k.out.write(b)
+		k.out.Write(b)
 	}
 }
 
@@ -80,7 +81,7 @@ func (p *proc) subscribeReplay() *subscriber {
 	}
 	p.subMu.Lock()
 	defer p.subMu.Unlock()
-	replay := p.term.out.tail(termKeepBytes)
+	replay := p.term.out.Tail(termKeepBytes)
 	n := (len(replay) + replayChunk - 1) / replayChunk
 	s := &subscriber{ch: make(chan *process.ProcessEvent, 4+n), gone: make(chan struct{})}
 	for len(replay) > 0 {

@@ -1,4 +1,4 @@
-package agent
+package osproc
 
 import (
 	"bytes"
@@ -16,35 +16,35 @@ import (
 // process is chosen, in part, by that process (its name, its arguments),
 // so each read is bounded and each parse distrustful.
 const (
-	maxStatBytes       = 4 << 10
-	maxProcStatusBytes = 16 << 10
+	MaxStatBytes   = 4 << 10
+	MaxStatusBytes = 16 << 10
 	// maxProcEntries bounds the directory entries of /proc looked at:
 	// pids plus the few dozen named entries.
 	maxProcEntries = 1 << 17
 	// maxCommBytes is generous: Linux keeps 15 bytes of a name.
 	maxCommBytes = 64
-	// clockTicks is USER_HZ, the unit of /proc/PID/stat's start time: 100
+	// ClockTicks is USER_HZ, the unit of /proc/PID/stat's start time: 100
 	// on every architecture Linux and gVisor run on.
-	clockTicks = 100
+	ClockTicks = 100
 )
 
-// statFields is what the agent uses of /proc/PID/stat.
-type statFields struct {
-	pid, ppid  int
-	comm       string
-	state      byte
-	threads    int
-	startTicks uint64 // clock ticks after boot
-	rssPages   int64
+// Stat is what the agent uses of /proc/PID/stat.
+type Stat struct {
+	Pid, PPid  int
+	Comm       string
+	State      byte
+	Threads    int
+	StartTicks uint64 // clock ticks after boot
+	RSSPages   int64
 }
 
-// parseStat parses one /proc/PID/stat. The name field is the process's
+// ParseStat parses one /proc/PID/stat. The name field is the process's
 // own choice (prctl PR_SET_NAME, or its executable's file name) and may
 // hold spaces and parentheses, as in "12 () ( x) S 1 ...": it runs from
 // the first '(' to the LAST ')', and every other field comes after that.
-func parseStat(b []byte) (statFields, error) {
-	var st statFields
-	if len(b) > maxStatBytes {
+func ParseStat(b []byte) (Stat, error) {
+	var st Stat
+	if len(b) > MaxStatBytes {
 		return st, errdefs.Invalid("stat is %d bytes, longer than any the kernel writes", len(b))
 	}
 	open := bytes.IndexByte(b, '(')
@@ -67,25 +67,25 @@ func parseStat(b []byte) (statFields, error) {
 	if len(f) < 22 || len(f[0]) != 1 {
 		return st, errdefs.Invalid("stat has too few fields after the name")
 	}
-	st.pid, st.comm, st.state = pid, strings.ToValidUTF8(string(comm), "\uFFFD"), f[0][0]
-	if st.ppid, err = strconv.Atoi(f[1]); err != nil || st.ppid < 0 {
+	st.Pid, st.Comm, st.State = pid, strings.ToValidUTF8(string(comm), "\uFFFD"), f[0][0]
+	if st.PPid, err = strconv.Atoi(f[1]); err != nil || st.PPid < 0 {
 		return st, errdefs.Invalid("stat has no valid ppid")
 	}
-	if st.threads, err = strconv.Atoi(f[17]); err != nil || st.threads < 0 {
+	if st.Threads, err = strconv.Atoi(f[17]); err != nil || st.Threads < 0 {
 		return st, errdefs.Invalid("stat has no valid thread count")
 	}
-	if st.startTicks, err = strconv.ParseUint(f[19], 10, 64); err != nil {
+	if st.StartTicks, err = strconv.ParseUint(f[19], 10, 64); err != nil {
 		return st, errdefs.Invalid("stat has no valid start time")
 	}
-	if st.rssPages, err = strconv.ParseInt(f[21], 10, 64); err != nil {
+	if st.RSSPages, err = strconv.ParseInt(f[21], 10, 64); err != nil {
 		return st, errdefs.Invalid("stat has no valid rss")
 	}
-	st.rssPages = max(st.rssPages, 0)
+	st.RSSPages = max(st.RSSPages, 0)
 	return st, nil
 }
 
-// parseStatusUID returns the real uid of a /proc/PID/status.
-func parseStatusUID(b []byte) (uint32, bool) {
+// ParseStatusUID returns the real uid of a /proc/PID/status.
+func ParseStatusUID(b []byte) (uint32, bool) {
 	for line := range strings.SplitSeq(string(b), "\n") {
 		rest, ok := strings.CutPrefix(line, "Uid:")
 		if !ok {
@@ -101,9 +101,9 @@ func parseStatusUID(b []byte) (uint32, bool) {
 	return 0, false
 }
 
-// parseCmdline splits a /proc/PID/cmdline read of at most limit+1 bytes
+// ParseCmdline splits a /proc/PID/cmdline read of at most limit+1 bytes
 // into arguments; truncated says the command line went on past limit.
-func parseCmdline(b []byte, limit int) (args []string, truncated bool) {
+func ParseCmdline(b []byte, limit int) (args []string, truncated bool) {
 	if len(b) > limit {
 		b, truncated = b[:limit], true
 	}
@@ -117,8 +117,8 @@ func parseCmdline(b []byte, limit int) (args []string, truncated bool) {
 	return args, truncated
 }
 
-// parseUptime returns the seconds since boot of /proc/uptime.
-func parseUptime(b []byte) (float64, bool) {
+// ParseUptime returns the seconds since boot of /proc/uptime.
+func ParseUptime(b []byte) (float64, bool) {
 	f := strings.Fields(string(b))
 	if len(f) == 0 {
 		return 0, false
@@ -127,9 +127,9 @@ func parseUptime(b []byte) (float64, bool) {
 	return v, err == nil && v >= 0
 }
 
-// readBounded reads at most limit bytes of a /proc file. O_NONBLOCK
+// ReadBounded reads at most limit bytes of a /proc file. O_NONBLOCK
 // keeps anything but a procfs file (a FIFO) from holding the agent.
-func readBounded(path string, limit int64) ([]byte, error) {
+func ReadBounded(path string, limit int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
@@ -138,9 +138,9 @@ func readBounded(path string, limit int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, limit))
 }
 
-// procPids lists the numeric entries of procRoot, at most maxProcEntries
+// Pids lists the numeric entries of procRoot, at most maxProcEntries
 // looked at.
-func procPids(procRoot string) ([]int, error) {
+func Pids(procRoot string) ([]int, error) {
 	d, err := os.Open(procRoot)
 	if err != nil {
 		return nil, err

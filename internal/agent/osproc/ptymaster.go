@@ -1,4 +1,4 @@
-package agent
+package osproc
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openPTY opens a terminal pair whose master is driven by Go's poller, so
+// OpenPTY opens a terminal pair whose master is driven by Go's poller, so
 // read and write deadlines work on it.
 //
 // pty.Open leaves the master in blocking mode (its ioctls go through
@@ -17,14 +17,14 @@ import (
 // closes, but gVisor's terminal never does (the master just stays empty:
 // no POLLHUP, EAGAIN in nonblocking mode), so on gVisor a pump blocked
 // there never returned and the process's end was never reported. With a
-// pollable master the drain deadline set after the exit ends the pump on
+// Pollable master the drain deadline set after the exit ends the pump on
 // both kernels, and Linux's EIO still ends it early without losing output.
-func openPTY() (master, slave *os.File, err error) {
+func OpenPTY() (master, slave *os.File, err error) {
 	m, s, err := pty.Open()
 	if err != nil {
 		return nil, nil, err
 	}
-	nb, err := pollable(m)
+	nb, err := Pollable(m)
 	_ = m.Close()
 	if err != nil {
 		_ = s.Close()
@@ -33,9 +33,9 @@ func openPTY() (master, slave *os.File, err error) {
 	return nb, s, nil
 }
 
-// pollable returns a nonblocking duplicate of f that os.NewFile registers
+// Pollable returns a nonblocking duplicate of f that os.NewFile registers
 // with the poller; f itself cannot be switched back once Fd was called.
-func pollable(f *os.File) (*os.File, error) {
+func Pollable(f *os.File) (*os.File, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -57,9 +57,9 @@ func pollable(f *os.File) (*os.File, error) {
 	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
-// setWinsize resizes a terminal through its raw descriptor without File.Fd,
+// SetWinsize resizes a terminal through its raw descriptor without File.Fd,
 // which would put the master back into blocking mode.
-func setWinsize(f *os.File, cols, rows uint16) error {
+func SetWinsize(f *os.File, cols, rows uint16) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package agent
+package osproc
 
 import (
 	"errors"
@@ -17,13 +17,13 @@ func TestPTYMasterReadDeadline(t *testing.T) {
 		resize bool
 	}{{"fresh", false}, {"after resize", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, s, err := openPTY()
+			m, s, err := OpenPTY()
 			if err != nil {
 				t.Skipf("no terminals here: %v", err)
 			}
 			t.Cleanup(func() { _, _ = m.Close(), s.Close() })
 			if tc.resize {
-				if err := setWinsize(m, 100, 30); err != nil {
+				if err := SetWinsize(m, 100, 30); err != nil {
 					t.Fatal(err)
 				}
 			}

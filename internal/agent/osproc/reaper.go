@@ -1,4 +1,4 @@
-package agent
+package osproc
 
 import (
 	"errors"
@@ -14,12 +14,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// reaper owns every wait in the agent's process. As PID 1 (or a child
+// Reaper owns every wait in the agent's process. As PID 1 (or a child
 // subreaper) the agent inherits orphans, and one wait4(-1) loop is the only
 // way to reap them; a second waiter (os/exec's cmd.Wait) would race it for
 // exit statuses. So children are started but never waited on directly: the
 // reaper hands each exit status to whoever registered for that pid.
-type reaper struct {
+type Reaper struct {
 	log *slog.Logger
 
 	// startMu is held for reading while a child is forked and registered,
@@ -37,12 +37,15 @@ type reaper struct {
 // process would steal each other's children.
 var (
 	reaperOnce sync.Once
-	theReaper  *reaper
+	theReaper  *Reaper
 )
 
-func processReaper(log *slog.Logger) *reaper {
+// StartReaper returns the process's one Reaper, starting its loop (and
+// making the process a child subreaper when it is not PID 1) the first
+// time.
+func StartReaper(log *slog.Logger) *Reaper {
 	reaperOnce.Do(func() {
-		theReaper = &reaper{
+		theReaper = &Reaper{
 			log:     log,
 			waiters: make(map[int]chan<- syscall.WaitStatus),
 			sigc:    make(chan os.Signal, 1),
@@ -52,7 +55,7 @@ func processReaper(log *slog.Logger) *reaper {
 	return theReaper
 }
 
-func (r *reaper) run() {
+func (r *Reaper) run() {
 	// Orphans must come to the agent even when it is not PID 1.
 	if os.Getpid() != 1 {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -75,7 +78,7 @@ func (r *reaper) run() {
 	}()
 }
 
-func (r *reaper) reapAll() {
+func (r *Reaper) reapAll() {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
@@ -89,7 +92,7 @@ func (r *reaper) reapAll() {
 	}
 }
 
-func (r *reaper) dispatch(pid int, ws syscall.WaitStatus) {
+func (r *Reaper) dispatch(pid int, ws syscall.WaitStatus) {
 	r.startMu.Lock()
 	r.mu.Lock()
 	ch, ok := r.waiters[pid]
@@ -101,9 +104,9 @@ func (r *reaper) dispatch(pid int, ws syscall.WaitStatus) {
 	}
 }
 
-// start forks a child through fork (which must not wait on it) and
+// Start forks a child through fork (which must not wait on it) and
 // registers for its exit status atomically with respect to the reaper.
-func (r *reaper) start(fork func() (int, error)) (int, <-chan syscall.WaitStatus, error) {
+func (r *Reaper) Start(fork func() (int, error)) (int, <-chan syscall.WaitStatus, error) {
 	r.startMu.RLock()
 	defer r.startMu.RUnlock()
 	pid, err := fork()
@@ -136,10 +139,10 @@ var ownOOMScoreAdj = sync.OnceValue(func() int {
 // the agent runs at the ordinary score (a host that cannot lower it).
 const childOOMBoost = 500
 
-// childOOMScore is the score the agent gives what it starts: 0 when the
+// ChildOOMScore is the score the agent gives what it starts: 0 when the
 // runtime lowered the agent's own, else above the agent's (at most 1000).
 // Raising a score needs no privilege.
-func childOOMScore(own int) int {
+func ChildOOMScore(own int) int {
 	if own < 0 {
 		return 0
 	}
@@ -159,6 +162,6 @@ func resetOOMScore(pid int) {
 	if err != nil {
 		return // the child is gone already
 	}
-	_, _ = f.WriteString(strconv.Itoa(childOOMScore(ownOOMScoreAdj())))
+	_, _ = f.WriteString(strconv.Itoa(ChildOOMScore(ownOOMScoreAdj())))
 	_ = f.Close()
 }

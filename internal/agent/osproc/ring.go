@@ -1,4 +1,4 @@
-package agent
+package osproc
 
 import (
 	"sync"
@@ -6,11 +6,11 @@ import (
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
 
-// ring keeps the last cap bytes of one output stream, addressed by
+// Ring keeps the last cap bytes of one output stream, addressed by
 // absolute offsets (bytes written since the start), so a reader can resume
 // where it stopped and learn exactly how much it missed. Memory grows with
 // what was written, never past cap, whatever the process prints.
-type ring struct {
+type Ring struct {
 	mu     sync.Mutex
 	buf    []byte
 	cap    int64
@@ -19,11 +19,14 @@ type ring struct {
 	closed bool
 }
 
-func newRing(capacity int64) *ring {
-	return &ring{cap: capacity, notify: make(chan struct{})}
+// NewRing returns a Ring keeping at most capacity bytes.
+func NewRing(capacity int64) *Ring {
+	return &Ring{cap: capacity, notify: make(chan struct{})}
 }
 
-func (r *ring) write(p []byte) {
+// Write appends p, dropping the oldest bytes past the capacity, and
+// wakes waiting readers.
+func (r *Ring) Write(p []byte) {
 	if len(p) == 0 {
 		return
 	}
@@ -50,8 +53,8 @@ func (r *ring) write(p []byte) {
 	r.notify = make(chan struct{})
 }
 
-// close wakes waiting readers for good: no more bytes will come.
-func (r *ring) close() {
+// Close wakes waiting readers for good: no more bytes will come.
+func (r *Ring) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.closed {
@@ -60,12 +63,12 @@ func (r *ring) close() {
 	}
 }
 
-func (r *ring) startLocked() int64 { return max(0, r.end-r.cap) }
+func (r *Ring) startLocked() int64 { return max(0, r.end-r.cap) }
 
-// readAt copies up to max bytes from offset off. When off is older than
+// ReadAt copies up to max bytes from offset off. When off is older than
 // what is kept, reading starts at the oldest kept byte and dropped says
 // how many bytes were lost. wait is closed when more may be read.
-func (r *ring) readAt(off int64, maxBytes int) (data []byte, at, dropped int64, wait <-chan struct{}, closed bool) {
+func (r *Ring) ReadAt(off int64, maxBytes int) (data []byte, at, dropped int64, wait <-chan struct{}, closed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	start := r.startLocked()
@@ -86,18 +89,22 @@ func (r *ring) readAt(off int64, maxBytes int) (data []byte, at, dropped int64, 
 	return data, off, dropped, r.notify, r.closed
 }
 
-// tail returns the last n bytes kept.
-func (r *ring) tail(n int64) []byte {
+// Tail returns the last n bytes kept.
+func (r *Ring) Tail(n int64) []byte {
 	r.mu.Lock()
 	end := r.end
 	r.mu.Unlock()
-	data, _, _, _, _ := r.readAt(max(0, end-n), int(n))
+	data, _, _, _, _ := r.ReadAt(max(0, end-n), int(n))
 	return data
 }
 
-func (r *ring) info() *agentv1.LogInfo {
+// Info says which offsets are kept and whether any were dropped.
+func (r *Ring) Info() *agentv1.LogInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	start := r.startLocked()
 	return &agentv1.LogInfo{Start: start, End: r.end, Truncated: start > 0, Capacity: r.cap}
 }
+
+// Cap is how many bytes the ring keeps at most.
+func (r *Ring) Cap() int64 { return r.cap }

@@ -1,11 +1,7 @@
-package agent
+package osproc
 
 import (
 	"bytes"
-	"errors"
-	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -30,17 +26,17 @@ func TestRing(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := newRing(c.cap)
+			r := NewRing(c.cap)
 			total := 0
 			for _, w := range c.writes {
-				r.write([]byte(w))
+				r.Write([]byte(w))
 				total += len(w)
 			}
-			data, at, dropped, _, _ := r.readAt(c.from, 1<<20)
+			data, at, dropped, _, _ := r.ReadAt(c.from, 1<<20)
 			if string(data) != c.want || at != c.at || dropped != c.drop {
 				t.Fatalf("readAt(%d) = %q at %d dropped %d; want %q at %d dropped %d", c.from, data, at, dropped, c.want, c.at, c.drop)
 			}
-			info := r.info()
+			info := r.Info()
 			if info.GetEnd() != int64(total) || info.GetTruncated() != (int64(total) > c.cap) || int64(len(r.buf)) > c.cap {
 				t.Fatalf("info %+v, buffer %d bytes", info, len(r.buf))
 			}
@@ -51,104 +47,19 @@ func TestRing(t *testing.T) {
 // TestRingMatchesTail checks the ring against the plain truth (the last
 // cap bytes of everything written) over many write sizes.
 func TestRingMatchesTail(t *testing.T) {
-	r := newRing(1000)
+	r := NewRing(1000)
 	var all bytes.Buffer
 	for i := range 500 {
 		chunk := bytes.Repeat([]byte{byte('a' + i%26)}, (i*37)%301)
-		r.write(chunk)
+		r.Write(chunk)
 		all.Write(chunk)
 		want := all.Bytes()[max(0, all.Len()-1000):]
-		got, _, _, _, _ := r.readAt(0, 1<<20)
+		got, _, _, _, _ := r.ReadAt(0, 1<<20)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("after write %d: ring holds %d bytes that differ from the last %d written", i, len(got), len(want))
 		}
-		if tail := r.tail(10); !bytes.Equal(tail, want[max(0, len(want)-10):]) {
+		if tail := r.Tail(10); !bytes.Equal(tail, want[max(0, len(want)-10):]) {
 			t.Fatalf("tail %q", tail)
-		}
-	}
-}
-
-func TestMarkerScanner(t *testing.T) {
-	marker := "__PADDOCK_x_RC_"
-	cases := []struct {
-		name   string
-		chunks []string
-		out    string
-		rest   string
-		found  bool
-	}{
-		{"marker alone", []string{marker + "0:/\x1e"}, "", "0:/\x1e", true},
-		{"output then marker", []string{"hello\n" + marker + "1"}, "hello\n", "1", true},
-		{"marker split over chunks", []string{"ab__PAD", "DOCK_x", "_RC_3"}, "ab", "3", true},
-		{"a prefix that is not the marker", []string{"__PADDOCK_y", " end"}, "__PADDOCK_y end", "", false},
-		{"no marker", []string{"plain", " text"}, "plain text", "", false},
-		{"underscores before the marker", []string{"___", "_PADDOCK_x_RC_9"}, "__", "9", true},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			m := markerScanner{marker: []byte(marker)}
-			var out, rest strings.Builder
-			found := false
-			for _, ch := range c.chunks {
-				o, r, done := m.feed([]byte(ch))
-				out.Write(o)
-				rest.Write(r)
-				found = found || done
-			}
-			if out.String() != c.out || rest.String() != c.rest || found != c.found {
-				t.Fatalf("out %q rest %q found %v; want %q %q %v", out.String(), rest.String(), found, c.out, c.rest, c.found)
-			}
-		})
-	}
-}
-
-// FuzzMarkerScanner feeds arbitrary sandbox output, split anywhere: what
-// comes out before the marker must be exactly the input before it.
-func FuzzMarkerScanner(f *testing.F) {
-	f.Add([]byte("hello __PADDOCK_n_RC_0:/tmp\x1e"), uint8(3))
-	f.Add([]byte("____PADDOCK_n_RC__PADDOCK_n_RC_12"), uint8(1))
-	f.Add([]byte("no marker at all"), uint8(5))
-	f.Fuzz(func(t *testing.T, in []byte, split uint8) {
-		marker := []byte("__PADDOCK_n_RC_")
-		m := markerScanner{marker: marker}
-		step := int(split%16) + 1
-		var out []byte
-		found := false
-		for i := 0; i < len(in) && !found; i += step {
-			o, _, done := m.feed(in[i:min(len(in), i+step)])
-			out = append(out, o...)
-			found = done
-		}
-		idx := bytes.Index(in, marker)
-		switch {
-		case idx >= 0 && (!found || !bytes.Equal(out, in[:idx])):
-			t.Fatalf("marker at %d: found %v, out %q", idx, found, out)
-		case idx < 0 && found:
-			t.Fatalf("found a marker that is not there in %q", in)
-		case idx < 0 && !bytes.Equal(out, in[:len(out)]):
-			t.Fatalf("output %q is not a prefix of the input %q", out, in)
-		case idx < 0 && len(in)-len(out) >= len(marker):
-			t.Fatalf("held back %d bytes, more than a marker prefix", len(in)-len(out))
-		}
-	})
-}
-
-// TestShellQuote: a real sh must read the quoted word back unchanged.
-func TestShellQuote(t *testing.T) {
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("needs sh")
-	}
-	for _, s := range []string{"", "plain", "it's", "'", "''", `a\b "c" $d $(id) ` + "`x`", "new\nline", "*"} {
-		out, err := exec.Command(sh, "-c", "printf %s "+shellQuote(s)).Output()
-		// An agent made by another test of this process reaps every
-		// child (reaper.go), so the wait may find the shell gone: its
-		// output, read to the end before the wait, is what is checked.
-		if errors.Is(err, syscall.ECHILD) {
-			err = nil
-		}
-		if err != nil || string(out) != s {
-			t.Errorf("shellQuote(%q) read back as %q (%v)", s, out, err)
 		}
 	}
 }
