@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/image"
 )
@@ -55,4 +56,11 @@ func imageEnv(img *image.Image, env map[string]string) []string {
 		out = append(out, wire.EnvDefaultCwd+"="+img.WorkingDir)
 	}
 	return out
+}
+
+// sharedImporter says whether the images owner imported or pulled are
+// everyone's to find by name: the operator's (the unix socket, keys of
+// scope all, and records older than owners), not a tenant's.
+func (c *Controller) sharedImporter(ctx context.Context, owner string) bool {
+	return owner == "" || owner == api.CallerLocal || c.KeyScope(ctx, owner) == api.KeyScopeAll
 }

@@ -183,9 +183,14 @@ func (c *Controller) create(ctx context.Context, req api.CreateSandboxRequest, t
 	return c.toAPI(rec), nil
 }
 
-// image resolves a reference, building a built-in image on first use.
+// image resolves a reference for ctx's caller, building a built-in image
+// on first use. A name imported or pulled by several callers finds the
+// caller's own import, else the operator's (image.ForCaller), never
+// another tenant's.
 func (c *Controller) image(ctx context.Context, ref string) (*image.Image, error) {
-	img, err := c.opts.Images.Resolve(ctx, ref)
+	img, err := c.opts.Images.Resolve(image.ForCaller(ctx, Caller(ctx), func(owner string) bool {
+		return c.sharedImporter(ctx, owner)
+	}), ref)
 	if err == nil {
 		return img, nil
 	}

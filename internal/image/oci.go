@@ -119,9 +119,10 @@ func (s *Store) listImportedRecords() ([]importedRecord, error) {
 }
 
 // resolveImported finds an imported image by digest or by the reference it
-// was imported or pulled from (the newest such import wins). Neither image
-// nor error: ref is for the builtin resolution to judge.
-func (s *Store) resolveImported(ref string) (*Image, error) {
+// was imported or pulled from (the newest such import that ctx's caller
+// may be handed by name wins: ForCaller). Neither image nor error: ref is
+// for the builtin resolution to judge.
+func (s *Store) resolveImported(ctx context.Context, ref string) (*Image, error) {
 	if strings.HasPrefix(ref, digestPrefix) && validHex(ref[len(digestPrefix):]) {
 		rec, err := s.readImported(ref[len(digestPrefix):])
 		if err != nil {
@@ -134,9 +135,14 @@ func (s *Store) resolveImported(ref string) (*Image, error) {
 	}
 	recs, _ := s.listImportedRecords()
 	var best *importedRecord
+	bestRank := 0
 	for i := range recs {
-		if recs[i].Source == ref && (best == nil || recs[i].CreatedAt.After(best.CreatedAt)) {
-			best = &recs[i]
+		if recs[i].Source != ref {
+			continue
+		}
+		r := rank(ctx, recs[i].Owner)
+		if r >= 0 && (best == nil || r < bestRank || r == bestRank && recs[i].CreatedAt.After(best.CreatedAt)) {
+			best, bestRank = &recs[i], r
 		}
 	}
 	if best != nil {

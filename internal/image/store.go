@@ -191,7 +191,7 @@ func (s *Store) Resolve(ctx context.Context, ref string) (*Image, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if img, err := s.resolveImported(ref); img != nil || err != nil {
+	if img, err := s.resolveImported(ctx, ref); img != nil || err != nil {
 		return img, err // oci.go
 	}
 	r, err := ParseRef(ref)
