@@ -63,10 +63,10 @@ func mayReplace(ctx context.Context, old *store.Template) error {
 // Build runs spec's steps in a sandbox and records the result as a
 // template built by ctx's caller. Each step's result is cached under the
 // hash of the builder, the base, every step up to it and the content it
-// copies, so an unchanged rebuild by the same key runs nothing. A failed step leaves the previous
-// template (if any) as it was. A key of scope own may rebuild only the
-// templates it built. emit gets progress; the returned error is also
-// reported by the caller's end event.
+// copies, so an unchanged rebuild by the same key runs nothing. A failed
+// step leaves the previous template (if any) as it was. A key of scope
+// own may rebuild only the templates it built. emit gets progress; the
+// returned error is also reported by the caller's end event.
 func (s *Service) Build(ctx context.Context, spec api.TemplateSpec, bc *BuildContext, emit func(api.TemplateBuildEvent) error) (*api.Template, error) {
 	if err := controller.RequireCaller(ctx); err != nil {
 		return nil, err
