@@ -9,6 +9,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/ledger"
+	"github.com/paddock-dev/paddock/internal/periodic"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -121,16 +122,7 @@ func (c *Controller) RunSnapshotExpiry(ctx context.Context) {
 	if every <= 0 {
 		every = DefaultSnapshotExpiryInterval
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		c.expireSnapshots(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	periodic.Run(ctx, every, c.expireSnapshots)
 }
 
 func (c *Controller) expireSnapshots(ctx context.Context) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/periodic"
 )
 
 // stateCounts counts the live sandboxes by state.
@@ -23,18 +24,11 @@ func (c *Controller) stateCounts(ctx context.Context) (map[string]int, error) {
 // RunStats samples the sandboxes' states once a minute for HostStats (internal/controller/stats),
 // until ctx ends.
 func (c *Controller) RunStats(ctx context.Context) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
+	periodic.Run(ctx, time.Minute, func(ctx context.Context) {
 		if counts, err := c.stateCounts(ctx); err == nil {
 			c.stats.Sampled(time.Now(), counts)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // HostStats is the last hour's figures, for an operator: they count

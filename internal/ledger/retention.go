@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/paddock-dev/paddock/internal/periodic"
 )
 
 // RetentionStore is what Retention deletes from.
@@ -44,16 +46,7 @@ func (r *Retention) Purge(ctx context.Context) {
 
 // Run purges now and then every PurgeEvery(keep) until ctx ends.
 func (r *Retention) Run(ctx context.Context) {
-	t := time.NewTicker(PurgeEvery(r.keep))
-	defer t.Stop()
-	for {
-		r.Purge(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	periodic.Run(ctx, PurgeEvery(r.keep), r.Purge)
 }
 
 // PurgeEvery is how often ledgers kept for keep are purged: hourly, or

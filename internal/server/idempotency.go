@@ -20,6 +20,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/httpbody"
+	"github.com/paddock-dev/paddock/internal/periodic"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -63,18 +64,8 @@ const idemPurgeEvery = time.Hour
 // runs the call again whether or not its record is gone: the purge only
 // bounds the store.)
 func (s *Server) RunRetention(ctx context.Context) {
-	if s.opts.Store == nil {
-		return
-	}
-	t := time.NewTicker(idemPurgeEvery)
-	defer t.Stop()
-	for {
-		s.purgeIdempotency(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	if s.opts.Store != nil {
+		periodic.Run(ctx, idemPurgeEvery, s.purgeIdempotency)
 	}
 }
 

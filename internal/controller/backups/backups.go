@@ -30,6 +30,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/lazyre"
+	"github.com/paddock-dev/paddock/internal/periodic"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -112,19 +113,12 @@ const purgeInterval = time.Hour
 // RunRetention deletes expired backups and archives no record names, now
 // and every purgeInterval, until ctx ends.
 func (s *Service) RunRetention(ctx context.Context) {
-	t := time.NewTicker(purgeInterval)
-	defer t.Stop()
-	for {
+	periodic.Run(ctx, purgeInterval, func(ctx context.Context) {
 		if err := s.purge(ctx); err != nil {
 			s.log.Warn("backup expiry", "err", err)
 		}
 		s.sweepS3Orphans(ctx) // s3.go
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 func newBackupID() string {
