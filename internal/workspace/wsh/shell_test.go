@@ -257,7 +257,7 @@ func TestBounds(t *testing.T) {
 	if res.Stopped != StoppedMemory {
 		t.Fatalf("doubling variable: %+v", res)
 	}
-	res = Run(context.Background(), tr, Options{Script: "x=$(seq 1 100000000)", MaxMemory: 16 << 20, Timeout: 20 * time.Second})
+	res = Run(context.Background(), tr, Options{Script: "x=$(seq 1 100000000)", MaxMemory: 16 << 20, Timeout: 2 * time.Minute})
 	if res.Stopped != StoppedMemory {
 		t.Fatalf("huge command substitution: %+v", res)
 	}
