@@ -35,11 +35,7 @@ func dockerArchiveOf(t *testing.T, tag string, layers ...[]byte) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "a.tar")
-	if err := imagetest.WriteDockerArchive(p, tag, img); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(p)
+	data, err := imagetest.DockerArchive(tag, img)
 	if err != nil {
 		t.Fatal(err)
 	}

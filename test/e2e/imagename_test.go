@@ -3,9 +3,7 @@ package e2e
 import (
 	"bytes"
 	"errors"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -43,11 +41,7 @@ func TestImageNamesPerImporter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join(t.TempDir(), "img.tar")
-		if err := imagetest.WriteDockerArchive(p, name, img); err != nil {
-			t.Fatal(err)
-		}
-		data, err := os.ReadFile(p)
+		data, err := imagetest.DockerArchive(name, img)
 		if err != nil {
 			t.Fatal(err)
 		}

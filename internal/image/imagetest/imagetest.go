@@ -118,6 +118,19 @@ func WriteDockerArchive(path, tag string, img v1.Image) error {
 	return tarball.WriteToFile(path, t, img)
 }
 
+// DockerArchive returns img as `docker save` would write it, tagged tag.
+func DockerArchive(tag string, img v1.Image) ([]byte, error) {
+	t, err := name.NewTag(tag)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := tarball.Write(t, img, &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 // WriteOCIArchive writes img as an OCI layout and tars it up at path.
 func WriteOCIArchive(path string, img v1.Image) error {
 	dir, err := os.MkdirTemp(filepath.Dir(path), "layout-")
