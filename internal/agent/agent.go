@@ -24,6 +24,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/paddock-dev/paddock/internal/agent/codectx"
 	"github.com/paddock-dev/paddock/internal/agent/files"
 	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/agent/users"
@@ -110,7 +111,7 @@ type Agent struct {
 	procs    *procTable
 	sessions *sessionTable
 	bg       *bgTable
-	contexts *contextTable
+	contexts *codectx.Service
 
 	// startState is how the start command given at boot is doing
 	// (startcmd.go).
@@ -163,7 +164,6 @@ func New(opts Options) *Agent {
 		procs:       newProcTable(),
 		sessions:    newSessionTable(),
 		bg:          newBgTable(),
-		contexts:    newContextTable(),
 		gate:        gate,
 	}
 	a.files = files.New(files.Options{
@@ -172,6 +172,20 @@ func New(opts Options) *Agent {
 		User:          a.userFor,
 		MaxTarBytes:   opts.MaxTarBytes,
 		MaxTarEntries: opts.MaxTarEntries,
+	})
+	a.contexts = codectx.New(codectx.Options{
+		Logger:            opts.Logger,
+		KeepaliveInterval: opts.KeepaliveInterval,
+		User:              a.userFor,
+		WorkDir:           a.workDir,
+		Env:               func(u *users.User, extra map[string]string) []string { return buildEnv(a.sandboxEnv(), u, extra) },
+		Start: func(cmd string, fork func() (int, error)) (int, <-chan syscall.WaitStatus, error) {
+			pid, exited, err := a.startChild(fork)
+			if err != nil {
+				return 0, nil, startError(cmd, err)
+			}
+			return pid, exited, nil
+		},
 	})
 	return a
 }
@@ -185,7 +199,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.Handle(agentv1connect.NewAgentServiceHandler(&infoService{a: a}, rpcOpts...))
 	mux.Handle(agentv1connect.NewSessionServiceHandler(&sessionService{a: a}, rpcOpts...))
 	mux.Handle(agentv1connect.NewProcessServiceHandler(&bgService{a: a}, rpcOpts...))
-	mux.Handle(agentv1connect.NewCodeContextServiceHandler(&codeContextService{a: a}, rpcOpts...))
+	a.contexts.Register(mux, rpcOpts...)
 	mux.HandleFunc("GET /health", a.handleHealth)
 	mux.HandleFunc("GET "+TerminalsPath, a.handleTerminals)
 	mux.HandleFunc("GET "+ProcsPath, a.handleProcs)
@@ -353,7 +367,7 @@ func (a *Agent) shutdownServing(ctx context.Context, srv *http.Server) {
 func (a *Agent) Shutdown(ctx context.Context) {
 	// Sessions first, so no shell is restarted while everything ends.
 	a.sessions.closeAll()
-	a.contexts.closeAll()
+	a.contexts.Close()
 	a.procs.signalAll(syscall.SIGTERM)
 	grace, cancel := context.WithTimeout(ctx, a.opts.ShutdownGrace)
 	defer cancel()

@@ -40,7 +40,10 @@ func TestImportBoundary(t *testing.T) {
 	const mod = "github.com/paddock-dev/paddock/"
 	allowed := map[string][]string{
 		mod + "internal/agent": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/wire", mod + "internal/agent/tree", mod + "internal/cgroupstat",
-			mod + "internal/agent/files", mod + "internal/agent/users", mod + "internal/agent/safefs", mod + "internal/agent/reply", mod + "internal/agent/osproc"},
+			mod + "internal/agent/files", mod + "internal/agent/users", mod + "internal/agent/safefs", mod + "internal/agent/reply", mod + "internal/agent/osproc",
+			mod + "internal/agent/codectx"},
+		mod + "internal/agent/codectx": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/wire", mod + "internal/agent/users", mod + "internal/agent/safefs",
+			mod + "internal/agent/reply", mod + "internal/agent/osproc"},
 		mod + "internal/agent/osproc": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/"},
 		mod + "internal/agent/files":  {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/tree", mod + "internal/agent/users", mod + "internal/agent/safefs", mod + "internal/agent/reply"},
 		mod + "internal/agent/users":  {mod + "internal/errdefs", mod + "api", mod + "internal/agent/safefs"},

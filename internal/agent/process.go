@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -253,42 +252,6 @@ func buildEnv(base []string, u *users.User, req map[string]string) []string {
 	return out
 }
 
-func envValue(env []string, key string) string {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, key+"="); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// lookPath finds cmd like a shell would, in the process's own PATH.
-func lookPath(cmd, pathEnv, cwd string) (string, error) {
-	isExec := func(p string) bool {
-		fi, err := os.Stat(p)
-		return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
-	}
-	if strings.Contains(cmd, "/") {
-		p := cmd
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(cwd, p)
-		}
-		if isExec(p) {
-			return p, nil
-		}
-		return "", errdefs.NotFound("command %q not found", cmd)
-	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue
-		}
-		if p := filepath.Join(dir, cmd); isExec(p) {
-			return p, nil
-		}
-	}
-	return "", errdefs.NotFound("command %q not found", cmd)
-}
-
 func (a *Agent) workDir(u *users.User, requested *string) (string, error) {
 	if requested == nil || *requested == "" {
 		a.mu.RLock()
@@ -337,7 +300,7 @@ func (a *Agent) startProcess(ctx context.Context, msg *process.StartRequest) (*p
 		return nil, nil, err
 	}
 	env := buildEnv(a.sandboxEnv(), u, cfg.GetEnvs())
-	path, err := lookPath(cfg.GetCmd(), envValue(env, "PATH"), cwd)
+	path, err := osproc.LookPath(cfg.GetCmd(), osproc.EnvValue(env, "PATH"), cwd)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 	"github.com/paddock-dev/paddock/proto/gen/process"
@@ -216,9 +217,9 @@ func (s *session) start(ctx context.Context) error {
 	}
 	env := buildEnv(s.a.sandboxEnv(), u, nil)
 	shellPath, args := "sh", []string(nil)
-	if p, err := lookPath("bash", envValue(env, "PATH"), "/"); err == nil {
+	if p, err := osproc.LookPath("bash", osproc.EnvValue(env, "PATH"), "/"); err == nil {
 		shellPath, args = p, []string{"--noprofile", "--norc"}
-	} else if p, err := lookPath("sh", envValue(env, "PATH"), "/"); err == nil {
+	} else if p, err := osproc.LookPath("sh", osproc.EnvValue(env, "PATH"), "/"); err == nil {
 		shellPath = p
 	} else {
 		return fmt.Errorf("the sandbox has neither bash nor sh: %w", errdefs.ErrFailedPrecondition)

@@ -1,4 +1,4 @@
-package agent
+package codectx
 
 import (
 	"context"
@@ -7,40 +7,11 @@ import (
 	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
-
-	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
 
-// codeContextService serves CodeContextService.
-type codeContextService struct{ a *Agent }
-
-func (s *codeContextService) CreateContext(ctx context.Context, req *connect.Request[agentv1.CreateContextRequest]) (*connect.Response[agentv1.CreateContextResponse], error) {
-	c, err := s.a.createContext(ctx, req.Msg)
-	if err != nil {
-		return nil, reply.RPC(err)
-	}
-	return connect.NewResponse(&agentv1.CreateContextResponse{Context: c.info()}), nil
-}
-
-func (s *codeContextService) ListContexts(ctx context.Context, _ *connect.Request[agentv1.ListContextsRequest]) (*connect.Response[agentv1.ListContextsResponse], error) {
-	return connect.NewResponse(&agentv1.ListContextsResponse{Contexts: s.a.listContexts()}), nil
-}
-
-func (s *codeContextService) DeleteContext(ctx context.Context, req *connect.Request[agentv1.DeleteContextRequest]) (*connect.Response[agentv1.DeleteContextResponse], error) {
-	if err := s.a.deleteContext(req.Msg.GetId()); err != nil {
-		return nil, reply.RPC(err)
-	}
-	return connect.NewResponse(&agentv1.DeleteContextResponse{}), nil
-}
-
-func (s *codeContextService) RunCode(ctx context.Context, req *connect.Request[agentv1.RunCodeRequest], stream *connect.ServerStream[agentv1.RunCodeEvent]) error {
-	return reply.RPC(s.a.runCode(ctx, req.Msg, stream.Send))
-}
-
-func (a *Agent) runCode(ctx context.Context, m *agentv1.RunCodeRequest, send func(*agentv1.RunCodeEvent) error) error {
+func (s *Service) runCode(ctx context.Context, m *agentv1.RunCodeRequest, send func(*agentv1.RunCodeEvent) error) error {
 	switch {
 	case len(m.GetCode()) > maxCodeSize:
 		return errdefs.Invalid("the code is %d bytes, at most %d", len(m.GetCode()), maxCodeSize)
@@ -50,7 +21,7 @@ func (a *Agent) runCode(ctx context.Context, m *agentv1.RunCodeRequest, send fun
 	if err := checkContextEnv(m.GetEnv()); err != nil {
 		return err
 	}
-	c, err := a.getContext(m.GetContext())
+	c, err := s.get(m.GetContext())
 	if err != nil {
 		return err
 	}
@@ -139,7 +110,7 @@ func (c *codeContext) run(ctx context.Context, m *agentv1.RunCodeRequest, send f
 		_ = syscall.Kill(-c.pid, syscall.SIGINT)
 		grace = time.After(interruptGrace)
 	}
-	keepalive := time.NewTicker(c.a.opts.KeepaliveInterval)
+	keepalive := time.NewTicker(c.s.opts.KeepaliveInterval)
 	defer keepalive.Stop()
 	ctxDone := ctx.Done()
 	dead := func(why string) {

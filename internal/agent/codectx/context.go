@@ -1,4 +1,4 @@
-package agent
+package codectx
 
 import (
 	"bufio"
@@ -18,19 +18,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 )
 
-// The drivers run inside the interpreter and speak JSON lines over fds 3
-// (requests) and 4 (replies), so user output on fds 1 and 2 can never be
-// mistaken for a control message.
+// The drivers run inside the interpreter (see the package comment).
 var (
-	//go:embed codectx/driver.py
+	//go:embed driver.py
 	pythonDriver string
-	//go:embed codectx/driver.js
+	//go:embed driver.js
 	nodeDriver string
 )
 
@@ -46,6 +45,8 @@ const (
 	interruptGrace = 2 * time.Second
 	contextStartup = 15 * time.Second
 	drainWait      = 2 * time.Second
+	// readChunk is the most of an interpreter's output one read takes.
+	readChunk = 32 << 10
 )
 
 // Context states reported in CodeContextInfo.
@@ -70,7 +71,7 @@ type ctlMsg struct {
 
 // codeContext is one interpreter running a driver.
 type codeContext struct {
-	a       *Agent
+	s       *Service
 	id      string
 	lang    string
 	user    string
@@ -94,15 +95,7 @@ type codeContext struct {
 	dead string
 }
 
-type contextTable struct {
-	mu     sync.Mutex
-	byID   map[string]*codeContext
-	closed bool
-}
-
-func newContextTable() *contextTable { return &contextTable{byID: make(map[string]*codeContext)} }
-
-func (a *Agent) createContext(ctx context.Context, req *agentv1.CreateContextRequest) (*codeContext, error) {
+func (s *Service) create(ctx context.Context, req *agentv1.CreateContextRequest) (*codeContext, error) {
 	if !contextIDRE.MatchString(req.GetId()) {
 		return nil, errdefs.Invalid("context id %q: use 1 to 64 letters, digits, '.', '_' or '-'", req.GetId())
 	}
@@ -113,34 +106,33 @@ func (a *Agent) createContext(ctx context.Context, req *agentv1.CreateContextReq
 	if err := checkContextEnv(req.GetEnv()); err != nil {
 		return nil, err
 	}
-	t := a.contexts
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
 		return nil, fmt.Errorf("the agent is shutting down: %w", errdefs.ErrUnavailable)
 	}
-	if _, ok := t.byID[req.GetId()]; ok {
-		t.mu.Unlock()
+	if _, ok := s.byID[req.GetId()]; ok {
+		s.mu.Unlock()
 		return nil, fmt.Errorf("context %q exists: %w", req.GetId(), errdefs.ErrConflict)
 	}
-	if len(t.byID) >= maxContexts {
-		t.mu.Unlock()
+	if len(s.byID) >= maxContexts {
+		s.mu.Unlock()
 		return nil, fmt.Errorf("at most %d code contexts per sandbox; delete one first: %w", maxContexts, errdefs.ErrResourceExhausted)
 	}
 	c := &codeContext{
-		a: a, id: req.GetId(), lang: lang, created: time.Now(), sem: make(chan struct{}, 1),
+		s: s, id: req.GetId(), lang: lang, created: time.Now(), sem: make(chan struct{}, 1),
 		exited: make(chan struct{}), msgs: make(chan ctlMsg, 16),
 	}
 	// Reserve the id while the interpreter starts, so two creates cannot race.
-	t.byID[c.id] = c
-	t.mu.Unlock()
+	s.byID[c.id] = c
+	s.mu.Unlock()
 	if err := c.start(ctx, req); err != nil {
-		t.mu.Lock()
-		delete(t.byID, c.id)
-		t.mu.Unlock()
+		s.mu.Lock()
+		delete(s.byID, c.id)
+		s.mu.Unlock()
 		return nil, err
 	}
-	a.log.Info("code context created", "context", c.id, "language", lang, "user", c.user, "pid", c.pid)
+	s.log.Info("code context created", "context", c.id, "language", lang, "user", c.user, "pid", c.pid)
 	return c, nil
 }
 
@@ -155,26 +147,24 @@ func checkContextEnv(env map[string]string) error {
 	return nil
 }
 
-func (a *Agent) getContext(id string) (*codeContext, error) {
-	t := a.contexts
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c, ok := t.byID[id]; ok {
+func (s *Service) get(id string) (*codeContext, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.byID[id]; ok {
 		return c, nil
 	}
 	return nil, errdefs.NotFound("code context %q", id)
 }
 
-func (a *Agent) listContexts() []*agentv1.CodeContextInfo {
-	t := a.contexts
-	t.mu.Lock()
-	list := make([]*codeContext, 0, len(t.byID))
-	for _, c := range t.byID {
+func (s *Service) list() []*agentv1.CodeContextInfo {
+	s.mu.Lock()
+	list := make([]*codeContext, 0, len(s.byID))
+	for _, c := range s.byID {
 		if c.pid != 0 {
 			list = append(list, c)
 		}
 	}
-	t.mu.Unlock()
+	s.mu.Unlock()
 	sort.Slice(list, func(i, j int) bool { return list[i].created.Before(list[j].created) })
 	out := make([]*agentv1.CodeContextInfo, 0, len(list))
 	for _, c := range list {
@@ -183,32 +173,32 @@ func (a *Agent) listContexts() []*agentv1.CodeContextInfo {
 	return out
 }
 
-func (a *Agent) deleteContext(id string) error {
-	t := a.contexts
-	t.mu.Lock()
-	c, ok := t.byID[id]
+func (s *Service) remove(id string) error {
+	s.mu.Lock()
+	c, ok := s.byID[id]
 	if ok && c.pid != 0 {
-		delete(t.byID, id)
+		delete(s.byID, id)
 	}
-	t.mu.Unlock()
+	s.mu.Unlock()
 	if !ok || c.pid == 0 {
 		return errdefs.NotFound("code context %q", id)
 	}
 	c.kill("the context was deleted")
-	a.log.Info("code context deleted", "context", id)
+	s.log.Info("code context deleted", "context", id)
 	return nil
 }
 
-// closeAll ends every context; nothing is started afterwards.
-func (t *contextTable) closeAll() {
-	t.mu.Lock()
-	t.closed = true
-	list := make([]*codeContext, 0, len(t.byID))
-	for _, c := range t.byID {
+// Close ends every context; nothing is started afterwards (the agent's
+// shutdown).
+func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	list := make([]*codeContext, 0, len(s.byID))
+	for _, c := range s.byID {
 		list = append(list, c)
 	}
-	t.byID = map[string]*codeContext{}
-	t.mu.Unlock()
+	s.byID = map[string]*codeContext{}
+	s.mu.Unlock()
 	for _, c := range list {
 		c.kill("the sandbox is stopping")
 	}
@@ -233,8 +223,8 @@ func (c *codeContext) info() *agentv1.CodeContextInfo {
 
 // start launches the interpreter with the driver in its own process group.
 func (c *codeContext) start(ctx context.Context, req *agentv1.CreateContextRequest) error {
-	a := c.a
-	u, err := a.userFor(ctx, req.GetUser())
+	s := c.s
+	u, err := s.opts.User(ctx, req.GetUser())
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			return errdefs.Invalid("%s", reply.Public(err))
@@ -246,7 +236,7 @@ func (c *codeContext) start(ctx context.Context, req *agentv1.CreateContextReque
 		cwd := req.GetCwd()
 		cwdReq = &cwd
 	}
-	cwd, err := a.workDir(u, cwdReq)
+	cwd, err := s.opts.WorkDir(u, cwdReq)
 	if err != nil {
 		return err
 	}
@@ -254,12 +244,12 @@ func (c *codeContext) start(ctx context.Context, req *agentv1.CreateContextReque
 	for k, v := range req.GetEnv() {
 		extra[k] = v
 	}
-	env := buildEnv(a.sandboxEnv(), u, extra)
+	env := s.opts.Env(u, extra)
 	bin, argv := "python3", []string{"python3", "-u", "-c", pythonDriver}
 	if c.lang == "javascript" {
 		bin, argv = "node", []string{"node", "-e", nodeDriver}
 	}
-	path, err := lookPath(bin, envValue(env, "PATH"), cwd)
+	path, err := osproc.LookPath(bin, osproc.EnvValue(env, "PATH"), cwd)
 	if err != nil {
 		return fmt.Errorf("%s not found in this image; %s contexts need it: %w", bin, c.lang, errdefs.ErrFailedPrecondition)
 	}
@@ -316,7 +306,7 @@ func (c *codeContext) start(ctx context.Context, req *agentv1.CreateContextReque
 		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
 	}
 	attr := &os.ProcAttr{Dir: cwd, Env: env, Files: []*os.File{devnull, files[0], files[1], files[2], files[3]}, Sys: sys}
-	pid, exitc, err := a.startChild(func() (int, error) {
+	pid, exitc, err := s.opts.Start(bin, func() (int, error) {
 		op, err := os.StartProcess(path, argv, attr)
 		if err != nil {
 			return 0, err
@@ -327,7 +317,7 @@ func (c *codeContext) start(ctx context.Context, req *agentv1.CreateContextReque
 	})
 	if err != nil {
 		closeAll(parent)
-		return startError(bin, err)
+		return err
 	}
 	c.pid = pid
 	go func() {
@@ -445,14 +435,14 @@ func (c *codeContext) readReplies(f *os.File) {
 	for sc.Scan() {
 		var m ctlMsg
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			c.a.log.Warn("bad reply from a code-context driver", "context", c.id, "err", err)
+			c.s.log.Warn("bad reply from a code-context driver", "context", c.id, "err", err)
 			continue
 		}
 		c.msgs <- m
 	}
 	if err := sc.Err(); err != nil {
 		// The channel cannot be resynchronised after an oversized line.
-		c.a.log.Warn("code-context reply channel failed", "context", c.id, "err", err)
+		c.s.log.Warn("code-context reply channel failed", "context", c.id, "err", err)
 		c.kill("the interpreter sent an oversized reply")
 	}
 }
@@ -462,7 +452,7 @@ func (c *codeContext) readReplies(f *os.File) {
 // already in the pipe and then acknowledge.
 func (c *codeContext) pump(f *os.File, stderr bool, drain chan chan struct{}) {
 	defer f.Close()
-	buf := make([]byte, chunkSize)
+	buf := make([]byte, readChunk)
 	deliver := func(b []byte) {
 		c.mu.Lock()
 		sink := c.sink
