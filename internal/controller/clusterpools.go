@@ -6,6 +6,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
+	"github.com/paddock-dev/paddock/internal/controller/pools"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -46,17 +47,17 @@ func (c *Controller) templateRuntime(tpl *store.Template) string {
 }
 
 // tendClusterPool sets p's size on the backend that keeps it: its
-// target, min_ready or more after a burst of creates (pooldemand.go), as
+// target, min_ready or more after a burst of creates (pools/demand.go), as
 // for Paddock's own pools. The backend makes and removes the pods.
 func (c *Controller) tendClusterPool(ctx context.Context, wp runtime.WarmPooler, p *store.Pool, tpl *store.Template) {
-	target := poolTarget(p.MinReady, p.MaxReady, c.pools.peak(p.Name, c.opts.Clock())) // pooldemand.go
+	target := pools.Target(p.MinReady, p.MaxReady, c.pools.Peak(p.Name, c.opts.Clock()))
 	spec, err := c.clusterPoolSpec(ctx, p, tpl)
 	if err == nil {
 		err = wp.SetWarmPool(ctx, p.Name, spec, target)
 	}
 	if err != nil {
 		c.log.Warn("pool on the cluster", "pool", p.Name, "err", err)
-		c.setPoolErr(p.Name, err.Error())
+		c.pools.SetError(p.Name, err.Error())
 		return
 	}
 	// A pool whose pods do not become ready says why (pool ls).
@@ -64,11 +65,11 @@ func (c *Controller) tendClusterPool(ctx context.Context, wp runtime.WarmPooler,
 	if d, ok := wp.(runtime.WarmPoolDiagnoser); ok {
 		problem = d.WarmPoolProblem(ctx, p.Name)
 	}
-	if c.pools.lastError(p.Name) != problem && problem != "" {
+	if c.pools.Error(p.Name) != problem && problem != "" {
 		c.log.Warn("pool on the cluster", "pool", p.Name, "problem", problem)
 	}
-	c.setPoolErr(p.Name, problem)
-	if prev, had := c.pools.setClusterSize(p.Name, target); had && prev != target {
+	c.pools.SetError(p.Name, problem)
+	if prev, had := c.pools.SetClusterSize(p.Name, target); had && prev != target {
 		c.log.Info("pool on the cluster resized", "pool", p.Name, "from", prev, "to", target, "min_ready", p.MinReady, "max_ready", p.MaxReady)
 	}
 }
@@ -128,7 +129,7 @@ func (c *Controller) claimCluster(ctx context.Context, wp runtime.WarmPooler, p 
 	if err != nil {
 		return nil, err
 	}
-	c.pools.count(c.pools.served, p.Name)
+	c.pools.Served(p.Name)
 	c.log.Info("served from the cluster's pool", "pool", p.Name, "sandbox", sb.ID, "name", sb.Name)
 	return sb, nil
 }
@@ -167,7 +168,7 @@ func (c *Controller) removeClusterPools(ctx context.Context, keep map[string]run
 				c.log.Warn("remove the cluster's pool", "pool", n, "err", err)
 				continue
 			}
-			c.pools.forgetClusterSize(n)
+			c.pools.ForgetClusterSize(n)
 			c.log.Info("removed the cluster's pool", "pool", n, "runtime", b.Name())
 		}
 	}
@@ -176,7 +177,7 @@ func (c *Controller) removeClusterPools(ctx context.Context, keep map[string]run
 // removeClusterPool deletes the pool name from every backend that keeps
 // pools; its sandboxes already served keep running.
 func (c *Controller) removeClusterPool(ctx context.Context, name string) {
-	c.pools.forgetClusterSize(name)
+	c.pools.ForgetClusterSize(name)
 	for _, b := range c.opts.Backends {
 		if wp, ok := b.(runtime.WarmPooler); ok {
 			if err := wp.DeleteWarmPool(ctx, name); err != nil {

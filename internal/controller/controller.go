@@ -18,6 +18,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller/events"
+	"github.com/paddock-dev/paddock/internal/controller/pools"
 	"github.com/paddock-dev/paddock/internal/controller/processes"
 	"github.com/paddock-dev/paddock/internal/controller/sessions"
 	"github.com/paddock-dev/paddock/internal/controller/stats"
@@ -82,7 +83,7 @@ type Controller struct {
 	entries map[string]*entry
 
 	snaps    snapState          // snapshot bookkeeping (snapshots.go)
-	pools    poolState          // warm pools (pools.go)
+	pools    *pools.State       // warm pools' bookkeeping (pools.go tends them)
 	slots    createSlots        // creates starting at once, per caller (createslots.go)
 	adm      admissionState     // policy, quotas and runtime probes (admission.go, info.go)
 	reaps    reclaimer          // files of destroyed sandboxes removed later (reclaim.go)
@@ -169,6 +170,7 @@ func New(opts Options) (*Controller, error) {
 		retained: opts.Retention,
 		cfg:      opts.Config,
 		entries:  make(map[string]*entry),
+		pools:    pools.New(),
 		closing:  make(chan struct{}),
 		// Buffered: a wake sent while the loop is busy is not lost.
 		lifetimeWake: make(chan struct{}, 1),

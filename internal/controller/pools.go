@@ -4,111 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/pools"
 	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
 )
-
-// maxRefillsInFlight bounds how many sandboxes one pool starts at once, so
-// a refill does not starve the creates it exists to speed up.
-const maxRefillsInFlight = 2
-
-// poolState is the in-memory side of warm pools: refills in flight and
-// counters. What sandboxes a pool holds is in their labels.
-type poolState struct {
-	mu       sync.Mutex
-	wake     chan struct{}
-	starting map[string]int
-	served   map[string]int64
-	cold     map[string]int64
-	lastErr  map[string]string
-	idMu     map[string]*sync.Mutex // identifier bindings, per pool
-	building map[string]bool        // build sandboxes of this daemon
-	demand   map[string]*demand     // arrivals per pool (pooldemand.go)
-	retry    map[string]refillRetry // waits after failed refills (poolretry.go)
-	ready    map[string]*readyQueue // ready sandboxes to claim (poolready.go)
-	// clusterSize is the size last set on a backend's pool
-	// (clusterpools.go).
-	clusterSize map[string]int
-}
-
-func (p *poolState) init() {
-	if p.wake == nil {
-		p.wake = make(chan struct{}, 1)
-		p.starting = map[string]int{}
-		p.served = map[string]int64{}
-		p.cold = map[string]int64{}
-		p.lastErr = map[string]string{}
-		p.idMu = map[string]*sync.Mutex{}
-		p.building = map[string]bool{}
-		p.demand = map[string]*demand{}
-		p.retry = map[string]refillRetry{}
-		p.ready = map[string]*readyQueue{}
-		p.clusterSize = map[string]int{}
-	}
-}
-
-// setClusterSize records the size set on pool's backend pool and returns
-// the one before, if any.
-func (p *poolState) setClusterSize(pool string, n int) (prev int, had bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.init()
-	prev, had = p.clusterSize[pool]
-	p.clusterSize[pool] = n
-	return prev, had
-}
-
-// lastError is the error the pool shows.
-func (p *poolState) lastError(pool string) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.init()
-	return p.lastErr[pool]
-}
-
-func (p *poolState) forgetClusterSize(pool string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.init()
-	delete(p.clusterSize, pool)
-}
-
-// kick asks the pool loop to look again soon.
-func (p *poolState) kick() {
-	p.mu.Lock()
-	p.init()
-	w := p.wake
-	p.mu.Unlock()
-	select {
-	case w <- struct{}{}:
-	default:
-	}
-}
-
-func (p *poolState) count(m map[string]int64, pool string) {
-	p.mu.Lock()
-	p.init()
-	m[pool]++
-	p.mu.Unlock()
-}
-
-func (p *poolState) identifierLock(pool string) *sync.Mutex {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.init()
-	m := p.idMu[pool]
-	if m == nil {
-		m = &sync.Mutex{}
-		p.idMu[pool] = m
-	}
-	return m
-}
 
 // SetPool creates or changes a warm pool.
 func (c *Controller) SetPool(ctx context.Context, name string, req api.SetPoolRequest) (*api.Pool, error) {
@@ -144,9 +48,9 @@ func (c *Controller) SetPool(ctx context.Context, name string, req api.SetPoolRe
 	if err := c.opts.Store.PutPool(ctx, rec); err != nil {
 		return nil, err
 	}
-	c.pools.refillSucceeded(name) // a changed pool tries at once
+	c.pools.RefillSucceeded(name) // a changed pool tries at once
 	c.log.Info("pool set", "pool", name, "template", req.Template, "min_ready", req.MinReady, "max_ready", req.MaxReady, "cooldown", cooldown)
-	c.pools.kick()
+	c.pools.Kick()
 	return c.poolAPI(ctx, rec)
 }
 
@@ -207,7 +111,7 @@ func (c *Controller) DeletePool(ctx context.Context, name string) error {
 		}
 	}
 	c.removeClusterPool(ctx, name) // clusterpools.go
-	c.pools.forget(name)
+	c.pools.Forget(name)
 	c.log.Info("pool deleted", "pool", name)
 	return nil
 }
@@ -221,10 +125,7 @@ const refillWait = time.Minute
 func (c *Controller) waitRefills(ctx context.Context, pool string, limit time.Duration) {
 	deadline := time.Now().Add(limit)
 	for {
-		c.pools.mu.Lock()
-		c.pools.init()
-		n := c.pools.starting[pool]
-		c.pools.mu.Unlock()
+		n := c.pools.Starting(pool)
 		if n == 0 || time.Now().After(deadline) {
 			return
 		}
@@ -245,7 +146,7 @@ func (c *Controller) poolAPI(ctx context.Context, p *store.Pool) (*api.Pool, err
 		Name: p.Name, Template: p.Template, MinReady: p.MinReady, MaxReady: p.MaxReady, Resources: p.Resources,
 		CreatedAt: p.CreatedAt,
 	}
-	out.Target = poolTarget(p.MinReady, p.MaxReady, c.pools.peak(p.Name, c.opts.Clock())) // pooldemand.go
+	out.Target = pools.Target(p.MinReady, p.MaxReady, c.pools.Peak(p.Name, c.opts.Clock()))
 	for _, sb := range ready {
 		if sb.State == api.StateRunning {
 			out.Ready++
@@ -259,23 +160,17 @@ func (c *Controller) poolAPI(ctx context.Context, p *store.Pool) (*api.Pool, err
 	if p.Cooldown > 0 {
 		out.Cooldown = p.Cooldown.String()
 	}
-	c.pools.mu.Lock()
-	c.pools.init()
-	out.Starting = c.pools.starting[p.Name]
-	out.Served, out.Cold, out.Error = c.pools.served[p.Name], c.pools.cold[p.Name], c.pools.lastErr[p.Name]
-	c.pools.mu.Unlock()
+	st := c.pools.Stats(p.Name)
+	out.Starting, out.Served, out.Cold, out.Error = st.Starting, st.Served, st.Cold, st.Error
 	return out, nil
 }
 
 // RunPools keeps every pool at its target (min_ready, or more after a
-// burst: pooldemand.go), replaces stale pooled sandboxes
+// burst: pools/demand.go), replaces stale pooled sandboxes
 // and applies cooldowns until ctx ends. Its first pass reconciles what a
 // previous daemon left: pooled sandboxes that no longer match are removed.
 func (c *Controller) RunPools(ctx context.Context) {
-	c.pools.mu.Lock()
-	c.pools.init()
-	wake := c.pools.wake
-	c.pools.mu.Unlock()
+	wake := c.pools.Wake()
 	c.removeOrphanBuilders(ctx, time.Now())
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
@@ -319,13 +214,6 @@ func (c *Controller) poolPass(ctx context.Context) {
 	}
 }
 
-func (c *Controller) setPoolErr(pool, msg string) {
-	c.pools.mu.Lock()
-	c.pools.init()
-	c.pools.lastErr[pool] = msg
-	c.pools.mu.Unlock()
-}
-
 // tendPool keeps p at its size; it returns the backend that keeps p's
 // pool when one does (clusterpools.go).
 func (c *Controller) tendPool(ctx context.Context, p *store.Pool) runtime.WarmPooler {
@@ -344,9 +232,7 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) runtime.WarmPo
 	for _, sb := range members {
 		if sb.Labels[labelPoolReady] == "starting" {
 			// Left by a daemon that stopped mid-refill.
-			c.pools.mu.Lock()
-			inFlight := c.pools.starting[p.Name] > 0
-			c.pools.mu.Unlock()
+			inFlight := c.pools.Starting(p.Name) > 0
 			if inFlight {
 				continue
 			}
@@ -391,29 +277,18 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) runtime.WarmPo
 		}
 	}
 	if tpl == nil {
-		c.setPoolErr(p.Name, fmt.Sprintf("template %q was deleted; the pool cannot refill", p.Template))
+		c.pools.SetError(p.Name, fmt.Sprintf("template %q was deleted; the pool cannot refill", p.Template))
 		return nil
 	}
 	if onCluster {
 		c.tendClusterPool(ctx, wp, p, tpl)
 		return wp
 	}
-	c.pools.offerReady(p.Name, readyIDs...)                                            // poolready.go
-	target := poolTarget(p.MinReady, p.MaxReady, c.pools.peak(p.Name, c.opts.Clock())) // pooldemand.go
+	c.pools.OfferReady(p.Name, readyIDs...)
+	target := pools.Target(p.MinReady, p.MaxReady, c.pools.Peak(p.Name, c.opts.Clock()))
 	c.shrinkPool(ctx, p, readyIDs, target)
-	c.pools.mu.Lock()
-	c.pools.init()
-	need := target - ready - c.pools.starting[p.Name]
-	if c.pools.waitingLocked(p.Name, now) {
-		need = 0 // its last refill failed (poolretry.go)
-	}
-	if room := maxRefillsInFlight - c.pools.starting[p.Name]; need > room {
-		need = room
-	}
-	if need > 0 {
-		c.pools.starting[p.Name] += need
-	}
-	c.pools.mu.Unlock()
+	// None while its last refill's failure waits (pools/retry.go).
+	need := c.pools.Reserve(p.Name, target, ready, now)
 	for i := 0; i < need; i++ {
 		go c.refill(WithCaller(context.WithoutCancel(ctx), poolCaller, api.KeyScopeAll), p, tpl)
 	}
@@ -425,7 +300,7 @@ func (c *Controller) tendPool(ctx context.Context, p *store.Pool) runtime.WarmPo
 // pool has passed out of its memory. A sandbox is first taken out of the
 // pool under its lock, so a claim never gets one that is going.
 func (c *Controller) shrinkPool(ctx context.Context, p *store.Pool, readyIDs []string, target int) {
-	excess := min(len(readyIDs)-target, maxRefillsInFlight)
+	excess := min(len(readyIDs)-target, pools.MaxRefillsInFlight)
 	for i := 0; i < excess; i++ {
 		id := readyIDs[len(readyIDs)-1-i]
 		e := c.entry(id)
@@ -450,10 +325,7 @@ func (c *Controller) shrinkPool(ctx context.Context, p *store.Pool, readyIDs []s
 
 func (c *Controller) refill(ctx context.Context, p *store.Pool, tpl *store.Template) {
 	defer func() {
-		c.pools.mu.Lock()
-		c.pools.starting[p.Name]--
-		c.pools.mu.Unlock()
-		c.pools.kick()
+		c.pools.RefillDone(p.Name)
 	}()
 	sb, err := c.createFromTemplate(ctx, api.CreateSandboxRequest{Resources: p.Resources}, tpl, map[string]string{
 		labelPool: p.Name, labelPoolReady: "starting",
@@ -463,21 +335,21 @@ func (c *Controller) refill(ctx context.Context, p *store.Pool, tpl *store.Templ
 		err = c.relabel(ctx, sb.ID, labelPoolReady, "true")
 	}
 	if err != nil {
-		wait := c.pools.refillFailed(p.Name, time.Now())
-		time.AfterFunc(wait, c.pools.kick)
+		wait := c.pools.RefillFailed(p.Name, time.Now())
+		time.AfterFunc(wait, c.pools.Kick)
 		c.log.Warn("pool refill", "pool", p.Name, "err", err, "retry_in", wait)
-		c.setPoolErr(p.Name, err.Error())
+		c.pools.SetError(p.Name, err.Error())
 		return
 	}
-	c.pools.refillSucceeded(p.Name)
-	c.pools.offerReady(p.Name, sb.ID)
+	c.pools.RefillSucceeded(p.Name)
+	c.pools.OfferReady(p.Name, sb.ID)
 	// A refill that started before its template was deleted may end after
 	// the pool said so: it must not clear that (the next pass destroys
 	// the sandbox it made, as stale).
 	if _, err := c.opts.Store.GetTemplate(ctx, p.Template); errors.Is(err, errdefs.ErrNotFound) {
 		return
 	}
-	c.setPoolErr(p.Name, "")
+	c.pools.SetError(p.Name, "")
 }
 
 func (c *Controller) relabel(ctx context.Context, id, key, value string) error {
@@ -502,23 +374,10 @@ func (c *Controller) removeOrphanBuilders(ctx context.Context, before time.Time)
 		return
 	}
 	for _, sb := range list {
-		c.pools.mu.Lock()
-		live := c.pools.building[sb.ID]
-		c.pools.mu.Unlock()
+		live := c.pools.Building(sb.ID)
 		if _, ok := sb.Labels[labelBuilder]; ok && !live && sb.CreatedAt.Before(before) {
 			c.log.Info("removing build sandbox left by an earlier daemon", "sandbox", sb.ID)
 			_ = c.destroy(ctx, sb.ID, "template build was interrupted")
 		}
-	}
-}
-
-func (p *poolState) setBuilding(id string, on bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.init()
-	if on {
-		p.building[id] = true
-	} else {
-		delete(p.building, id)
 	}
 }

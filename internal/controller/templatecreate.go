@@ -62,7 +62,7 @@ func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxR
 		return nil, err
 	}
 	if req.Identifier != "" {
-		mu := c.pools.identifierLock(pool.Name)
+		mu := c.pools.IdentifierLock(pool.Name)
 		mu.Lock()
 		defer mu.Unlock()
 		bound, err := c.opts.Store.ListSandboxes(ctx, map[string]string{labelPool: pool.Name, labelIdentifier: req.Identifier})
@@ -81,10 +81,10 @@ func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxR
 		pool = c.poolFor(ctx, req.Template, req.Resources)
 	}
 	if pool != nil && poolable(req) && sameResources(pool.Resources, req.Resources) {
-		c.pools.arrived(pool.Name, c.opts.Clock())  // pooldemand.go
+		c.pools.Arrived(pool.Name, c.opts.Clock())
 		if wp, ok := c.clusterPool(pool, tpl); ok { // clusterpools.go
 			// The pool loop sizes the backend's pool from the demand.
-			c.pools.kickAfterClaim()
+			c.pools.KickAfterClaim()
 			// A pod of the cluster's pool started without the egress
 			// proxy's settings, which a running pod cannot be given: a
 			// sandbox with egress is created cold.
@@ -96,7 +96,7 @@ func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxR
 		} else if sb, err := c.claim(ctx, pool, tpl, req); err != nil || sb != nil {
 			return sb, err
 		}
-		c.pools.count(c.pools.cold, pool.Name)
+		c.pools.Cold(pool.Name)
 		c.stats.Pool(time.Now(), false)
 	}
 	extra := map[string]string{}
@@ -165,7 +165,7 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 		return nil, err
 	}
 	for {
-		id, ok, loaded := c.pools.takeReady(pool.Name) // poolready.go
+		id, ok, loaded := c.pools.TakeReady(pool.Name)
 		if !ok && loaded {
 			return nil, nil
 		}
@@ -179,7 +179,7 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 			for i, sb := range ready {
 				ids[i] = sb.ID
 			}
-			c.pools.offerReady(pool.Name, ids...)
+			c.pools.OfferReady(pool.Name, ids...)
 			continue
 		}
 		e := c.entry(id)
@@ -193,7 +193,7 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 			// claim ends instead of emptying the queue one failed read at
 			// a time.
 			e.mu.Unlock()
-			c.pools.offerReady(pool.Name, id)
+			c.pools.OfferReady(pool.Name, id)
 			return nil, err
 		}
 		if err != nil || rec.State != api.StateRunning || rec.Labels[labelPoolReady] != "true" ||
@@ -220,16 +220,16 @@ func (c *Controller) claim(ctx context.Context, pool *store.Pool, tpl *store.Tem
 		e.mu.Unlock()
 		if err != nil {
 			// Refused: the sandbox stays in the pool for another caller.
-			c.pools.offerReady(pool.Name, id)
+			c.pools.OfferReady(pool.Name, id)
 			if errors.Is(err, errdefs.ErrConflict) {
 				return nil, errSandboxNameTaken(req.Name)
 			}
 			return nil, err
 		}
 		c.touch(rec.ID)
-		c.pools.count(c.pools.served, pool.Name)
+		c.pools.Served(pool.Name)
 		c.stats.Pool(time.Now(), true)
-		c.pools.kickAfterClaim() // claimrefill.go
+		c.pools.KickAfterClaim()
 		c.log.Info("served from pool", "pool", pool.Name, "sandbox", rec.ID, "name", rec.Name)
 		return c.toAPI(rec), nil
 	}

@@ -128,7 +128,7 @@ func (c *Controller) StartBuild(ctx context.Context, template string, req api.Cr
 	if err != nil {
 		return "", err
 	}
-	c.pools.setBuilding(sb.ID, true)
+	c.pools.SetBuilding(sb.ID, true)
 	return sb.ID, nil
 }
 
@@ -137,7 +137,7 @@ func (c *Controller) EndBuild(ctx context.Context, id string) {
 	if err := c.destroy(ctx, id, "template build finished"); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		c.log.Error("destroy build sandbox", "sandbox", id, "err", err)
 	}
-	c.pools.setBuilding(id, false)
+	c.pools.SetBuilding(id, false)
 }
 
 // CommitBuildLayer captures a build sandbox's writable layer on top of the
@@ -179,13 +179,13 @@ func (c *Controller) PutTemplate(ctx context.Context, t *store.Template) error {
 	if err != nil {
 		return err
 	}
-	c.pools.kick()
+	c.pools.Kick()
 	return nil
 }
 
 // TemplateDeleted has the pools of a deleted template stop refilling and
 // the layers nothing uses any longer collected.
 func (c *Controller) TemplateDeleted(ctx context.Context) {
-	c.pools.kick()
+	c.pools.Kick()
 	go c.collectLayers(context.WithoutCancel(ctx))
 }

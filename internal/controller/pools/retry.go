@@ -1,4 +1,4 @@
-package controller
+package pools
 
 import "time"
 
@@ -19,14 +19,13 @@ type refillRetry struct {
 	at   time.Time
 }
 
-// refillFailed records a refill of pool that failed at now and returns
+// RefillFailed records a refill of pool that failed at now and returns
 // how long the pool waits before it refills again. Refills in flight
 // together that fail together count once: only a failure after the
 // current wait has passed makes the next one longer.
-func (p *poolState) refillFailed(pool string, now time.Time) time.Duration {
+func (p *State) RefillFailed(pool string, now time.Time) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.init()
 	r := p.retry[pool]
 	if now.Before(r.at) {
 		return r.at.Sub(now)
@@ -37,16 +36,15 @@ func (p *poolState) refillFailed(pool string, now time.Time) time.Duration {
 	return r.wait
 }
 
-// refillSucceeded ends pool's wait.
-func (p *poolState) refillSucceeded(pool string) {
+// RefillSucceeded ends pool's wait.
+func (p *State) RefillSucceeded(pool string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.init()
 	delete(p.retry, pool)
 }
 
 // waitingLocked says whether pool must not refill yet at now; p.mu is
 // held.
-func (p *poolState) waitingLocked(pool string, now time.Time) bool {
+func (p *State) waitingLocked(pool string, now time.Time) bool {
 	return now.Before(p.retry[pool].at)
 }

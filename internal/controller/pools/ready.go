@@ -1,4 +1,4 @@
-package controller
+package pools
 
 // Each pool's ready sandboxes as this daemon knows them, in the order
 // they became ready, so that a claim takes the next one instead of
@@ -23,12 +23,11 @@ type readyQueue struct {
 	loaded bool
 }
 
-// offerReady queues ids of pool (those queued already keep their place)
+// OfferReady queues ids of pool (those queued already keep their place)
 // and marks the queue loaded.
-func (p *poolState) offerReady(pool string, ids ...string) {
+func (p *State) OfferReady(pool string, ids ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.init()
 	q := p.ready[pool]
 	if q == nil {
 		q = &readyQueue{queued: map[string]bool{}}
@@ -43,12 +42,11 @@ func (p *poolState) offerReady(pool string, ids ...string) {
 	}
 }
 
-// takeReady removes and returns the first queued id of pool; loaded says
+// TakeReady removes and returns the first queued id of pool; loaded says
 // whether an empty queue can be believed.
-func (p *poolState) takeReady(pool string) (id string, ok, loaded bool) {
+func (p *State) TakeReady(pool string) (id string, ok, loaded bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.init()
 	q := p.ready[pool]
 	if q == nil {
 		return "", false, false

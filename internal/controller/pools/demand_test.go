@@ -1,4 +1,4 @@
-package controller
+package pools
 
 import (
 	"testing"
@@ -57,8 +57,8 @@ func TestPoolTarget(t *testing.T) {
 		{2, 10, 50, 10},    // at most max
 		{0, 100, 100, 100}, // a pool of nothing that a burst grows
 	} {
-		if got := poolTarget(c.min, c.max, c.peak); got != c.want {
-			t.Errorf("poolTarget(%d, %d, %d) = %d, want %d", c.min, c.max, c.peak, got, c.want)
+		if got := Target(c.min, c.max, c.peak); got != c.want {
+			t.Errorf("Target(%d, %d, %d) = %d, want %d", c.min, c.max, c.peak, got, c.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package pools
 
 import "time"
 
@@ -9,8 +9,8 @@ import "time"
 // milliseconds a refill takes, the delay costs the pool little.
 const claimRefillDelay = 150 * time.Millisecond
 
-// kickAfterClaim asks the pool loop to refill once the claimed sandbox's
+// KickAfterClaim asks the pool loop to refill once the claimed sandbox's
 // first requests have had the host to themselves.
-func (p *poolState) kickAfterClaim() {
-	time.AfterFunc(claimRefillDelay, p.kick)
+func (p *State) KickAfterClaim() {
+	time.AfterFunc(claimRefillDelay, p.Kick)
 }

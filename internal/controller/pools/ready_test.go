@@ -1,4 +1,4 @@
-package controller
+package pools
 
 import "testing"
 
@@ -6,20 +6,20 @@ import "testing"
 // offered twice is queued once, and an empty queue is believed only once
 // the pool has been loaded (offered to, even with nothing).
 func TestReadyQueue(t *testing.T) {
-	var p poolState
-	if _, ok, loaded := p.takeReady("a"); ok || loaded {
+	p := New()
+	if _, ok, loaded := p.TakeReady("a"); ok || loaded {
 		t.Fatalf("new pool: ok %v loaded %v, want neither", ok, loaded)
 	}
-	p.offerReady("a")
-	if _, ok, loaded := p.takeReady("a"); ok || !loaded {
+	p.OfferReady("a")
+	if _, ok, loaded := p.TakeReady("a"); ok || !loaded {
 		t.Fatalf("pool loaded empty: ok %v loaded %v, want loaded and none", ok, loaded)
 	}
-	p.offerReady("a", "x", "y")
-	p.offerReady("a", "y", "z", "x")
-	p.offerReady("b", "w")
+	p.OfferReady("a", "x", "y")
+	p.OfferReady("a", "y", "z", "x")
+	p.OfferReady("b", "w")
 	var got []string
 	for {
-		id, ok, _ := p.takeReady("a")
+		id, ok, _ := p.TakeReady("a")
 		if !ok {
 			break
 		}
@@ -29,12 +29,12 @@ func TestReadyQueue(t *testing.T) {
 		t.Errorf("taken %v, want [x y z]", got)
 	}
 	// Taken, an id may be offered again (a claim refused by admission).
-	p.offerReady("a", "x")
-	if id, ok, _ := p.takeReady("a"); !ok || id != "x" {
+	p.OfferReady("a", "x")
+	if id, ok, _ := p.TakeReady("a"); !ok || id != "x" {
 		t.Errorf("offered again: %q %v, want x", id, ok)
 	}
-	p.forget("b")
-	if _, ok, loaded := p.takeReady("b"); ok || loaded {
+	p.Forget("b")
+	if _, ok, loaded := p.TakeReady("b"); ok || loaded {
 		t.Errorf("forgotten pool: ok %v loaded %v, want neither", ok, loaded)
 	}
 }

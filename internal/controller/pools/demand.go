@@ -1,4 +1,4 @@
-package controller
+package pools
 
 import (
 	"sync"
@@ -64,7 +64,7 @@ func (d *demand) add(now time.Time) {
 	}
 }
 
-// peak is the most arrivals within any demandWindow of the last
+// Peak is the most arrivals within any demandWindow of the last
 // demandMemory, as of now.
 func (d *demand) peak(now time.Time) int {
 	d.mu.Lock()
@@ -84,30 +84,29 @@ func (d *demand) peak(now time.Time) int {
 	return best
 }
 
-// poolTarget is how many sandboxes a pool keeps ready: min_ready, or its
+// Target is how many sandboxes a pool keeps ready: min_ready, or its
 // recent peak demand when that is more, at most max_ready (0 or below
 // min_ready: the pool does not grow).
-func poolTarget(minReady, maxReady, peak int) int {
+func Target(minReady, maxReady, peak int) int {
 	if maxReady <= minReady {
 		return minReady
 	}
 	return min(max(minReady, peak), maxReady)
 }
 
-// arrived counts a create that asked for pool (served or cold).
-func (p *poolState) arrived(pool string, now time.Time) {
+// Arrived counts a create that asked for pool (served or cold).
+func (p *State) Arrived(pool string, now time.Time) {
 	p.demandOf(pool).add(now)
 }
 
-// peak is pool's recent peak demand.
-func (p *poolState) peak(pool string, now time.Time) int {
+// Peak is pool's recent peak demand.
+func (p *State) Peak(pool string, now time.Time) int {
 	return p.demandOf(pool).peak(now)
 }
 
-func (p *poolState) demandOf(pool string) *demand {
+func (p *State) demandOf(pool string) *demand {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.init()
 	d := p.demand[pool]
 	if d == nil {
 		d = &demand{}
@@ -116,11 +115,10 @@ func (p *poolState) demandOf(pool string) *demand {
 	return d
 }
 
-// forget drops a deleted pool's counters.
-func (p *poolState) forget(pool string) {
+// Forget drops a deleted pool's counters.
+func (p *State) Forget(pool string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.init()
 	delete(p.demand, pool)
 	delete(p.retry, pool)
 	delete(p.ready, pool)
