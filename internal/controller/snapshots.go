@@ -420,29 +420,6 @@ func (c *Controller) collectLayers(ctx context.Context) {
 	}
 }
 
-// checkOnIdle refuses an unknown idle policy, snapshot on a daemon
-// without snapshots, and hibernate for sandbox rec when its runtime
-// cannot keep memory (rec nil: not known yet; create checks it once the
-// runtime is resolved).
-func (c *Controller) checkOnIdle(policy string, rec *store.Sandbox) error {
-	switch policy {
-	case "", api.OnIdleStop, api.OnIdlePause:
-		return nil
-	case api.OnIdleSnapshot:
-		_, err := c.snapStore()
-		return err
-	case api.OnIdleHibernate:
-		if rec == nil {
-			return nil
-		}
-		if _, err := c.checkpointer(rec); err != nil { // hibernate.go
-			return fmt.Errorf("on_idle hibernate: %w", err)
-		}
-		return nil
-	}
-	return errdefs.Invalid("on_idle %q: want %s, %s, %s or %s", rules.Truncate(policy, 40), api.OnIdleStop, api.OnIdlePause, api.OnIdleSnapshot, api.OnIdleHibernate)
-}
-
 // restorePlan is what a create from a snapshot adds to the sandbox.
 type restorePlan struct {
 	snap   *store.Snapshot
