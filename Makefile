@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/paddock-dev/paddock/internal/daemon.Version=$(VERSION)
 export CGO_ENABLED = 0
 
-.PHONY: all build run test unit test-cgroupv2 test-kubernetes deps generate vet bench bench-kubernetes soak clean
+.PHONY: all build run test unit unit-race test-cgroupv2 test-kubernetes deps generate vet bench bench-kubernetes soak clean
 
 all: build
 
@@ -26,10 +26,14 @@ test:
 	@PADDOCK_TEST_DEPS=1 ./scripts/install-deps.sh
 	./scripts/test.sh
 
-## unit: the unit tier alone, with the race detector: no root, no runtime,
-## no installed package but Go and a C compiler (DEVELOPING.md).
+## unit: the unit tier alone: no root, no runtime, no installed package
+## but Go (about a minute warm; DEVELOPING.md). unit-race: the same under
+## the race detector (needs gcc), as `make test` runs it.
 unit:
 	./scripts/unit.sh
+
+unit-race:
+	./scripts/unit.sh --race
 
 ## test-cgroupv2: the runtime suite, an end-to-end subset and the systemd
 ## unit inside a Debian VM with only cgroup v2 (QEMU, no KVM needed); the VM

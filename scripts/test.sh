@@ -68,7 +68,7 @@ rc=$?
 # After the plain run, not beside it: the end-to-end tests measure time on
 # a loaded machine, and the race tier would load it more.
 echo "running the unit tier with the race detector (log: $out/go-test-race.log)"
-./scripts/unit.sh -v >"$out/go-test-race.log" 2>&1
+./scripts/unit.sh --race -v >"$out/go-test-race.log" 2>&1
 race_rc=$?
 cat "$out/go-test-race.log" >>"$log"
 if [ "$race_rc" -ne 0 ] && [ "$rc" -eq 0 ]; then
