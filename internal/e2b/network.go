@@ -63,12 +63,14 @@ func parseEgress(allowOut, denyOut []string, rules map[string][]networkRule, egr
 			return s, errdefs.Invalid("network: %q is in both allowOut and denyOut; E2B lets allowOut win and Paddock lets denyOut win, so list it in one of them", h)
 		}
 	}
-	for _, a := range s.allowCIDR {
-		for _, d := range s.denyCIDR {
-			if netip.MustParsePrefix(a).Overlaps(netip.MustParsePrefix(d)) {
-				return s, errdefs.Invalid("network: allowOut %s and denyOut %s overlap; E2B lets allowOut win and Paddock lets denyOut win, so make them disjoint", a, d)
-			}
-		}
+	// Where an allowOut block and a denyOut block overlap, E2B lets
+	// allowOut win; Paddock's address rules let deny win, so the allowed
+	// blocks are carved out of the denied ones here.
+	if s.denyCIDR, err = carveCIDRs(s.denyCIDR, s.allowCIDR); err != nil {
+		return s, err
+	}
+	if n := len(s.allowCIDR) + len(s.denyCIDR); n > egress.MaxCIDRRules {
+		return s, errdefs.Invalid("network: allowOut's blocks carved out of denyOut's leave %d address rules, at most %d; use fewer or wider blocks", n, egress.MaxCIDRRules)
 	}
 	if s.inject, err = transformRules(rules); err != nil {
 		return s, err
@@ -109,6 +111,64 @@ func hostRules(field string, entries []string) (hosts, cidrs []string, all bool,
 		}
 	}
 	return hosts, cidrs, all, nil
+}
+
+// carveCIDRs returns the IPv4 blocks of deny less every block of allow,
+// as the fewest prefixes: a deny block inside an allow block goes, and one
+// that holds an allow block is split around it (at most 32 prefixes for
+// each allow block it holds). Both lists are normalised prefixes.
+func carveCIDRs(deny, allow []string) ([]string, error) {
+	cur := make([]netip.Prefix, 0, len(deny))
+	for _, d := range deny {
+		p, err := netip.ParsePrefix(d)
+		if err != nil {
+			return nil, errdefs.Invalid("network.denyOut: %q: %v", d, err)
+		}
+		cur = append(cur, p)
+	}
+	for _, a := range allow {
+		ap, err := netip.ParsePrefix(a)
+		if err != nil {
+			return nil, errdefs.Invalid("network.allowOut: %q: %v", a, err)
+		}
+		next := cur[:0:0]
+		for _, d := range cur {
+			next = append(next, subtractPrefix(d, ap)...)
+		}
+		cur = next
+		if len(cur) > 4*egress.MaxCIDRRules {
+			return nil, errdefs.Invalid("network: allowOut's blocks carved out of denyOut's leave more than %d address rules; use fewer or wider blocks", egress.MaxCIDRRules)
+		}
+	}
+	var out []string
+	for _, p := range cur {
+		if c := p.String(); !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// subtractPrefix is d less a: d whole when they do not overlap, nothing
+// when a holds d, else the halves along the way down from d to a that do
+// not hold a.
+func subtractPrefix(d, a netip.Prefix) []netip.Prefix {
+	switch {
+	case !d.Overlaps(a):
+		return []netip.Prefix{d}
+	case a.Bits() <= d.Bits():
+		return nil // a holds d
+	}
+	var out []netip.Prefix
+	for bits := d.Bits() + 1; bits <= a.Bits(); bits++ {
+		inner := netip.PrefixFrom(a.Addr(), bits).Masked()
+		// The sibling of inner at this length: the same bits but the last.
+		b := inner.Addr().As4()
+		i := (bits - 1) / 8
+		b[i] ^= 1 << (7 - (bits-1)%8)
+		out = append(out, netip.PrefixFrom(netip.AddrFrom4(b), bits))
+	}
+	return out
 }
 
 // isAddress reports whether an entry is an IP address or a CIDR block.

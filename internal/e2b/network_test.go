@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -73,7 +75,10 @@ func TestCreateNetwork(t *testing.T) {
 		{name: "IPv6 all traffic", body: `{"network":{"allowOut":["::/0"]}}`, bad: "IPv6 is not supported"},
 		{name: "deny IPv6", body: `{"network":{"denyOut":["2001:db8::/32"]}}`, bad: "network.denyOut"},
 		{name: "bad prefix", body: `{"network":{"allowOut":["1.2.3.4/40"]}}`, bad: "not an IPv4 address or CIDR block"},
-		{name: "allow and deny overlap", body: `{"network":{"allowOut":["10.0.0.0/8"],"denyOut":["10.1.0.0/16"]}}`, bad: "overlap"},
+		{name: "allow holds deny: allow wins", def: none, body: `{"network":{"allowOut":["10.0.0.0/8"],"denyOut":["10.1.0.0/16"]}}`, want: cidrPolicy(nil, []string{"10.0.0.0/8"}, nil)},
+		{name: "deny holds allow: carved", def: none, body: `{"network":{"allowOut":["8.8.8.8"],"denyOut":["8.8.8.8/30","9.9.9.9"]}}`,
+			want: cidrPolicy(nil, []string{"8.8.8.8/32"}, []string{"8.8.8.10/31", "8.8.8.9/32", "9.9.9.9/32"})},
+		{name: "carving leaves too many blocks", body: fmt.Sprintf(`{"network":{"denyOut":["10.0.0.0/8"],"allowOut":[%s]}}`, strings.TrimSuffix(strings.Repeat(`"10.0.0.1",`, 1)+`"10.128.0.1","10.64.0.1",`, ",")), bad: "address rules, at most"},
 		{name: "not a host", body: `{"network":{"allowOut":["exa mple.com"]}}`, bad: "network.allowOut"},
 		{name: "path is not a host", body: `{"network":{"allowOut":["example.com/x"]}}`, bad: "network.allowOut"},
 		{name: "both lists", body: `{"network":{"allowOut":["a.test"],"denyOut":["A.test"]}}`, bad: "in both allowOut and denyOut"},
@@ -407,4 +412,50 @@ func FuzzHeaderTemplate(f *testing.F) {
 			t.Fatalf("e2bValue(headerTemplate(%q)) = %q", v, back)
 		}
 	})
+}
+
+// TestCarveCIDRs: an address is in the carved deny list exactly when it
+// is in a deny block and in no allow block.
+func TestCarveCIDRs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 13))
+	// Blocks in 10.0.0.0/16, so random addresses often fall in them.
+	block := func() netip.Prefix {
+		b := [4]byte{10, 0, byte(rng.IntN(256)), byte(rng.IntN(256))}
+		return netip.PrefixFrom(netip.AddrFrom4(b), 16+rng.IntN(17)).Masked()
+	}
+	in := func(ps []netip.Prefix, a netip.Addr) bool {
+		for _, p := range ps {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
+	for round := 0; round < 300; round++ {
+		var deny, allow []netip.Prefix
+		var denyS, allowS []string
+		for i := rng.IntN(4); i >= 0; i-- {
+			p := block()
+			deny, denyS = append(deny, p), append(denyS, p.String())
+		}
+		for i := rng.IntN(4); i >= 0; i-- {
+			p := block()
+			allow, allowS = append(allow, p), append(allowS, p.String())
+		}
+		got, err := carveCIDRs(denyS, allowS)
+		if err != nil {
+			continue // too many blocks: refused, which the create test covers
+		}
+		var carved []netip.Prefix
+		for _, c := range got {
+			carved = append(carved, netip.MustParsePrefix(c))
+		}
+		for k := 0; k < 2000; k++ {
+			a := netip.AddrFrom4([4]byte{10, 0, byte(rng.IntN(256)), byte(rng.IntN(256))})
+			want := in(deny, a) && !in(allow, a)
+			if in(carved, a) != want {
+				t.Fatalf("deny %v allow %v: %s in carved %v = %v, want %v", denyS, allowS, a, got, !want, want)
+			}
+		}
+	}
 }
