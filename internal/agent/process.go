@@ -392,16 +392,7 @@ func (a *Agent) startProcess(ctx context.Context, msg *process.StartRequest) (*p
 
 	argv := append([]string{cfg.GetCmd()}, cfg.GetArgs()...)
 	attr := &os.ProcAttr{Dir: cwd, Env: env, Files: files, Sys: sys}
-	pid, exitc, err := a.startChild(func() (int, error) {
-		// Never waited on through os.Process: the reaper owns waiting.
-		op, err := os.StartProcess(path, argv, attr)
-		if err != nil {
-			return 0, err
-		}
-		pid := op.Pid
-		_ = op.Release()
-		return pid, nil
-	})
+	pid, exitc, err := a.startChild(func() (int, error) { return osproc.StartProcess(path, argv, attr) })
 	if err != nil {
 		closeParent()
 		return nil, nil, startError(cfg.GetCmd(), err)

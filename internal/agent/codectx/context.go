@@ -306,15 +306,7 @@ func (c *codeContext) start(ctx context.Context, req *agentv1.CreateContextReque
 		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
 	}
 	attr := &os.ProcAttr{Dir: cwd, Env: env, Files: []*os.File{devnull, files[0], files[1], files[2], files[3]}, Sys: sys}
-	pid, exitc, err := s.opts.Start(bin, func() (int, error) {
-		op, err := os.StartProcess(path, argv, attr)
-		if err != nil {
-			return 0, err
-		}
-		pid := op.Pid
-		_ = op.Release()
-		return pid, nil
-	})
+	pid, exitc, err := s.opts.Start(bin, func() (int, error) { return osproc.StartProcess(path, argv, attr) })
 	if err != nil {
 		closeAll(parent)
 		return err

@@ -165,3 +165,17 @@ func resetOOMScore(pid int) {
 	_, _ = f.WriteString(strconv.Itoa(ChildOOMScore(ownOOMScoreAdj())))
 	_ = f.Close()
 }
+
+// StartProcess starts path as os.StartProcess does and returns its pid,
+// letting go of the os.Process at once: the reaper owns waiting for it,
+// so the child is never waited on through os.Process. It is the fork a
+// Reaper's Start runs.
+func StartProcess(path string, argv []string, attr *os.ProcAttr) (int, error) {
+	op, err := os.StartProcess(path, argv, attr)
+	if err != nil {
+		return 0, err
+	}
+	pid := op.Pid
+	_ = op.Release()
+	return pid, nil
+}
