@@ -27,6 +27,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent/codectx"
 	"github.com/paddock-dev/paddock/internal/agent/files"
 	"github.com/paddock-dev/paddock/internal/agent/osproc"
+	"github.com/paddock-dev/paddock/internal/agent/portfwd"
 	"github.com/paddock-dev/paddock/internal/agent/users"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -208,7 +209,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("GET "+wire.StartedPath, a.handleStarted)
 	mux.HandleFunc("POST /init", a.handleInit)
 	mux.HandleFunc("GET /envs", a.handleEnvs)
-	mux.HandleFunc("GET "+PortForwardPath, a.handlePortForward)
+	mux.HandleFunc("GET "+wire.PortForwardPath, portfwd.Serve)
 	h := withUser(mux)
 	if a.gate != nil {
 		h = a.gate.wrap(h) // claim.go

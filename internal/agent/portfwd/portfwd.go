@@ -1,4 +1,9 @@
-package agent
+// Package portfwd is the agent's port forwarding: one TCP connection
+// spliced to a port on the sandbox's loopback, through an HTTP/1.1
+// upgrade on the agent's socket, so the daemon reaches a sandbox's ports
+// (preview URLs, E2B's data plane) even when the sandbox has no network.
+// It knows nothing of the agent's other services.
+package portfwd
 
 import (
 	"bytes"
@@ -17,16 +22,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 )
 
-// PortForwardPath is the agent endpoint that splices one TCP connection to
-// a port on the sandbox's loopback with the caller's connection: an
-// HTTP/1.1 request with "Upgrade: PortForwardProtocol" and ?port=N,
-// answered with 101 and then raw bytes both ways. The daemon reaches
-// sandbox ports this way, so they work with no network at all.
-const (
-	PortForwardPath     = wire.PortForwardPath
-	PortForwardProtocol = wire.PortForwardProtocol
-)
-
 // portDialTimeout bounds the dial to a loopback port; a refusal is
 // immediate, so only a port that swallows SYNs waits this long.
 const portDialTimeout = 10 * time.Second
@@ -43,9 +38,13 @@ func ParsePort(s string) (int, error) {
 	return n, nil
 }
 
-func (a *Agent) handlePortForward(w http.ResponseWriter, r *http.Request) {
-	if r.ProtoMajor != 1 || !headerHasToken(r.Header, "Connection", "upgrade") || r.Header.Get("Upgrade") != PortForwardProtocol {
-		reply.Status(w, http.StatusUpgradeRequired, "port forwarding needs an HTTP/1.1 upgrade to "+PortForwardProtocol)
+// Serve answers one request to wire.PortForwardPath: an HTTP/1.1 request
+// with "Upgrade: "+wire.PortForwardProtocol and ?port=N, answered with 101
+// and then raw bytes both ways between the caller and that port on the
+// sandbox's loopback.
+func Serve(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor != 1 || !headerHasToken(r.Header, "Connection", "upgrade") || r.Header.Get("Upgrade") != wire.PortForwardProtocol {
+		reply.Status(w, http.StatusUpgradeRequired, "port forwarding needs an HTTP/1.1 upgrade to "+wire.PortForwardProtocol)
 		return
 	}
 	port, err := ParsePort(r.URL.Query().Get("port"))
@@ -74,7 +73,7 @@ func (a *Agent) handlePortForward(w http.ResponseWriter, r *http.Request) {
 	}
 	rc := http.NewResponseController(w)
 	w.Header().Set("Connection", "Upgrade")
-	w.Header().Set("Upgrade", PortForwardProtocol)
+	w.Header().Set("Upgrade", wire.PortForwardProtocol)
 	w.WriteHeader(http.StatusSwitchingProtocols)
 	if err := rc.Flush(); err != nil {
 		_ = upstream.Close()
