@@ -28,6 +28,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent/files"
 	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/agent/portfwd"
+	"github.com/paddock-dev/paddock/internal/agent/sessions"
 	"github.com/paddock-dev/paddock/internal/agent/users"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -110,7 +111,7 @@ type Agent struct {
 
 	files    *files.Service
 	procs    *procTable
-	sessions *sessionTable
+	sessions *sessions.Service
 	bg       *bgTable
 	contexts *codectx.Service
 
@@ -163,7 +164,6 @@ func New(opts Options) *Agent {
 		defaultUser: cmp.Or(opts.DefaultUser, users.DefaultUser),
 		defaultCwd:  opts.DefaultCwd,
 		procs:       newProcTable(),
-		sessions:    newSessionTable(),
 		bg:          newBgTable(),
 		gate:        gate,
 	}
@@ -173,6 +173,13 @@ func New(opts Options) *Agent {
 		User:          a.userFor,
 		MaxTarBytes:   opts.MaxTarBytes,
 		MaxTarEntries: opts.MaxTarEntries,
+	})
+	a.sessions = sessions.New(sessions.Options{
+		Logger:            opts.Logger,
+		KeepaliveInterval: opts.KeepaliveInterval,
+		User:              func(ctx context.Context, name string) (*users.User, error) { return a.userFor(asUser(ctx, name), "") },
+		Env:               func(u *users.User) []string { return buildEnv(a.sandboxEnv(), u, nil) },
+		Start:             a.startShell, // sessionshell.go
 	})
 	a.contexts = codectx.New(codectx.Options{
 		Logger:            opts.Logger,
@@ -198,7 +205,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.Handle(processconnect.NewProcessHandler(&processService{a: a}, rpcOpts...))
 	a.files.Register(mux, rpcOpts...)
 	mux.Handle(agentv1connect.NewAgentServiceHandler(&infoService{a: a}, rpcOpts...))
-	mux.Handle(agentv1connect.NewSessionServiceHandler(&sessionService{a: a}, rpcOpts...))
+	a.sessions.Register(mux, rpcOpts...)
 	mux.Handle(agentv1connect.NewProcessServiceHandler(&bgService{a: a}, rpcOpts...))
 	a.contexts.Register(mux, rpcOpts...)
 	mux.HandleFunc("GET /health", a.handleHealth)
@@ -367,7 +374,7 @@ func (a *Agent) shutdownServing(ctx context.Context, srv *http.Server) {
 // left after the grace period.
 func (a *Agent) Shutdown(ctx context.Context) {
 	// Sessions first, so no shell is restarted while everything ends.
-	a.sessions.closeAll()
+	a.sessions.Close()
 	a.contexts.Close()
 	a.procs.signalAll(syscall.SIGTERM)
 	grace, cancel := context.WithTimeout(ctx, a.opts.ShutdownGrace)

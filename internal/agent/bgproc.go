@@ -330,29 +330,13 @@ func (a *Agent) collect(b *bgProc, p *proc, sub *subscriber) {
 		code := end.GetExitCode()
 		b.exitCode, b.status = &code, bgExited
 	} else {
-		b.status, b.signal = bgKilled, signalFromStatus(end.GetStatus())
+		b.status, b.signal = bgKilled, osproc.SignalFromStatus(end.GetStatus())
 	}
 	b.mu.Unlock()
 	b.stdout.Close()
 	b.stderr.Close()
 	close(b.done)
 	a.log.Info("background process ended", "id", b.id, "pid", p.pid, "status", end.GetStatus())
-}
-
-// signalFromStatus turns "signal: killed" back into "SIGKILL".
-func signalFromStatus(status string) string {
-	name, ok := strings.CutPrefix(status, "signal: ")
-	if !ok {
-		return ""
-	}
-	for s := syscall.Signal(1); s < 65; s++ {
-		if s.String() == name {
-			if n := unix.SignalName(s); n != "" {
-				return n
-			}
-		}
-	}
-	return strings.ToUpper(name)
 }
 
 // parseSignal accepts "SIGTERM", "TERM" or "15".

@@ -41,7 +41,9 @@ func TestImportBoundary(t *testing.T) {
 	allowed := map[string][]string{
 		mod + "internal/agent": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/wire", mod + "internal/agent/tree", mod + "internal/cgroupstat",
 			mod + "internal/agent/files", mod + "internal/agent/users", mod + "internal/agent/safefs", mod + "internal/agent/reply", mod + "internal/agent/osproc",
-			mod + "internal/agent/codectx", mod + "internal/agent/portfwd"},
+			mod + "internal/agent/codectx", mod + "internal/agent/portfwd", mod + "internal/agent/sessions"},
+		mod + "internal/agent/sessions": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/users", mod + "internal/agent/safefs",
+			mod + "internal/agent/reply", mod + "internal/agent/osproc"},
 		mod + "internal/agent/portfwd": {mod + "internal/errdefs", mod + "api", mod + "internal/agent/wire", mod + "internal/agent/reply", mod + "internal/agent/safefs"},
 		mod + "internal/agent/codectx": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/wire", mod + "internal/agent/users", mod + "internal/agent/safefs",
 			mod + "internal/agent/reply", mod + "internal/agent/osproc"},

@@ -182,7 +182,7 @@ func dead(st osproc.Stat) bool { return st.State == 'Z' || st.State == 'X' || st
 func (a *Agent) killAll(ctx context.Context, s procScope, grace time.Duration) api.KillAllResult {
 	a.startGate.Lock()
 	defer a.startGate.Unlock()
-	a.sessions.markKilled()
+	a.sessions.MarkKilled()
 
 	seen := map[procKey]bool{}
 	alive := func() []osproc.Stat {

@@ -179,3 +179,21 @@ func StartProcess(path string, argv []string, attr *os.ProcAttr) (int, error) {
 	_ = op.Release()
 	return pid, nil
 }
+
+// SignalFromStatus turns a process end status as envd words it ("signal:
+// killed") back into the signal's name ("SIGKILL"); "" for any other
+// status.
+func SignalFromStatus(status string) string {
+	name, ok := strings.CutPrefix(status, "signal: ")
+	if !ok {
+		return ""
+	}
+	for s := syscall.Signal(1); s < 65; s++ {
+		if s.String() == name {
+			if n := unix.SignalName(s); n != "" {
+				return n
+			}
+		}
+	}
+	return strings.ToUpper(name)
+}

@@ -1,4 +1,4 @@
-package agent
+package sessions
 
 import (
 	"bytes"

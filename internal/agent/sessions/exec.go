@@ -1,4 +1,4 @@
-package agent
+package sessions
 
 import (
 	"context"
@@ -8,42 +8,13 @@ import (
 	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
-
+	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
-	"github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1/agentv1connect"
 )
 
-type sessionService struct{ a *Agent }
-
-var _ agentv1connect.SessionServiceHandler = (*sessionService)(nil)
-
-func (s *sessionService) CreateSession(ctx context.Context, req *connect.Request[agentv1.CreateSessionRequest]) (*connect.Response[agentv1.CreateSessionResponse], error) {
-	sess, err := s.a.createSession(ctx, req.Msg, false)
-	if err != nil {
-		return nil, reply.RPC(err)
-	}
-	return connect.NewResponse(&agentv1.CreateSessionResponse{Session: sess.info()}), nil
-}
-
-func (s *sessionService) ListSessions(ctx context.Context, _ *connect.Request[agentv1.ListSessionsRequest]) (*connect.Response[agentv1.ListSessionsResponse], error) {
-	return connect.NewResponse(&agentv1.ListSessionsResponse{Sessions: s.a.listSessions()}), nil
-}
-
-func (s *sessionService) DeleteSession(ctx context.Context, req *connect.Request[agentv1.DeleteSessionRequest]) (*connect.Response[agentv1.DeleteSessionResponse], error) {
-	if err := s.a.deleteSession(req.Msg.GetName()); err != nil {
-		return nil, reply.RPC(err)
-	}
-	return connect.NewResponse(&agentv1.DeleteSessionResponse{}), nil
-}
-
-func (s *sessionService) ExecInSession(ctx context.Context, req *connect.Request[agentv1.SessionExecRequest], stream *connect.ServerStream[agentv1.SessionExecEvent]) error {
-	return reply.RPC(s.a.execInSession(ctx, req.Msg, stream.Send))
-}
-
-func (a *Agent) execInSession(ctx context.Context, m *agentv1.SessionExecRequest, send func(*agentv1.SessionExecEvent) error) error {
+func (t *Service) exec(ctx context.Context, m *agentv1.SessionExecRequest, send func(*agentv1.SessionExecEvent) error) error {
 	switch {
 	case strings.TrimSpace(m.GetCommand()) == "":
 		return errdefs.Invalid("the command is empty")
@@ -58,9 +29,9 @@ func (a *Agent) execInSession(ctx context.Context, m *agentv1.SessionExecRequest
 	if name == "" {
 		name = DefaultSession
 	}
-	sess, err := a.getSession(name)
+	sess, err := t.get(name)
 	if errors.Is(err, errdefs.ErrNotFound) && name == DefaultSession {
-		sess, err = a.createSession(ctx, &agentv1.CreateSessionRequest{Name: DefaultSession}, true)
+		sess, err = t.create(ctx, &agentv1.CreateSessionRequest{Name: DefaultSession}, true)
 	}
 	if err != nil {
 		return err
@@ -79,7 +50,7 @@ func (a *Agent) execInSession(ctx context.Context, m *agentv1.SessionExecRequest
 		defer t.Stop()
 		queueTimeout = t.C
 	}
-	keepalive := time.NewTicker(a.opts.KeepaliveInterval)
+	keepalive := time.NewTicker(t.opts.KeepaliveInterval)
 	defer keepalive.Stop()
 	waitStart := time.Now()
 	for acquired := false; !acquired; {
@@ -119,7 +90,7 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 	s.mu.Lock()
 	p := s.shell
 	s.mu.Unlock()
-	if p == nil || p.exited.Load() {
+	if p == nil || p.Exited() {
 		// The shell ended between commands (a job killed it): replace it.
 		if err := s.restart(ctx, p); err != nil {
 			return err
@@ -137,7 +108,7 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 		rc:      make(chan int, 1),
 		errDone: make(chan struct{}),
 	}
-	before := descendants(p.pid)
+	before := descendants(p.Pid())
 	s.mu.Lock()
 	s.cur = c
 	s.mu.Unlock()
@@ -148,7 +119,7 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 		close(c.gone)
 	}()
 	s.commands.Add(1)
-	if err := send(&agentv1.SessionExecEvent{Event: &agentv1.SessionExecEvent_Start_{Start: &agentv1.SessionExecEvent_Start{ShellPid: uint32(p.pid)}}}); err != nil {
+	if err := send(&agentv1.SessionExecEvent{Event: &agentv1.SessionExecEvent_Start_{Start: &agentv1.SessionExecEvent_Start{ShellPid: uint32(p.Pid())}}}); err != nil {
 		return err
 	}
 	// A shell that does not read its input is stuck; the write gives up
@@ -159,7 +130,7 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 		wctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	writeErr := p.writeInput(wctx, []byte(script(m.GetCommand(), nonce)), false)
+	writeErr := p.WriteInput(wctx, []byte(script(m.GetCommand(), nonce)))
 
 	var timer <-chan time.Time
 	if d := time.Duration(m.GetTimeoutMs()) * time.Millisecond; d > 0 {
@@ -167,7 +138,7 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 		defer t.Stop()
 		timer = t.C
 	}
-	if writeErr != nil && !p.exited.Load() {
+	if writeErr != nil && !p.Exited() {
 		timer = time.After(0)
 	}
 	end := &agentv1.SessionExecEvent_End{}
@@ -202,7 +173,7 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 				if err := sendChunk(send, ch); err != nil {
 					// The caller is gone: stop the command as a cancel would.
 					canceled, ctxDone = true, nil
-					killNew(p.pid, before)
+					killNew(p.Pid(), before)
 					timer = time.After(killGrace)
 					killing = true
 				}
@@ -227,14 +198,14 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 			}
 		case <-lag:
 			return finish()
-		case <-p.done:
+		case <-p.Done():
 			// The command ended the shell (exit, exec, set -e) or the
 			// shell was killed: report it and bring up a fresh one.
 			_ = drain()
-			if pe := p.end; pe != nil && pe.GetExited() && !killing {
+			if pe := p.End(); pe != nil && pe.GetExited() && !killing {
 				end.ExitCode = pe.GetExitCode()
 			} else {
-				end.ExitCode, end.Signal = -1, signalFromStatus(p.end.GetStatus())
+				end.ExitCode, end.Signal = -1, osproc.SignalFromStatus(pe.GetStatus())
 			}
 			select {
 			case <-s.closed:
@@ -257,14 +228,14 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 		case <-ctxDone:
 			canceled, ctxDone = true, nil
 			if !killing {
-				killNew(p.pid, before)
+				killNew(p.Pid(), before)
 				killing = true
 				timer = time.After(killGrace)
 			}
 		case <-timer:
 			if !killing {
 				end.TimedOut = true
-				killNew(p.pid, before)
+				killNew(p.Pid(), before)
 				killing = true
 				timer = time.After(killGrace)
 				continue
@@ -273,7 +244,7 @@ func (s *session) run(ctx context.Context, m *agentv1.SessionExecRequest, send f
 			// terminal): only replacing it frees the session.
 			s.killAll()
 			select {
-			case <-p.done:
+			case <-p.Done():
 			case <-time.After(5 * time.Second):
 			}
 			_ = drain()
@@ -297,9 +268,9 @@ func sendChunk(send func(*agentv1.SessionExecEvent) error, ch outChunk) error {
 
 // restart replaces the session's shell old (which has ended or is
 // killed here) with a fresh one started like the first.
-func (s *session) restart(ctx context.Context, old *proc) error {
-	if old != nil && !old.exited.Load() {
-		_ = old.signal(syscall.SIGKILL)
+func (s *session) restart(ctx context.Context, old Shell) error {
+	if old != nil && !old.Exited() {
+		_ = old.Signal(syscall.SIGKILL)
 	}
 	select {
 	case <-s.closed:
@@ -307,6 +278,6 @@ func (s *session) restart(ctx context.Context, old *proc) error {
 	default:
 	}
 	s.restarts.Add(1)
-	s.a.log.Info("session shell restarted", "session", s.name)
+	s.t.log.Info("session shell restarted", "session", s.name)
 	return s.start(ctx)
 }

@@ -1,4 +1,4 @@
-package agent
+package sessions
 
 import (
 	"context"
@@ -44,7 +44,7 @@ var sessionNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$`)
 // shell's output is routed to the command holding the turn and dropped
 // between commands (output of jobs a command left in the background).
 type session struct {
-	a       *Agent
+	t       *Service
 	name    string
 	user    string
 	env     map[string]string
@@ -61,7 +61,7 @@ type session struct {
 	killed atomic.Bool
 
 	mu      sync.Mutex
-	shell   *proc
+	shell   Shell
 	path    string // the shell binary
 	cur     *sessionCmd
 	lastCwd string // $PWD after the last command
@@ -125,14 +125,6 @@ func partialSuffix(s, marker []byte) int {
 	return 0
 }
 
-type sessionTable struct {
-	mu     sync.Mutex
-	byName map[string]*session
-	closed bool
-}
-
-func newSessionTable() *sessionTable { return &sessionTable{byName: make(map[string]*session)} }
-
 func validateSessionName(name string) error {
 	if !sessionNameRE.MatchString(name) {
 		return errdefs.Invalid("session name %q: use 1 to 64 letters, digits, '.', '_' or '-'", name)
@@ -142,7 +134,7 @@ func validateSessionName(name string) error {
 
 // createSession starts a session's shell; an existing name is a conflict
 // unless allowExisting (the lazily made default session).
-func (a *Agent) createSession(ctx context.Context, req *agentv1.CreateSessionRequest, allowExisting bool) (*session, error) {
+func (t *Service) create(ctx context.Context, req *agentv1.CreateSessionRequest, allowExisting bool) (*session, error) {
 	if err := validateSessionName(req.GetName()); err != nil {
 		return nil, err
 	}
@@ -151,7 +143,6 @@ func (a *Agent) createSession(ctx context.Context, req *agentv1.CreateSessionReq
 			return nil, errdefs.Invalid("environment variable name %q is not valid", k)
 		}
 	}
-	t := a.sessions
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -169,7 +160,7 @@ func (a *Agent) createSession(ctx context.Context, req *agentv1.CreateSessionReq
 		return nil, fmt.Errorf("at most %d sessions per sandbox; delete one first: %w", maxSessions, errdefs.ErrResourceExhausted)
 	}
 	s := &session{
-		a: a, name: req.GetName(), user: req.GetUser(), env: req.GetEnv(), cwd: req.GetCwd(),
+		t: t, name: req.GetName(), user: req.GetUser(), env: req.GetEnv(), cwd: req.GetCwd(),
 		created: time.Now(), sem: make(chan struct{}, 1), closed: make(chan struct{}),
 	}
 	// Reserve the name while the shell starts, so two creates cannot race.
@@ -182,7 +173,7 @@ func (a *Agent) createSession(ctx context.Context, req *agentv1.CreateSessionReq
 		close(s.closed)
 		return nil, err
 	}
-	a.log.Info("session created", "session", s.name, "user", s.user)
+	t.log.Info("session created", "session", s.name, "user", s.user)
 	return s, nil
 }
 
@@ -197,8 +188,7 @@ func shellName(k string) bool {
 	return true
 }
 
-func (a *Agent) getSession(name string) (*session, error) {
-	t := a.sessions
+func (t *Service) get(name string) (*session, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s, ok := t.byName[name]; ok {
@@ -210,12 +200,12 @@ func (a *Agent) getSession(name string) (*session, error) {
 // start launches (or relaunches) the session's shell: bash when the image
 // has it, else sh, reading commands from a pipe, in its own process group.
 func (s *session) start(ctx context.Context) error {
-	uctx := context.WithValue(context.WithoutCancel(ctx), userKey{}, userSelection{name: s.user})
-	u, err := s.a.userFor(uctx, "")
+	ctx = context.WithoutCancel(ctx)
+	u, err := s.t.opts.User(ctx, s.user)
 	if err != nil {
 		return err
 	}
-	env := buildEnv(s.a.sandboxEnv(), u, nil)
+	env := s.t.opts.Env(u)
 	shellPath, args := "sh", []string(nil)
 	if p, err := osproc.LookPath("bash", osproc.EnvValue(env, "PATH"), "/"); err == nil {
 		shellPath, args = p, []string{"--noprofile", "--norc"}
@@ -233,21 +223,21 @@ func (s *session) start(ctx context.Context) error {
 	// Unique per shell: a replaced shell may linger a moment while its
 	// output drains, and must not block the tag of its successor.
 	tag := fmt.Sprintf("session:%s:%d", s.name, time.Now().UnixNano())
-	p, sub, err := s.a.startProcess(uctx, &process.StartRequest{Process: cfg, Stdin: &withStdin, Tag: &tag})
+	p, err := s.t.opts.Start(ctx, s.user, &process.StartRequest{Process: cfg, Stdin: &withStdin, Tag: &tag})
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	s.shell, s.path, s.user = p, shellPath, u.Name
 	s.mu.Unlock()
-	go s.route(p, sub)
+	go s.route(p)
 	return nil
 }
 
 // route hands the shell's output to the current command until the shell
 // ends.
-func (s *session) route(p *proc, sub *subscriber) {
-	defer p.unsubscribe(sub)
+func (s *session) route(p Shell) {
+	defer p.Release()
 	deliver := func(ev *process.ProcessEvent) {
 		d := ev.GetData()
 		if d == nil {
@@ -267,16 +257,16 @@ func (s *session) route(p *proc, sub *subscriber) {
 	}
 	for {
 		select {
-		case ev := <-sub.ch:
+		case ev := <-p.Events():
 			deliver(ev)
 			continue
-		case <-p.done:
+		case <-p.Done():
 		}
 		break
 	}
 	for {
 		select {
-		case ev := <-sub.ch:
+		case ev := <-p.Events():
 			deliver(ev)
 			continue
 		default:
@@ -437,10 +427,10 @@ func (s *session) killAll() {
 	if p == nil {
 		return
 	}
-	for pid := range descendants(p.pid) {
+	for pid := range descendants(p.Pid()) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	_ = p.signal(syscall.SIGKILL)
+	_ = p.Signal(syscall.SIGKILL)
 }
 
 func (s *session) info() *agentv1.SessionInfo {
@@ -452,22 +442,22 @@ func (s *session) info() *agentv1.SessionInfo {
 		Busy: busy, Queued: uint32(max(0, s.queued.Load())), Commands: s.commands.Load(), Restarts: s.restarts.Load(),
 	}
 	switch {
-	case p != nil && p.exited.Load():
+	case p != nil && p.Exited():
 		// Ended between commands: say so, rather than show a pid that
 		// may by now be another process's.
 		info.ShellEnded = true
 		select {
-		case <-p.done:
-			if p.end.GetExited() {
-				info.ShellExitCode = p.end.GetExitCode()
+		case <-p.Done():
+			if end := p.End(); end.GetExited() {
+				info.ShellExitCode = end.GetExitCode()
 			} else {
-				info.ShellSignal = signalFromStatus(p.end.GetStatus())
+				info.ShellSignal = osproc.SignalFromStatus(end.GetStatus())
 			}
 		default: // its output still drains; how it ended is known after
 		}
 	case p != nil:
-		info.Pid = uint32(p.pid)
-		if cwd, err := os.Readlink("/proc/" + strconv.Itoa(p.pid) + "/cwd"); err == nil {
+		info.Pid = uint32(p.Pid())
+		if cwd, err := os.Readlink("/proc/" + strconv.Itoa(p.Pid()) + "/cwd"); err == nil {
 			info.Cwd = cwd
 		}
 	}
@@ -482,8 +472,7 @@ func (s *session) info() *agentv1.SessionInfo {
 	return info
 }
 
-func (a *Agent) listSessions() []*agentv1.SessionInfo {
-	t := a.sessions
+func (t *Service) list() []*agentv1.SessionInfo {
 	t.mu.Lock()
 	list := make([]*session, 0, len(t.byName))
 	for _, s := range t.byName {
@@ -500,8 +489,7 @@ func (a *Agent) listSessions() []*agentv1.SessionInfo {
 
 // deleteSession ends a session: its shell and what the shell started die,
 // queued commands fail, and nothing else is touched.
-func (a *Agent) deleteSession(name string) error {
-	t := a.sessions
+func (t *Service) remove(name string) error {
 	t.mu.Lock()
 	s, ok := t.byName[name]
 	if ok {
@@ -512,7 +500,7 @@ func (a *Agent) deleteSession(name string) error {
 		return errdefs.NotFound("session %q", name)
 	}
 	s.close()
-	a.log.Info("session deleted", "session", name)
+	t.log.Info("session deleted", "session", name)
 	return nil
 }
 
@@ -526,8 +514,9 @@ func (s *session) close() {
 	s.killAll()
 }
 
-// closeAll ends every session; shells are not restarted afterwards.
-func (t *sessionTable) closeAll() {
+// Close ends every session; shells are not restarted afterwards (the
+// agent's shutdown).
+func (t *Service) Close() {
 	t.mu.Lock()
 	t.closed = true
 	list := make([]*session, 0, len(t.byName))
@@ -541,9 +530,10 @@ func (t *sessionTable) closeAll() {
 	}
 }
 
-// markKilled tells every session that a kill-all is about to end its
-// shell.
-func (t *sessionTable) markKilled() {
+// MarkKilled tells every session that a kill-all is about to end its
+// shell, so that the shell is not replaced until the session's next
+// command.
+func (t *Service) MarkKilled() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, s := range t.byName {
