@@ -56,19 +56,7 @@ func (s procScope) init() bool { return s.self == 1 }
 // look reads every process in scope. Unreadable entries are processes
 // that ended meanwhile and are skipped.
 func (s procScope) look() []osproc.Stat {
-	pids, _ := osproc.Pids(s.root)
-	out := make([]osproc.Stat, 0, len(pids))
-	for _, pid := range pids {
-		b, err := osproc.ReadBounded(s.root+"/"+strconv.Itoa(pid)+"/stat", osproc.MaxStatBytes+1)
-		if err != nil {
-			continue
-		}
-		st, err := osproc.ParseStat(b)
-		if err != nil || st.Pid != pid {
-			continue
-		}
-		out = append(out, st)
-	}
+	out := osproc.All(s.root)
 	if !s.init() {
 		out = descendantsOf(out, s.self)
 	}
@@ -78,27 +66,11 @@ func (s procScope) look() []osproc.Stat {
 
 // descendantsOf keeps self and the processes below it.
 func descendantsOf(all []osproc.Stat, self int) []osproc.Stat {
-	children := map[int][]int{}
-	byPid := map[int]osproc.Stat{}
-	for _, st := range all {
-		children[st.PPid] = append(children[st.PPid], st.Pid)
-		byPid[st.Pid] = st
-	}
-	keep := map[int]bool{self: true}
-	queue := []int{self}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			if !keep[c] {
-				keep[c] = true
-				queue = append(queue, c)
-			}
-		}
-	}
+	keep := osproc.Below(all, self)
+	keep[self] = true
 	out := make([]osproc.Stat, 0, len(keep))
-	for pid := range keep {
-		if st, ok := byPid[pid]; ok {
+	for _, st := range all {
+		if keep[st.Pid] {
 			out = append(out, st)
 		}
 	}

@@ -164,3 +164,45 @@ func Pids(procRoot string) ([]int, error) {
 	}
 	return pids, nil
 }
+
+// All reads every process under procRoot (the procfs mount, "/proc"),
+// each entry bounded and parsed by ParseStat. Unreadable entries are
+// processes that ended meanwhile and are skipped.
+func All(procRoot string) []Stat {
+	pids, _ := Pids(procRoot)
+	out := make([]Stat, 0, len(pids))
+	for _, pid := range pids {
+		b, err := ReadBounded(procRoot+"/"+strconv.Itoa(pid)+"/stat", MaxStatBytes+1)
+		if err != nil {
+			continue
+		}
+		st, err := ParseStat(b)
+		if err != nil || st.Pid != pid {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// Below returns the processes of list below pid: its children, theirs,
+// and so on (pid itself not included).
+func Below(list []Stat, pid int) map[int]bool {
+	children := map[int][]int{}
+	for _, st := range list {
+		children[st.PPid] = append(children[st.PPid], st.Pid)
+	}
+	out := map[int]bool{}
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			if !out[c] && c != pid {
+				out[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out
+}

@@ -359,45 +359,7 @@ func script(command, nonce string) string {
 }
 
 // descendants lists the processes below pid, read from /proc.
-func descendants(pid int) map[int]bool {
-	children := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The command name may hold spaces and parentheses; fields
-		// resume after the last ')'.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		children[ppid] = append(children[ppid], n)
-	}
-	out := map[int]bool{}
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			if !out[c] {
-				out[c] = true
-				queue = append(queue, c)
-			}
-		}
-	}
-	return out
-}
+func descendants(pid int) map[int]bool { return osproc.Below(osproc.All("/proc"), pid) }
 
 // killNew SIGKILLs the shell's descendants that were not there before the
 // command began: the command's processes, not jobs left by earlier ones.
