@@ -36,6 +36,10 @@ type TemplateSpec struct {
 	// with; a create's own env is laid over Env.
 	Env map[string]string `json:"env,omitempty"`
 	Cwd string            `json:"cwd,omitempty"`
+	// User ("root" or "user") is who commands that name no user run as
+	// in sandboxes of the template ("" = the image's user, else "user").
+	// Cwd is where they start.
+	User string `json:"user,omitempty"`
 	// Start is a command started as a background process (id "start")
 	// in each sandbox created from the template.
 	Start []string `json:"start,omitempty"`
@@ -60,12 +64,21 @@ type TemplateStep struct {
 }
 
 // Readiness is a check on the start command: a TCP port answering on the
-// sandbox's loopback, or a line of its output matching a pattern.
+// sandbox's loopback, a line of its output matching a pattern, or a shell
+// command (sh -c, as the start command's user) that exits 0, tried every
+// ReadyCmdInterval until it does.
 type Readiness struct {
 	Port    int    `json:"port,omitempty"`
 	Log     string `json:"log,omitempty"`
+	Cmd     string `json:"cmd,omitempty"`
 	Timeout string `json:"timeout,omitempty"` // Go duration, default 30s
 }
+
+// ReadyCmdInterval is the pause between two tries of a readiness command.
+const ReadyCmdInterval = 200 * time.Millisecond
+
+// MaxReadyCmd bounds a readiness command's length.
+const MaxReadyCmd = 4096
 
 // Template is a built template.
 type Template struct {

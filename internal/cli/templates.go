@@ -43,6 +43,7 @@ type templateFile struct {
 	Runtime  string             `toml:"runtime"`
 	Env      map[string]string  `toml:"env"`
 	Cwd      string             `toml:"cwd"`
+	User     string             `toml:"user"`
 	Start    []string           `toml:"start"`
 	Ready    *api.Readiness     `toml:"ready"`
 	Steps    []templateFileStep `toml:"step"`
@@ -75,7 +76,7 @@ func parseTemplateFile(data []byte) (api.TemplateSpec, error) {
 	}
 	spec := api.TemplateSpec{
 		Name: tf.Name, Image: tf.Image, Template: tf.Template, Runtime: tf.Runtime,
-		Env: tf.Env, Cwd: tf.Cwd, Start: tf.Start, Ready: tf.Ready,
+		Env: tf.Env, Cwd: tf.Cwd, User: tf.User, Start: tf.Start, Ready: tf.Ready,
 	}
 	if spec.Runtime == "runsc" {
 		spec.Runtime = api.RuntimeGVisor

@@ -88,7 +88,7 @@ func (c *Controller) clusterPoolSpec(ctx context.Context, p *store.Pool, tpl *st
 	}
 	spec := runtime.Spec{
 		Image:     runtime.ImageRef{Name: img.Name, Digest: img.Digest},
-		Env:       imageEnv(img, tpl.Spec.Env), // images.go
+		Env:       withDefaults(imageEnv(img, tpl.Spec.Env), tpl.Spec.User, tpl.Spec.Cwd), // images.go
 		Resources: runtimeResources(res),
 	}
 	if len(tpl.Spec.Start) > 0 {

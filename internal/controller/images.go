@@ -58,6 +58,30 @@ func imageEnv(img *image.Image, env map[string]string) []string {
 	return out
 }
 
+// withDefaults replaces, in a sandbox's environment, the agent's defaults
+// for requests that name no user or directory (a template's, over its
+// image's).
+func withDefaults(env []string, user, cwd string) []string {
+	if user == "" && cwd == "" {
+		return env
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if (user != "" && k == wire.EnvDefaultUser) || (cwd != "" && k == wire.EnvDefaultCwd) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	if user != "" {
+		out = append(out, wire.EnvDefaultUser+"="+user)
+	}
+	if cwd != "" {
+		out = append(out, wire.EnvDefaultCwd+"="+cwd)
+	}
+	return out
+}
+
 // sharedImporter says whether the images owner imported or pulled are
 // everyone's to find by name: the operator's (the unix socket, keys of
 // scope all, and records older than owners), not a tenant's.

@@ -216,7 +216,7 @@ func (c *Controller) launchCompute(ctx context.Context, e *entry, rec *store.San
 	if err != nil {
 		return err
 	}
-	env := imageEnv(img, rec.Env) // images.go
+	env := withDefaults(imageEnv(img, rec.Env), rec.Labels[labelDefaultUser], rec.Labels[labelDefaultCwd]) // images.go
 	layers, err := c.layersFor(rec, img)
 	if err != nil {
 		return err

@@ -26,7 +26,7 @@ const defaultReadyTimeout = wire.DefaultReadyTimeout
 // identifier: from a ready pooled sandbox when one matches, otherwise cold.
 func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
 	if hasReservedLabel(req.Labels) {
-		return nil, errdefs.Invalid("the labels %s, %s, %s, %s, %s, %s and %s are reserved for Paddock", labelTemplate, labelBuild, labelBuilder, labelPool, labelPoolReady, labelIdentifier, labelClusterPool)
+		return nil, errdefs.Invalid("the labels %s, %s, %s, %s, %s, %s, %s, %s and %s are reserved for Paddock", labelTemplate, labelBuild, labelBuilder, labelPool, labelPoolReady, labelIdentifier, labelClusterPool, labelDefaultUser, labelDefaultCwd)
 	}
 	if req.Identifier != "" && req.Pool == "" {
 		return nil, errdefs.Invalid("identifier needs a pool")
@@ -251,6 +251,12 @@ func (c *Controller) createFromTemplate(ctx context.Context, req api.CreateSandb
 		req.Runtime = tpl.Spec.Runtime
 	}
 	labels := map[string]string{labelTemplate: tpl.Name, labelBuild: tpl.BuildID}
+	if tpl.Spec.User != "" {
+		labels[labelDefaultUser] = tpl.Spec.User
+	}
+	if tpl.Spec.Cwd != "" {
+		labels[labelDefaultCwd] = tpl.Spec.Cwd
+	}
 	maps.Copy(labels, extra)
 	_, pooled := extra[labelPoolReady]
 	sb, err := c.create(ctx, req, &templatePlan{layers: tpl.Layers, labels: labels, keep: pooled})
@@ -286,6 +292,9 @@ func (c *Controller) startAndWait(ctx context.Context, id string, tpl *store.Tem
 	if r == nil {
 		return nil
 	}
+	if r.Cmd != "" {
+		return c.waitReadyCmd(ctx, id, tpl)
+	}
 	w := api.WaitProcessRequest{Timeout: r.Timeout}
 	if w.Timeout == "" {
 		w.Timeout = defaultReadyTimeout.String()
@@ -299,6 +308,58 @@ func (c *Controller) startAndWait(ctx context.Context, id string, tpl *store.Tem
 		return fmt.Errorf("template %s: readiness check did not pass: %v: %w", tpl.Name, err, errdefs.ErrUnavailable)
 	}
 	return nil
+}
+
+// waitReadyCmd runs tpl's readiness command in sandbox id, as the start
+// command's user and in its directory, until it exits 0, every
+// api.ReadyCmdInterval within the readiness timeout.
+func (c *Controller) waitReadyCmd(ctx context.Context, id string, tpl *store.Template) error {
+	r := tpl.Spec.Ready
+	timeout, err := readyTimeout(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req := api.ExecRequest{Cmd: []string{"/bin/sh", "-c", r.Cmd}, Cwd: tpl.Spec.Cwd, User: startUser(tpl)}
+	last := "it never ran"
+	for {
+		left := time.Until(deadlineOf(ctx)).Truncate(time.Millisecond)
+		if left <= 0 {
+			left = time.Millisecond // the wait below ends it
+		}
+		req.Timeout = left.String()
+		var end *api.ExecEvent
+		err := c.Exec(ctx, id, req, func(ev api.ExecEvent) error {
+			if ev.Type == "end" {
+				e := ev
+				end = &e
+			}
+			return nil
+		})
+		switch {
+		case err != nil:
+			last = err.Error()
+		case end != nil && end.Error == nil && end.ExitCode != nil && *end.ExitCode == 0:
+			return nil
+		case end != nil && end.Error != nil:
+			last = end.Error.Message
+		case end != nil && end.ExitCode != nil:
+			last = fmt.Sprintf("it exited with code %d", *end.ExitCode)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("template %s: readiness command %q did not succeed within %s (%s): %w",
+				tpl.Name, rules.Truncate(r.Cmd, 60), timeout, last, errdefs.ErrUnavailable)
+		case <-time.After(api.ReadyCmdInterval):
+		}
+	}
+}
+
+// deadlineOf is ctx's deadline (it has one).
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 // startUser is who a template's start command runs as: the user its

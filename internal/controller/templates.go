@@ -14,12 +14,16 @@ import (
 // Reserved labels: pooled and build sandboxes are ordinary sandboxes the
 // controller finds by these, so a caller may not set them.
 const (
-	labelTemplate   = "paddock.dev/template"
-	labelBuild      = "paddock.dev/build"
-	labelBuilder    = "paddock.dev/builder"
-	labelPool       = "paddock.dev/pool"
-	labelPoolReady  = "paddock.dev/pool-ready"
-	labelIdentifier = "paddock.dev/identifier"
+	labelTemplate = "paddock.dev/template"
+	labelBuild    = "paddock.dev/build"
+	// labelDefaultUser and labelDefaultCwd keep, on a sandbox made from a
+	// template, who its commands run as and where when they name neither.
+	labelDefaultUser = "paddock.dev/default-user"
+	labelDefaultCwd  = "paddock.dev/default-cwd"
+	labelBuilder     = "paddock.dev/builder"
+	labelPool        = "paddock.dev/pool"
+	labelPoolReady   = "paddock.dev/pool-ready"
+	labelIdentifier  = "paddock.dev/identifier"
 )
 
 // templatePlan is what creating from a template adds to a sandbox record.
@@ -47,7 +51,7 @@ func (p *templatePlan) apply(rec *store.Sandbox) {
 // finds pooled and build sandboxes by. Other paddock.dev/ labels are free:
 // the CLI marks `do` sandboxes with one, and the E2B facade its own.
 func hasReservedLabel(l map[string]string) bool {
-	for _, k := range []string{labelTemplate, labelBuild, labelBuilder, labelPool, labelPoolReady, labelIdentifier, labelClusterPool} {
+	for _, k := range []string{labelTemplate, labelBuild, labelBuilder, labelPool, labelPoolReady, labelIdentifier, labelClusterPool, labelDefaultUser, labelDefaultCwd} {
 		if _, ok := l[k]; ok {
 			return true
 		}

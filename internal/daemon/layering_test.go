@@ -28,7 +28,7 @@ func TestLayering(t *testing.T) {
 		mod + "internal/controller/codecontexts": {"internal/daemon", "internal/server", "internal/e2b"},
 		mod + "internal/controller/watches":      {"internal/daemon", "internal/server"},
 		mod + "internal/controller/ledgers":      {"internal/daemon", "internal/server"},
-		mod + "internal/controller/templates":    {"internal/daemon", "internal/server"},
+		mod + "internal/controller/templates":    {"internal/daemon", "internal/server", "internal/e2b"},
 		mod + "internal/controller/secrets":      {"internal/daemon", "internal/server", "internal/e2b"},
 	}
 	root := filepath.Join("..", "..")

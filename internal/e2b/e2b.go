@@ -20,6 +20,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/controller/codecontexts"
 	"github.com/paddock-dev/paddock/internal/controller/secrets"
+	"github.com/paddock-dev/paddock/internal/controller/templates"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 	"github.com/paddock-dev/paddock/internal/httpbody"
@@ -38,7 +39,12 @@ type Options struct {
 	Secrets *secrets.Service
 	// Contexts serves the code interpreter's port; nil: none (it says so).
 	Contexts *codecontexts.Service
-	Keys     Keys
+	// Templates serves E2B's template build API; nil: none (it says so).
+	Templates *templates.Service
+	// Context is the daemon's lifetime: template builds, which outlive
+	// their requests, end with it (nil: never).
+	Context context.Context
+	Keys    Keys
 	// HashKey is how key secrets are hashed for lookup (the API server's).
 	HashKey func(secret string) []byte
 	// DefaultNetwork is what a create that says nothing about internet
@@ -63,6 +69,8 @@ type Handler struct {
 	// secretsMu makes a secret's existence check and store one step for
 	// this API's creates and updates (secrets.go).
 	secretsMu sync.Mutex
+	// builds are E2B template builds (templatebuild.go).
+	builds *buildTable
 }
 
 // maxBody bounds E2B JSON request bodies.
@@ -79,7 +87,10 @@ func New(opts Options) *Handler {
 	if opts.Bodies == nil {
 		opts.Bodies = httpbody.NewBudget(0)
 	}
-	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), bodies: opts.Bodies, samples: newSampler()}
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
+	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), bodies: opts.Bodies, samples: newSampler(), builds: newBuildTable()}
 	h.routes()
 	return h
 }
@@ -106,6 +117,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /sandboxes/{id}/snapshots", h.createSnapshot)
 	m.HandleFunc("GET /snapshots", h.listSnapshots)
 	m.HandleFunc("DELETE /templates/{id}", h.deleteTemplate)
+	h.routesTemplateBuilds(m)
 	m.HandleFunc("GET /secrets", h.withSecrets(h.listSecrets))
 	m.HandleFunc("POST /secrets", h.withSecrets(h.createSecret))
 	m.HandleFunc("GET /secrets/{id}", h.withSecrets(h.getSecret))
@@ -136,6 +148,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ok {
 		h.serveDataPlane(sw, r, t)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, uploadPath) {
+		// Template uploads carry their build's token, not an API key.
+		h.serveUpload(sw, r)
 		return
 	}
 	keyID, err := h.authenticate(r)

@@ -165,7 +165,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	if template == "" {
 		template = defaultImage
 	}
-	image, fromSnapshot, err := h.resolveTemplate(r.Context(), template)
+	image, tpl, fromSnapshot, err := h.resolveTemplate(r.Context(), template)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -200,7 +200,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	if autoResumes(&body) {
 		labels[labelAutoResume] = "true"
 	}
-	req := api.CreateSandboxRequest{Image: image, FromSnapshot: fromSnapshot, Env: body.EnvVars, Labels: labels, Network: netPolicy}
+	req := api.CreateSandboxRequest{Image: image, Template: tpl, FromSnapshot: fromSnapshot, Env: body.EnvVars, Labels: labels, Network: netPolicy}
 	setLifetime(&req, timeout, autoPause)
 	sb, err := h.opts.Controller.Create(r.Context(), req)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 )
@@ -186,23 +187,31 @@ func (h *Handler) snapshot(ctx context.Context, ref string) (*api.Snapshot, erro
 	return s, err
 }
 
-// resolveTemplate maps a create's templateID to an image, or to a snapshot
-// to restore (on the snapshot's own image). Built-in image names, image
-// digests and E2B's template names are images; then snapshot ids and
-// names; anything else is tried as an image reference.
-func (h *Handler) resolveTemplate(ctx context.Context, template string) (img, fromSnapshot string, err error) {
+// resolveTemplate maps a create's templateID to an image, a Paddock
+// template (built through E2B's template API or Paddock's own), or a
+// snapshot to restore (on the snapshot's own image). Built-in image names,
+// image digests and E2B's template names are images; then templates; then
+// snapshot ids and names; anything else is tried as an image reference.
+func (h *Handler) resolveTemplate(ctx context.Context, template string) (img, tpl, fromSnapshot string, err error) {
 	if i, ok := templateImages[template]; ok {
-		return i, "", nil
+		return i, "", "", nil
 	}
 	if slices.Contains(image.Builtin(), template) || strings.HasPrefix(template, "sha256:") {
-		return template, "", nil
+		return template, "", "", nil
+	}
+	if h.opts.Templates != nil && rules.ValidName(template) {
+		if _, err := h.opts.Templates.Get(ctx, template); err == nil {
+			return "", template, "", nil
+		} else if !errors.Is(err, errdefs.ErrNotFound) {
+			return "", "", "", err
+		}
 	}
 	snap, err := h.snapshot(ctx, template)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	if snap != nil {
-		return "", snap.ID, nil
+		return "", "", snap.ID, nil
 	}
-	return template, "", nil
+	return template, "", "", nil
 }

@@ -166,6 +166,36 @@ timeout = "2s"
 		t.Fatalf("unready sandbox left behind: %+v", list)
 	}
 
+	// A readiness command: the create returns once it exits 0 (the start
+	// command writes the file it looks for after a while), and fails, with
+	// the command's last exit code, when it never does.
+	d.must("template", "build", "-f", writeTemplate(t, `
+name = "bycmd"
+image = "busybox"
+start = ["sh", "-c", "sleep 0.5; echo up > /tmp/ready; exec sleep 100000"]
+[ready]
+cmd = "test -s /tmp/ready"
+timeout = "20s"
+`, nil))
+	d.must("create", "--template", "bycmd", "--name", "bycmd1")
+	if got := d.must("exec", "bycmd1", "--", "cat", "/tmp/ready"); strings.TrimSpace(got) != "up" {
+		t.Fatalf("create returned before its readiness command passed: %q", got)
+	}
+	d.must("template", "build", "-f", writeTemplate(t, `
+name = "cmdnever"
+image = "busybox"
+start = ["sleep", "1000"]
+[ready]
+cmd = "exit 3"
+timeout = "1s"
+`, nil))
+	if _, stderr, code := d.run("create", "--template", "cmdnever"); code == 0 || !strings.Contains(stderr, "exited with code 3") {
+		t.Fatalf("never-ready command: exit %d: %s", code, stderr)
+	}
+	if list, _ := d.client.List(ctxT(t, time.Minute), map[string]string{"paddock.dev/template": "cmdnever"}); len(list) != 0 {
+		t.Fatalf("unready sandbox left behind: %+v", list)
+	}
+
 	// Bad definitions are refused before anything runs.
 	for _, body := range []string{
 		"name = \"x\"\nbogus = 1\n",
@@ -176,6 +206,7 @@ timeout = "2s"
 		"name = \"x\"\nimage = \"no-such-image\"\n",
 		"name = \"x\"\ntemplate = \"no-such-template\"\n",
 		"name = \"x\"\nstart = [\"true\"]\n[ready]\nport = 1\nlog = \"x\"\n",
+		"name = \"x\"\nstart = [\"true\"]\n[ready]\ncmd = \"true\"\nlog = \"x\"\n",
 	} {
 		if _, stderr, code := d.run("template", "build", "-f", writeTemplate(t, body, nil)); code == 0 {
 			t.Fatalf("definition %q was accepted", body)

@@ -110,6 +110,9 @@ func (s *Service) Build(ctx context.Context, spec api.TemplateSpec, bc *BuildCon
 		if effective.Runtime == "" {
 			effective.Runtime = base.Spec.Runtime
 		}
+		if effective.User == "" {
+			effective.User = base.Spec.User
+		}
 		if len(effective.Start) == 0 {
 			effective.Start, effective.Ready = base.Spec.Start, base.Spec.Ready
 		}

@@ -276,6 +276,9 @@ func validateTemplateSpec(s *api.TemplateSpec) error {
 			return errdefs.Invalid("step %d: unknown kind %q (want run, copy, env, workdir or user)", n, rules.Truncate(st.Kind, 40))
 		}
 	}
+	if s.User != "" && s.User != "root" && s.User != "user" {
+		return errdefs.Invalid("user must be \"root\" or \"user\"")
+	}
 	if len(s.Start) > 0 && s.Start[0] == "" {
 		return errdefs.Invalid("start: the command is empty")
 	}
@@ -283,8 +286,17 @@ func validateTemplateSpec(s *api.TemplateSpec) error {
 		if len(s.Start) == 0 {
 			return errdefs.Invalid("ready needs a start command")
 		}
-		if (r.Port == 0) == (r.Log == "") {
-			return errdefs.Invalid("ready: give exactly one of port or log")
+		given := 0
+		for _, set := range []bool{r.Port != 0, r.Log != "", r.Cmd != ""} {
+			if set {
+				given++
+			}
+		}
+		if given != 1 {
+			return errdefs.Invalid("ready: give exactly one of port, log or cmd")
+		}
+		if len(r.Cmd) > api.MaxReadyCmd || strings.ContainsRune(r.Cmd, 0) {
+			return errdefs.Invalid("ready: the command is longer than %d bytes or holds a NUL", api.MaxReadyCmd)
 		}
 		if r.Port < 0 || r.Port > 65535 {
 			return errdefs.Invalid("ready: port %d is out of range", r.Port)

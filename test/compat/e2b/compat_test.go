@@ -178,9 +178,9 @@ func TestE2BSDK(t *testing.T) {
 	}
 
 	t.Run("suite", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+		ctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "e2b.test.mjs")
+		cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "e2b.test.mjs", "templates.test.mjs")
 		cmd.Env = append(os.Environ(), d.e2bEnv(key)...)
 		out, err := cmd.CombinedOutput()
 		t.Logf("node --test:\n%s", out)

@@ -1,0 +1,525 @@
+package e2b
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
+	"github.com/paddock-dev/paddock/internal/controller/templates"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
+)
+
+// E2B's template build API, as the SDKs' Template.build drives it:
+//
+//	POST /v3/templates                            ask for a build: its template and build ids
+//	GET  /templates/{id}/files/{hash}             where to upload a copy step's files
+//	PUT  <the upload URL>                         the files (a tar, gzipped or not)
+//	POST /v2/templates/{id}/builds/{build}        the definition; the build starts
+//	GET  /templates/{id}/builds/{build}/status    its state and log lines from an offset
+//	GET  /templates/aliases/{alias}               whether the name is taken
+//
+// A build becomes a Paddock template of the same name (templates.Service
+// builds it, cached and owned as any other), so Sandbox.create(name) and
+// Paddock's own API, pools included, create from it. Builds in progress
+// are held in memory: a daemon restart forgets them (their status is then
+// 404), not the templates they finished.
+
+// uploadPath is where copy steps' files are uploaded: the URL carries a
+// token of the build's (the SDKs send no API key there, as to E2B's
+// storage).
+const uploadPath = "/paddock/e2b-template-uploads/"
+
+// Bounds on builds held.
+const (
+	maxBuildsHeld    = 64
+	maxBuildsPending = 8 // per caller, not yet finished
+	buildKeptFor     = time.Hour
+	maxLogEntries    = 10000
+	maxAllUploads    = 256 << 20 // bytes of uploads held across builds
+)
+
+var hashRE = regexp.MustCompile(`^[0-9a-fA-F]{16,128}$`)
+
+// logEntry is E2B's BuildLogEntry.
+type logEntry struct {
+	Timestamp time.Time `json:"timestamp"`
+	Level     string    `json:"level"`
+	Message   string    `json:"message"`
+	Step      string    `json:"step,omitempty"`
+}
+
+// buildReason is E2B's BuildStatusReason.
+type buildReason struct {
+	Message    string     `json:"message"`
+	Step       string     `json:"step,omitempty"`
+	LogEntries []logEntry `json:"logEntries"`
+}
+
+// build is one E2B template build.
+type build struct {
+	owner, name, id string
+	token           string // the upload URL's
+	created         time.Time
+
+	mu       sync.Mutex
+	status   string // waiting, building, ready, error
+	started  bool
+	finished time.Time
+	uploads  map[string][]uploadEntry
+	upBytes  int64
+	logs     []logEntry
+	reason   *buildReason
+}
+
+func (b *build) log(level, msg string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.logs) < maxLogEntries {
+		b.logs = append(b.logs, logEntry{Timestamp: time.Now().UTC(), Level: level, Message: msg})
+	}
+}
+
+// buildTable holds the builds.
+type buildTable struct {
+	mu      sync.Mutex
+	builds  map[string]*build // by name + "/" + id
+	byToken map[string]*build
+	upBytes int64
+}
+
+func newBuildTable() *buildTable {
+	return &buildTable{builds: map[string]*build{}, byToken: map[string]*build{}}
+}
+
+// add holds a new build for owner, dropping finished builds older than
+// buildKeptFor (or, when full, the oldest finished one).
+func (t *buildTable) add(owner, name string) (*build, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pending := 0
+	var oldest *build
+	var oldestFin time.Time
+	for k, b := range t.builds {
+		b.mu.Lock()
+		done, fin := b.status == "ready" || b.status == "error", b.finished
+		b.mu.Unlock()
+		if done && time.Since(fin) > buildKeptFor {
+			t.drop(k, b)
+			continue
+		}
+		if !done && b.owner == owner {
+			pending++
+		}
+		if done && (oldest == nil || fin.Before(oldestFin)) {
+			oldest, oldestFin = b, fin
+		}
+	}
+	if pending >= maxBuildsPending {
+		return nil, fmt.Errorf("%d template builds of this key are unfinished; wait for one: %w", pending, errdefs.ErrResourceExhausted)
+	}
+	if len(t.builds) >= maxBuildsHeld {
+		if oldest == nil {
+			return nil, fmt.Errorf("%d template builds are unfinished on this daemon: %w", len(t.builds), errdefs.ErrResourceExhausted)
+		}
+		t.drop(oldest.name+"/"+oldest.id, oldest)
+	}
+	tok := make([]byte, 32)
+	_, _ = rand.Read(tok)
+	b := &build{owner: owner, name: name, id: newUUID(), token: hex.EncodeToString(tok), created: time.Now(), status: "waiting", uploads: map[string][]uploadEntry{}}
+	t.builds[name+"/"+b.id] = b
+	t.byToken[b.token] = b
+	return b, nil
+}
+
+func (t *buildTable) drop(key string, b *build) {
+	delete(t.builds, key)
+	delete(t.byToken, b.token)
+	b.mu.Lock()
+	t.upBytes -= b.upBytes
+	b.uploads, b.upBytes = nil, 0
+	b.mu.Unlock()
+}
+
+// get returns the caller's build; another key's is not found.
+func (t *buildTable) get(ctx context.Context, name, id string) (*build, error) {
+	t.mu.Lock()
+	b := t.builds[name+"/"+id]
+	t.mu.Unlock()
+	if b == nil || b.owner != controller.Caller(ctx) {
+		return nil, errdefs.NotFound("template build %s of %s (builds in progress are forgotten when the daemon restarts)", truncate(id), truncate(name))
+	}
+	return b, nil
+}
+
+// release lets go of a finished build's uploads.
+func (t *buildTable) release(b *build) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b.mu.Lock()
+	t.upBytes -= b.upBytes
+	b.uploads, b.upBytes = nil, 0
+	b.mu.Unlock()
+}
+
+func (h *Handler) routesTemplateBuilds(m *http.ServeMux) {
+	m.HandleFunc("POST /v3/templates", h.withTemplates(h.requestBuild))
+	m.HandleFunc("GET /templates/{id}/files/{hash}", h.withTemplates(h.uploadLink))
+	m.HandleFunc("POST /v2/templates/{id}/builds/{build}", h.withTemplates(h.startBuild))
+	m.HandleFunc("GET /templates/{id}/builds/{build}/status", h.withTemplates(h.buildStatus))
+	m.HandleFunc("GET /templates/aliases/{alias}", h.withTemplates(h.aliasExists))
+}
+
+// withTemplates is hf on a handler built with the templates subsystem.
+func (h *Handler) withTemplates(hf http.HandlerFunc) http.HandlerFunc {
+	if h.opts.Templates != nil {
+		return hf
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fmt.Errorf("this daemon does not serve template builds: %w", errdefs.ErrUnavailable))
+	}
+}
+
+// requestBuild: POST /v3/templates. The template's id is its name.
+func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name  string   `json:"name"`
+		Alias string   `json:"alias"`
+		Tags  []string `json:"tags"`
+	}
+	if err := h.decode(r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	name := body.Name
+	if name == "" {
+		name = body.Alias
+	}
+	if i := strings.LastIndexByte(name, ':'); i >= 0 {
+		if name[i+1:] != "default" {
+			writeError(w, errdefs.Invalid("template tags are not served by Paddock (a build replaces the template of its name): %q", truncate(name)))
+			return
+		}
+		name = name[:i]
+	}
+	for _, t := range body.Tags {
+		if t != "default" {
+			writeError(w, errdefs.Invalid("template tags are not served by Paddock (a build replaces the template of its name): %q", truncate(t)))
+			return
+		}
+	}
+	if !rules.ValidName(name) {
+		writeError(w, errdefs.Invalid("template name %q: use 1-63 letters, digits, '-', '_' or '.'", truncate(name)))
+		return
+	}
+	b, err := h.builds.add(controller.Caller(r.Context()), name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.log.Info("e2b template build requested", "template", name, "build", b.id)
+	writeJSON(w, http.StatusAccepted, map[string]any{
+		"templateID": name, "buildID": b.id, "aliases": []string{name}, "names": []string{name},
+		"tags": []string{"default"}, "public": false,
+	})
+}
+
+// uploadLink: GET /templates/{id}/files/{hash}: a URL of this daemon to
+// upload a copy step's files to, unless this build has them already.
+func (h *Handler) uploadLink(w http.ResponseWriter, r *http.Request) {
+	name, hash := r.PathValue("id"), r.PathValue("hash")
+	if !hashRE.MatchString(hash) {
+		writeError(w, errdefs.Invalid("files hash %q is not a hex digest", truncate(hash)))
+		return
+	}
+	b := h.pendingBuild(r, name)
+	if b == nil {
+		writeError(w, errdefs.NotFound("no template build of %s is waiting for files; ask for one first (POST /v3/templates)", truncate(name)))
+		return
+	}
+	b.mu.Lock()
+	_, present := b.uploads[hash]
+	b.mu.Unlock()
+	out := map[string]any{"present": present}
+	if !present {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		out["url"] = scheme + "://" + r.Host + uploadPath + b.token + "/" + hash
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// pendingBuild is the caller's newest build of name not yet started.
+func (h *Handler) pendingBuild(r *http.Request, name string) *build {
+	owner := controller.Caller(r.Context())
+	h.builds.mu.Lock()
+	defer h.builds.mu.Unlock()
+	var newest *build
+	for _, b := range h.builds.builds {
+		b.mu.Lock()
+		ok := b.owner == owner && b.name == name && !b.started
+		b.mu.Unlock()
+		if ok && (newest == nil || b.created.After(newest.created)) {
+			newest = b
+		}
+	}
+	return newest
+}
+
+// serveUpload: PUT {uploadPath}{token}/{hash}, the files of one copy step
+// of the build the token names, before that build starts.
+func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, uploadPath)
+	token, hash, _ := strings.Cut(rest, "/")
+	if r.Method != http.MethodPut {
+		writeError(w, errdefs.Invalid("uploads are PUT"))
+		return
+	}
+	h.builds.mu.Lock()
+	b := h.builds.byToken[token]
+	h.builds.mu.Unlock()
+	if b == nil || len(token) != 64 || !hashRE.MatchString(hash) {
+		writeError(w, errdefs.NotFound("no such upload"))
+		return
+	}
+	// What this upload may add, reserved across builds while it is read
+	// (the build's own bound is checked again when it is kept: the SDKs
+	// upload a build's copy steps in parallel).
+	h.builds.mu.Lock()
+	b.mu.Lock()
+	started, left := b.started, min(int64(maxUploadBytes)-b.upBytes, maxAllUploads-h.builds.upBytes)
+	b.mu.Unlock()
+	if left > 0 && !started {
+		h.builds.upBytes += left
+	}
+	h.builds.mu.Unlock()
+	if started {
+		writeError(w, errdefs.Invalid("the build has started: its files can no longer change"))
+		return
+	}
+	if left <= 0 {
+		writeError(w, fmt.Errorf("template uploads: no room left: %w", errdefs.ErrResourceExhausted))
+		return
+	}
+	entries, n, err := readUpload(http.MaxBytesReader(w, r.Body, api.MaxTemplateContext), left)
+	h.builds.mu.Lock()
+	h.builds.upBytes -= left
+	h.builds.mu.Unlock()
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			err = fmt.Errorf("upload larger than %d MiB: %w", api.MaxTemplateContext>>20, errdefs.ErrResourceExhausted)
+		}
+		writeError(w, err)
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	h.builds.mu.Lock()
+	b.mu.Lock()
+	switch {
+	case b.started || b.uploads == nil:
+		err = errdefs.Invalid("the build has started or ended: its files can no longer change")
+	case h.builds.upBytes+n > maxAllUploads || b.upBytes+n > maxUploadBytes:
+		err = fmt.Errorf("template uploads: no room left: %w", errdefs.ErrResourceExhausted)
+	default:
+		if old, ok := b.uploads[hash]; ok {
+			n -= entriesBytes(old)
+		}
+		b.uploads[hash] = entries
+		b.upBytes += n
+		h.builds.upBytes += n
+	}
+	b.mu.Unlock()
+	h.builds.mu.Unlock()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func entriesBytes(es []uploadEntry) int64 {
+	var n int64
+	for _, e := range es {
+		n += int64(len(e.data))
+	}
+	return n
+}
+
+// startBuild: POST /v2/templates/{id}/builds/{build}: the definition is
+// checked and the build starts in the background.
+func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
+	b, err := h.builds.get(r.Context(), r.PathValue("id"), r.PathValue("build"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var def buildStart
+	if err := h.decode(r, &def); err != nil {
+		writeError(w, err)
+		return
+	}
+	b.mu.Lock()
+	if b.started {
+		b.mu.Unlock()
+		writeError(w, errdefs.Invalid("template build %s has started already", b.id))
+		return
+	}
+	uploads := b.uploads
+	b.mu.Unlock()
+	spec, bc, err := e2bSpec(b.name, def, uploads)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	b.mu.Lock()
+	if b.started {
+		b.mu.Unlock()
+		writeError(w, errdefs.Invalid("template build %s has started already", b.id))
+		return
+	}
+	b.started, b.status = true, "building"
+	b.mu.Unlock()
+	if def.Force {
+		b.log("info", "skipCache: Paddock's build cache is keyed by each step's content; unchanged steps are still served from it")
+	}
+	// The build outlives the request; it keeps the caller's identity and
+	// ends with the daemon.
+	ctx := controller.WithCaller(h.opts.Context, controller.Caller(r.Context()), h.opts.Controller.KeyScope(r.Context(), controller.Caller(r.Context())))
+	go h.runBuild(ctx, b, spec, bc)
+	h.log.Info("e2b template build started", "template", b.name, "build", b.id, "steps", len(spec.Steps))
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// runBuild builds b's template, its progress into b's log.
+func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec, bc *templates.BuildContext) {
+	defer h.builds.release(b)
+	var out strings.Builder // run output, logged by line
+	flush := func() {
+		if out.Len() > 0 {
+			b.log("info", out.String())
+			out.Reset()
+		}
+	}
+	emit := func(ev api.TemplateBuildEvent) error {
+		switch ev.Type {
+		case api.BuildStep:
+			flush()
+			msg := fmt.Sprintf("[%d/%d] %s", ev.Step, ev.Steps, ev.Kind)
+			if ev.Cached {
+				msg += " (cached)"
+			}
+			b.log("info", msg)
+		case api.BuildOutput:
+			for _, c := range string(ev.Data) {
+				if c == '\n' || out.Len() >= 4096 {
+					flush()
+					if c == '\n' {
+						continue
+					}
+				}
+				out.WriteRune(c)
+			}
+		}
+		return nil
+	}
+	tpl, err := h.opts.Templates.Build(ctx, *spec, bc, emit)
+	flush()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.finished = time.Now()
+	if err != nil {
+		b.status = "error"
+		b.reason = &buildReason{Message: errhttp.PublicMessageTo(buildLog{h.log, b}, err), LogEntries: []logEntry{}}
+		h.log.Info("e2b template build failed", "template", b.name, "build", b.id, "err", err)
+		return
+	}
+	b.status = "ready"
+	if len(b.logs) < maxLogEntries {
+		b.logs = append(b.logs, logEntry{Timestamp: time.Now().UTC(), Level: "info", Message: "template " + tpl.Name + " built"})
+	}
+	h.log.Info("e2b template build finished", "template", b.name, "build", b.id)
+}
+
+// buildStatus: GET /templates/{id}/builds/{build}/status?logsOffset=N.
+func (h *Handler) buildStatus(w http.ResponseWriter, r *http.Request) {
+	b, err := h.builds.get(r.Context(), r.PathValue("id"), r.PathValue("build"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	off := 0
+	if s := r.URL.Query().Get("logsOffset"); s != "" {
+		if off, err = strconv.Atoi(s); err != nil || off < 0 {
+			writeError(w, errdefs.Invalid("logsOffset %q is not a count", truncate(s)))
+			return
+		}
+	}
+	b.mu.Lock()
+	entries := []logEntry{}
+	if off < len(b.logs) {
+		entries = append(entries, b.logs[off:]...)
+	}
+	lines := make([]string, 0, len(entries))
+	for _, e := range entries {
+		lines = append(lines, e.Timestamp.Format(time.RFC3339)+" "+e.Message)
+	}
+	out := map[string]any{
+		"templateID": b.name, "buildID": b.id, "status": b.status,
+		"logEntries": entries, "logs": lines,
+	}
+	if b.reason != nil {
+		out["reason"] = b.reason
+	}
+	b.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// buildLog takes an internal build error's details to the daemon's log.
+type buildLog struct {
+	log *slog.Logger
+	b   *build
+}
+
+func (l buildLog) LogInternal(ref string, err error) {
+	l.log.Error("internal error", "reference", ref, "template", l.b.name, "build", l.b.id, "err", err)
+}
+
+// newUUID returns a random (version 4) UUID, the form of E2B's build ids.
+func newUUID() string {
+	var u [16]byte
+	_, _ = rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
+}
+
+// aliasExists: GET /templates/aliases/{alias}: 200 when a template of that
+// name exists, 404 when not.
+func (h *Handler) aliasExists(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("alias")
+	if !rules.ValidName(name) {
+		writeError(w, errdefs.NotFound("template %q", truncate(name)))
+		return
+	}
+	if _, err := h.opts.Templates.Get(r.Context(), name); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"templateID": name, "public": false})
+}

@@ -1,0 +1,436 @@
+package e2b
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/templates"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/image"
+)
+
+// E2B's template definition (the body of POST /v2/templates/{id}/builds/
+// {build}, as the SDKs' Template builder serializes it) and how it
+// becomes a Paddock template build: a spec and a build context.
+
+// buildStart is E2B's TemplateBuildStartV2.
+type buildStart struct {
+	FromImage         string          `json:"fromImage"`
+	FromTemplate      string          `json:"fromTemplate"`
+	FromImageRegistry json.RawMessage `json:"fromImageRegistry"`
+	StartCmd          string          `json:"startCmd"`
+	ReadyCmd          string          `json:"readyCmd"`
+	Force             bool            `json:"force"`
+	Steps             []buildStep     `json:"steps"`
+}
+
+// buildStep is E2B's TemplateStep: RUN [cmd, user?], COPY [src, dest,
+// user?, mode?] with the hash of the files uploaded for it, ENV [k, v,
+// ...], WORKDIR [dir], USER [name].
+type buildStep struct {
+	Type      string   `json:"type"`
+	Args      []string `json:"args"`
+	FilesHash string   `json:"filesHash"`
+	Force     bool     `json:"force"`
+}
+
+// E2B's defaults: a template's steps run as "user" in /home/user.
+const (
+	e2bUser    = "user"
+	e2bWorkdir = "/home/user"
+	// e2bBaseImage is the SDKs' default base (Template().fromBaseImage()).
+	e2bBaseImage = "e2bdev/base"
+	// e2bReadyTimeout bounds a template's ready command at each create.
+	e2bReadyTimeout = "2m"
+)
+
+// uploadEntry is one entry of a copy step's uploaded files.
+type uploadEntry struct {
+	name     string // as the client's tar names it, relative to its context
+	typ      byte
+	mode     int64
+	linkname string
+	data     []byte
+}
+
+// Bounds on what one build's uploads hold in memory (they are held until
+// the build ends), the same as Paddock's own build context.
+const (
+	maxUploadBytes  = 64 << 20
+	maxBuildEntries = 20000
+	// entryOverhead is what an entry costs in memory besides its name and
+	// content.
+	entryOverhead = 128
+)
+
+// readUpload reads a copy step's files, a tar stream gzipped or not, into
+// memory, bounded by left bytes of content (and maxUploadBytes of the
+// compressed stream's expansion).
+func readUpload(r io.Reader, left int64) ([]uploadEntry, int64, error) {
+	br := bufio.NewReader(r)
+	var src io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, 0, errdefs.Invalid("upload: not a valid gzip stream: %v", err)
+		}
+		defer zr.Close()
+		src = zr
+	}
+	tr := tar.NewReader(src)
+	var out []uploadEntry
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out, total, nil
+		}
+		if err != nil {
+			return nil, 0, errdefs.Invalid("upload: not a valid tar stream: %v", err)
+		}
+		name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
+		if name == "" {
+			continue
+		}
+		if strings.ContainsRune(h.Name, 0) || len(h.Name) > 4096 || hasDotDot(h.Name) {
+			return nil, 0, errdefs.Invalid("upload: entry %q leaves the context", truncate(h.Name))
+		}
+		if len(out) >= maxBuildEntries {
+			return nil, 0, errdefs.Invalid("upload: more than %d entries", maxBuildEntries)
+		}
+		e := uploadEntry{name: name, mode: h.Mode & 0o7777}
+		// Names and link targets count against the bound as content does.
+		total += int64(len(name)+len(h.Linkname)) + entryOverhead
+		switch h.Typeflag {
+		case tar.TypeReg:
+			e.typ = tar.TypeReg
+			total += h.Size
+			if h.Size < 0 || total > left {
+				return nil, 0, fmt.Errorf("upload: the build's files are larger than %d MiB: %w", maxUploadBytes>>20, errdefs.ErrResourceExhausted)
+			}
+			e.data = make([]byte, h.Size)
+			if _, err := io.ReadFull(tr, e.data); err != nil {
+				return nil, 0, errdefs.Invalid("upload: entry %q is truncated", truncate(name))
+			}
+		case tar.TypeDir:
+			e.typ = tar.TypeDir
+		case tar.TypeSymlink:
+			e.typ, e.linkname = tar.TypeSymlink, h.Linkname
+			if h.Linkname == "" || len(h.Linkname) > 4096 || strings.ContainsRune(h.Linkname, 0) {
+				return nil, 0, errdefs.Invalid("upload: symlink %q has an invalid target", truncate(name))
+			}
+		default:
+			return nil, 0, errdefs.Invalid("upload: entry %q is not a file, directory or symlink", truncate(name))
+		}
+		if total > left {
+			return nil, 0, fmt.Errorf("upload: the build's files are larger than %d MiB: %w", maxUploadBytes>>20, errdefs.ErrResourceExhausted)
+		}
+		out = append(out, e)
+	}
+}
+
+func hasDotDot(name string) bool {
+	for _, part := range strings.Split(name, "/") {
+		if part == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// globMatch matches a slash-separated name against a pattern of the
+// SDKs' glob: path.Match within a segment, and "**" for any number of
+// segments.
+func globMatch(pattern, name string) bool {
+	return globParts(strings.Split(pattern, "/"), strings.Split(name, "/"))
+}
+
+func globParts(pat, name []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			for i := 0; i <= len(name); i++ {
+				if globParts(pat[1:], name[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(name) == 0 {
+			return false
+		}
+		if ok, err := path.Match(pat[0], name[0]); err != nil || !ok {
+			return false
+		}
+		pat, name = pat[1:], name[1:]
+	}
+	return len(name) == 0
+}
+
+// placed is one copy step's files as they go into the build context:
+// names relative to the destination directory.
+type placed struct {
+	entries []uploadEntry
+	dir     string // the absolute destination directory
+}
+
+// placeCopy lays out the files a copy of src to dest takes from the
+// uploaded entries, as a Dockerfile's COPY does: a matched file lands in
+// dest under its base name (or as dest itself when dest names a file: one
+// plain source that is a file, dest without a trailing slash), a matched
+// directory's contents land directly in dest.
+func placeCopy(entries []uploadEntry, src, dest, workdir string) (placed, error) {
+	pattern := strings.TrimPrefix(path.Clean("/"+src), "/")
+	destDir := dest
+	if !path.IsAbs(destDir) {
+		destDir = path.Join(workdir, destDir)
+	}
+	destDir = path.Clean(destDir)
+	var matched []uploadEntry
+	for _, e := range entries {
+		if pattern == "" || globMatch(pattern, e.name) {
+			matched = append(matched, e)
+		}
+	}
+	if len(matched) == 0 {
+		return placed{}, errdefs.Invalid("copy %s: no uploaded file matches it", truncate(src))
+	}
+	asFile := len(matched) == 1 && matched[0].typ != tar.TypeDir && !strings.ContainsAny(src, "*?[") && !strings.HasSuffix(dest, "/")
+	if asFile {
+		e := matched[0]
+		e.name = path.Base(destDir)
+		return placed{entries: []uploadEntry{e}, dir: path.Dir(destDir)}, nil
+	}
+	out := placed{dir: destDir}
+	seen := map[string]bool{}
+	add := func(e uploadEntry, name string) {
+		if name == "" || seen[name] {
+			return
+		}
+		seen[name] = true
+		e.name = name
+		out.entries = append(out.entries, e)
+	}
+	for _, m := range matched {
+		if m.typ != tar.TypeDir {
+			add(m, path.Base(m.name))
+			continue
+		}
+		for _, e := range entries {
+			if rel, ok := strings.CutPrefix(e.name, m.name+"/"); ok {
+				add(e, rel)
+			}
+		}
+	}
+	return out, nil // no entries: only empty directories matched
+}
+
+// baseOf maps E2B's fromImage/fromTemplate to a Paddock template's base.
+func baseOf(b buildStart) (img, tpl string, err error) {
+	switch {
+	case len(b.FromImageRegistry) > 0 && string(b.FromImageRegistry) != "null":
+		return "", "", errdefs.Invalid("fromImageRegistry: registry credentials are not served; pull the image with `paddock images pull` and build from its name")
+	case b.FromImage != "" && b.FromTemplate != "":
+		return "", "", errdefs.Invalid("give fromImage or fromTemplate, not both")
+	case b.FromTemplate != "":
+		if i, ok := templateImages[b.FromTemplate]; ok {
+			return i, "", nil
+		}
+		if b.FromTemplate == defaultImage {
+			return image.NameBase, "", nil
+		}
+		return "", b.FromTemplate, nil
+	case b.FromImage == "" || b.FromImage == e2bBaseImage || strings.HasPrefix(b.FromImage, e2bBaseImage+":"):
+		return image.NameBase, "", nil
+	default:
+		return b.FromImage, "", nil
+	}
+}
+
+// e2bSpec turns E2B's definition into a Paddock build request (a tar of
+// template.json and the context) for the template name, with the files
+// uploaded for each copy step by hash.
+func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (*api.TemplateSpec, *templates.BuildContext, error) {
+	img, base, err := baseOf(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec := api.TemplateSpec{Name: name, Image: img, Template: base}
+	user, workdir := e2bUser, e2bWorkdir
+	if base == "" {
+		spec.Steps = append(spec.Steps,
+			api.TemplateStep{Kind: api.StepUser, User: user},
+			api.TemplateStep{Kind: api.StepWorkdir, Dir: workdir})
+	}
+	var ctx bytes.Buffer
+	tw := tar.NewWriter(&ctx)
+	steps := func(s ...api.TemplateStep) { spec.Steps = append(spec.Steps, s...) }
+	// as runs s as who (when who is given and is not the current user).
+	as := func(who string, s ...api.TemplateStep) error {
+		if who == "" || who == user {
+			steps(s...)
+			return nil
+		}
+		if who != "root" && who != "user" {
+			return errdefs.Invalid("invalid username: %q: Paddock's sandboxes have the users root and user", truncate(who))
+		}
+		steps(api.TemplateStep{Kind: api.StepUser, User: who})
+		steps(s...)
+		steps(api.TemplateStep{Kind: api.StepUser, User: user})
+		return nil
+	}
+	for i, st := range b.Steps {
+		n := i + 1
+		switch st.Type {
+		case "RUN":
+			if len(st.Args) < 1 || len(st.Args) > 2 {
+				return nil, nil, errdefs.Invalid("step %d: RUN takes a command and a user", n)
+			}
+			who := ""
+			if len(st.Args) == 2 {
+				who = st.Args[1]
+			}
+			if err := as(who, api.TemplateStep{Kind: api.StepRun, Run: st.Args[0]}); err != nil {
+				return nil, nil, fmt.Errorf("step %d: failed to run command %q: %w", n, truncate(st.Args[0]), err)
+			}
+		case "ENV":
+			if len(st.Args) == 0 || len(st.Args)%2 != 0 {
+				return nil, nil, errdefs.Invalid("step %d: ENV takes pairs of name and value", n)
+			}
+			env := map[string]string{}
+			for j := 0; j < len(st.Args); j += 2 {
+				env[st.Args[j]] = st.Args[j+1]
+			}
+			steps(api.TemplateStep{Kind: api.StepEnv, Env: env})
+		case "WORKDIR":
+			if len(st.Args) != 1 || st.Args[0] == "" {
+				return nil, nil, errdefs.Invalid("step %d: WORKDIR takes a directory", n)
+			}
+			dir := st.Args[0]
+			if !path.IsAbs(dir) {
+				dir = path.Join(workdir, dir)
+			}
+			workdir = path.Clean(dir)
+			// Made as Docker's WORKDIR makes it, owned by the current user.
+			steps(api.TemplateStep{Kind: api.StepRun, Run: "mkdir -p " + shellQuote(workdir)},
+				api.TemplateStep{Kind: api.StepWorkdir, Dir: workdir})
+		case "USER":
+			if len(st.Args) != 1 || (st.Args[0] != "root" && st.Args[0] != "user") {
+				return nil, nil, errdefs.Invalid("step %d: USER: Paddock's sandboxes have the users root and user", n)
+			}
+			user = st.Args[0]
+			steps(api.TemplateStep{Kind: api.StepUser, User: user})
+		case "COPY":
+			if len(st.Args) < 2 || len(st.Args) > 4 {
+				return nil, nil, errdefs.Invalid("step %d: COPY takes a source, a destination, a user and a mode", n)
+			}
+			files, ok := uploads[st.FilesHash]
+			if !ok {
+				return nil, nil, errdefs.Invalid("step %d: the files of copy %s were not uploaded (hash %q)", n, truncate(st.Args[0]), truncate(st.FilesHash))
+			}
+			p, err := placeCopy(files, st.Args[0], st.Args[1], workdir)
+			if err != nil {
+				return nil, nil, fmt.Errorf("step %d: %w", n, err)
+			}
+			dir := "s" + strconv.Itoa(n)
+			if err := writeEntries(tw, dir, p.entries); err != nil {
+				return nil, nil, err
+			}
+			who := ""
+			if len(st.Args) > 2 {
+				who = st.Args[2]
+			}
+			cp := []api.TemplateStep{{Kind: api.StepCopy, Src: dir, Dst: p.dir}}
+			if len(p.entries) == 0 {
+				// Only empty directories: the destination is still made.
+				cp = []api.TemplateStep{{Kind: api.StepRun, Run: "mkdir -p " + shellQuote(p.dir)}}
+			}
+			if len(st.Args) > 3 && st.Args[3] != "" {
+				mode := st.Args[3]
+				if _, err := strconv.ParseUint(mode, 8, 32); err != nil {
+					return nil, nil, errdefs.Invalid("step %d: COPY mode %q is not octal", n, truncate(mode))
+				}
+				var paths []string
+				for _, e := range p.entries {
+					if !strings.Contains(e.name, "/") {
+						paths = append(paths, shellQuote(path.Join(p.dir, e.name)))
+					}
+				}
+				cp = append(cp, api.TemplateStep{Kind: api.StepRun, Run: "chmod -R " + mode + " " + strings.Join(paths, " ")})
+			}
+			if err := as(who, cp...); err != nil {
+				return nil, nil, fmt.Errorf("step %d: %w", n, err)
+			}
+		default:
+			return nil, nil, errdefs.Invalid("step %d: unknown step type %q (want RUN, COPY, ENV, WORKDIR or USER)", n, truncate(st.Type))
+		}
+	}
+	// The last user and work directory are the sandboxes' defaults, as
+	// on E2B (Build keeps the last work directory as the template's cwd).
+	spec.User = user
+	if b.StartCmd != "" {
+		spec.Start = []string{"/bin/sh", "-c", b.StartCmd}
+		if b.ReadyCmd != "" {
+			spec.Ready = &api.Readiness{Cmd: b.ReadyCmd, Timeout: e2bReadyTimeout}
+		}
+	} else if b.ReadyCmd != "" {
+		return nil, nil, errdefs.Invalid("readyCmd needs a startCmd")
+	}
+	if len(spec.Steps) > api.MaxTemplateSteps {
+		return nil, nil, errdefs.Invalid("the template has %d steps once translated (users, work directories, modes), more than %d", len(spec.Steps), api.MaxTemplateSteps)
+	}
+	js, err := json.Marshal(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: templates.BuildSpecEntry, Mode: 0o644, Size: int64(len(js)), Typeflag: tar.TypeReg}); err != nil {
+		return nil, nil, err
+	}
+	if _, err := tw.Write(js); err != nil {
+		return nil, nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, nil, err
+	}
+	return templates.ReadBuildRequest(&ctx)
+}
+
+// writeEntries writes a copy step's placed files under dir of the
+// build context.
+func writeEntries(tw *tar.Writer, dir string, entries []uploadEntry) error {
+	if err := tw.WriteHeader(&tar.Header{Name: templates.BuildContextEntry + dir + "/", Mode: 0o755, Typeflag: tar.TypeDir}); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		h := &tar.Header{Name: templates.BuildContextEntry + dir + "/" + e.name, Mode: e.mode & 0o777, Typeflag: e.typ, Linkname: e.linkname}
+		if e.typ == tar.TypeReg {
+			h.Size = int64(len(e.data))
+		}
+		if e.typ == tar.TypeDir {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if e.typ == tar.TypeReg {
+			if _, err := tw.Write(e.data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

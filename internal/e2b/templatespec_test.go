@@ -1,0 +1,207 @@
+package e2b
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+func tarOfEntries(t testing.TB, zip bool, entries ...uploadEntry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	var zw *gzip.Writer
+	tw := tar.NewWriter(&buf)
+	if zip {
+		zw = gzip.NewWriter(&buf)
+		tw = tar.NewWriter(zw)
+	}
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: 0o644, Linkname: e.linkname, Size: int64(len(e.data))}
+		if e.typ == tar.TypeDir {
+			h.Mode = 0o755
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
+func file(name, data string) uploadEntry {
+	return uploadEntry{name: name, typ: tar.TypeReg, data: []byte(data)}
+}
+
+func TestReadUpload(t *testing.T) {
+	for _, zip := range []bool{false, true} {
+		b := tarOfEntries(t, zip, uploadEntry{name: "folder/", typ: tar.TypeDir}, file("folder/a.txt", "alpha"), file("./b.txt", "beta"))
+		got, n, err := readUpload(bytes.NewReader(b), 1000)
+		if err != nil {
+			t.Fatalf("gzip %v: %v", zip, err)
+		}
+		// 9 bytes of content, the names and what each entry costs.
+		if n != 9+int64(len("folder")+len("folder/a.txt")+len("b.txt"))+3*entryOverhead || len(got) != 3 || got[0].name != "folder" || got[1].name != "folder/a.txt" || got[2].name != "b.txt" {
+			t.Fatalf("gzip %v: %d bytes, %+v", zip, n, got)
+		}
+	}
+	// Bounds and names: bytes beyond what is left, a name that leaves the
+	// context, a device, not a tar at all.
+	for _, c := range []struct {
+		body []byte
+		code error
+	}{
+		{tarOfEntries(t, true, file("big", strings.Repeat("x", 1001))), errdefs.ErrResourceExhausted},
+		{tarOfEntries(t, false, file("../escape", "x")), errdefs.ErrInvalidArgument},
+		{tarOfEntries(t, false, uploadEntry{name: "dev", typ: tar.TypeChar}), errdefs.ErrInvalidArgument},
+		{[]byte("\x1f\x8bnot gzip at all"), errdefs.ErrInvalidArgument},
+		{bytes.Repeat([]byte("junk"), 200), errdefs.ErrInvalidArgument},
+	} {
+		if _, _, err := readUpload(bytes.NewReader(c.body), 1000); !errors.Is(err, c.code) {
+			t.Errorf("%q: err %v, want %v", c.body[:min(len(c.body), 20)], err, c.code)
+		}
+	}
+}
+
+func FuzzReadUpload(f *testing.F) {
+	f.Add(tarOfEntries(f, false, file("a/b", "x"), uploadEntry{name: "l", typ: tar.TypeSymlink, linkname: "/etc"}))
+	f.Add(tarOfEntries(f, true, file("a", "y")))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		es, n, err := readUpload(bytes.NewReader(b), 1<<16)
+		if err != nil {
+			return
+		}
+		if n > 1<<16 || len(es) > maxBuildEntries {
+			t.Fatalf("bounds not kept: %d bytes, %d entries", n, len(es))
+		}
+		for _, e := range es {
+			if e.name == "" || strings.HasPrefix(e.name, "/") || hasDotDot(e.name) {
+				t.Fatalf("name %q accepted", e.name)
+			}
+		}
+	})
+}
+
+func TestGlobMatch(t *testing.T) {
+	for _, c := range []struct {
+		pat, name string
+		want      bool
+	}{
+		{"folder/*.txt", "folder/a.txt", true},
+		{"folder/*.txt", "folder/sub/a.txt", false},
+		{"folder/**/*.txt", "folder/sub/deep/a.txt", true},
+		{"folder/**/*.txt", "folder/a.txt", true},
+		{"**", "anything/at/all", true},
+		{"single.txt", "single.txt", true},
+		{"single.txt", "single.txt.bak", false},
+		{"[", "[", false},
+	} {
+		if got := globMatch(c.pat, c.name); got != c.want {
+			t.Errorf("globMatch(%q, %q) = %v", c.pat, c.name, got)
+		}
+	}
+}
+
+func TestPlaceCopy(t *testing.T) {
+	up := []uploadEntry{
+		{name: "folder", typ: tar.TypeDir}, file("folder/a.txt", "a"), file("folder/c.md", "c"),
+		{name: "folder/sub", typ: tar.TypeDir}, file("folder/sub/d.txt", "d"), file("single.txt", "s"),
+	}
+	names := func(p placed) string {
+		var s []string
+		for _, e := range p.entries {
+			s = append(s, e.name)
+		}
+		return p.dir + ":" + strings.Join(s, ",")
+	}
+	for _, c := range []struct{ src, dest, want string }{
+		{"folder/*.txt", "folder", "/home/user/folder:a.txt"},
+		{"folder", "/app", "/app:a.txt,c.md,sub,sub/d.txt"},
+		{"folder/sub", "/opt/x/", "/opt/x:d.txt"},
+		{"single.txt", "/opt/app/renamed.txt", "/opt/app:renamed.txt"},
+		{"single.txt", "/opt/app/", "/opt/app:single.txt"},
+		{"single.txt", "rel", "/home/user:rel"},
+	} {
+		p, err := placeCopy(up, c.src, c.dest, "/home/user")
+		if err != nil {
+			t.Fatalf("%s -> %s: %v", c.src, c.dest, err)
+		}
+		if got := names(p); got != c.want {
+			t.Errorf("%s -> %s: %s, want %s", c.src, c.dest, got, c.want)
+		}
+	}
+	if _, err := placeCopy(up, "nothing/*", "/x", "/"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("a copy that matches nothing: %v", err)
+	}
+}
+
+func TestE2BSpec(t *testing.T) {
+	uploads := map[string][]uploadEntry{"ab12ab12ab12ab12": {file("x.txt", "x")}}
+	def := buildStart{
+		FromImage: "e2bdev/base", StartCmd: "serve", ReadyCmd: "test -f /tmp/up",
+		Steps: []buildStep{
+			{Type: "ENV", Args: []string{"A", "1", "B", "2"}},
+			{Type: "RUN", Args: []string{"id", "root"}},
+			{Type: "WORKDIR", Args: []string{"app"}},
+			{Type: "COPY", Args: []string{"x.txt", "dst/", "", "0755"}, FilesHash: "ab12ab12ab12ab12"},
+			{Type: "USER", Args: []string{"root"}},
+		},
+	}
+	spec, _, err := e2bSpec("tpl", def, uploads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, s := range spec.Steps {
+		k := s.Kind
+		switch s.Kind {
+		case api.StepUser:
+			k += "=" + s.User
+		case api.StepWorkdir:
+			k += "=" + s.Dir
+		case api.StepCopy:
+			k += "=" + s.Src + ">" + s.Dst
+		case api.StepRun:
+			k += "=" + s.Run
+		}
+		kinds = append(kinds, k)
+	}
+	want := "user=user workdir=/home/user env user=root run=id user=user run=mkdir -p '/home/user/app' workdir=/home/user/app " +
+		"copy=s4>/home/user/app/dst run=chmod -R 0755 '/home/user/app/dst/x.txt' user=root"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Fatalf("steps:\n got %s\nwant %s", got, want)
+	}
+	if spec.Image != "base" || spec.User != "root" || spec.Ready == nil || spec.Ready.Cmd != "test -f /tmp/up" || strings.Join(spec.Start, " ") != "/bin/sh -c serve" {
+		t.Fatalf("spec: %+v", spec)
+	}
+
+	for _, bad := range []buildStart{
+		{Steps: []buildStep{{Type: "RUN", Args: []string{"id", "root123"}}}},
+		{Steps: []buildStep{{Type: "COPY", Args: []string{"x", "/y"}, FilesHash: "ffffffffffffffff"}}},
+		{Steps: []buildStep{{Type: "ENV", Args: []string{"odd"}}}},
+		{Steps: []buildStep{{Type: "HEALTHCHECK"}}},
+		{Steps: []buildStep{{Type: "USER", Args: []string{"guest"}}}},
+		{ReadyCmd: "true"},
+		{FromImage: "a", FromTemplate: "b"},
+		{FromImageRegistry: []byte(`{"type":"registry"}`)},
+	} {
+		if _, _, err := e2bSpec("tpl", bad, uploads); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("%+v: err %v, want invalid", bad, err)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+// The unmodified `e2b` SDK's template builds (Template.build, the v2 build
+// API) against a real Paddock daemon: files uploaded for copy steps, run
+// steps as the default and another user, environment, work directory, a
+// start command with a ready command, and a sandbox created from the
+// result by its name. compat_test.go starts the daemon and names it.
+import { test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Sandbox, Template, waitForFile } from 'e2b'
+
+const runID = `tb${process.pid}${Date.now() % 100000}`
+const dir = mkdtempSync(join(tmpdir(), 'paddock-e2b-template-'))
+mkdirSync(join(dir, 'folder', 'sub'), { recursive: true })
+writeFileSync(join(dir, 'folder', 'a.txt'), 'alpha\n')
+writeFileSync(join(dir, 'folder', 'b.txt'), 'beta\n')
+writeFileSync(join(dir, 'folder', 'c.md'), 'not copied\n')
+writeFileSync(join(dir, 'folder', 'sub', 'd.txt'), 'delta\n')
+writeFileSync(join(dir, 'single.txt'), 'one file\n')
+after(() => rmSync(dir, { recursive: true, force: true }))
+
+test('Template.build, then Sandbox.create from it', { timeout: 300_000 }, async () => {
+  const name = `${runID}-ok`
+  const template = Template({ fileContextPath: dir })
+    .fromBaseImage()
+    .copy('folder/*.txt', 'folder')
+    .copy('folder/sub', '/opt/app/sub/')
+    .copy('single.txt', '/opt/app/renamed.txt', { mode: 0o600 })
+    .setEnvs({ GREETING: 'hello from the template' })
+    .runCmd('cat folder/a.txt folder/b.txt > /home/user/joined.txt && whoami > /home/user/builder.txt')
+    .runCmd('test "$(whoami)" = root && touch /etc/made-by-root', { user: 'root' })
+    .setWorkdir('/opt/app')
+    .setUser('root')
+    .setStartCmd('sleep 1; echo started > /tmp/started; exec sleep 100000', waitForFile('/tmp/started'))
+  const logs = []
+  assert.equal(await Template.exists(name), false)
+  const info = await Template.build(template, name, { onBuildLogs: (e) => logs.push(e.message) })
+  assert.equal(info.templateId, name)
+  assert.ok(logs.some((m) => m.includes('[') && m.includes('run')), `no step in the build's log: ${logs.join(' | ')}`)
+  assert.equal(await Template.exists(name), true)
+
+  const s = await Sandbox.create(name, { timeoutMs: 120_000 })
+  try {
+    const run = async (cmd, opts) => (await s.commands.run(cmd, opts)).stdout.trim()
+    // The ready command passed before the create returned.
+    assert.equal(await s.files.read('/tmp/started'), 'started\n')
+    // The last user and work directory are the sandbox's defaults.
+    assert.equal(await run('whoami'), 'root')
+    assert.equal(await run('pwd'), '/opt/app')
+    assert.equal(await run('whoami', { user: 'user' }), 'user')
+    assert.equal(await run('echo "$GREETING"'), 'hello from the template')
+    assert.equal(await s.files.read('/home/user/folder/a.txt'), 'alpha\n')
+    assert.equal(await s.files.read('/home/user/folder/b.txt'), 'beta\n')
+    assert.equal(await s.files.exists('/home/user/folder/c.md'), false)
+    assert.equal(await s.files.read('/opt/app/sub/d.txt'), 'delta\n')
+    assert.equal(await s.files.read('/opt/app/renamed.txt'), 'one file\n')
+    assert.equal(await run('stat -c %a /opt/app/renamed.txt'), '600')
+    assert.equal(await s.files.read('/home/user/joined.txt'), 'alpha\nbeta\n')
+    assert.equal(await s.files.read('/home/user/builder.txt'), 'user\n')
+    assert.equal(await s.files.exists('/etc/made-by-root'), true)
+  } finally {
+    await s.kill()
+  }
+})
+
+test('a failing step fails the build with its exit code', { timeout: 300_000 }, async () => {
+  const template = Template().fromBaseImage().runCmd('echo about to fail; exit 7')
+  await assert.rejects(Template.build(template, `${runID}-fail`), (e) => {
+    assert.equal(e.name, 'BuildError')
+    assert.match(e.message, /exit code 7/)
+    return true
+  })
+  assert.equal(await Template.exists(`${runID}-fail`), false)
+})
+
+test('a user Paddock sandboxes do not have is refused', async () => {
+  const template = Template().fromBaseImage().runCmd('whoami', { user: 'root123' })
+  await assert.rejects(Template.build(template, `${runID}-user`), /invalid username: "root123"/)
+})
+
+test('uploads need their build\'s token, not a guess', async () => {
+  const url = new URL(`/paddock/e2b-template-uploads/${'0'.repeat(64)}/${'a'.repeat(64)}`, process.env.E2B_API_URL)
+  const r = await fetch(url, { method: 'PUT', body: 'x' })
+  assert.equal(r.status, 404)
+})
