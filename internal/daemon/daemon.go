@@ -244,7 +244,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if cfg.Listen != "" {
 		// E2B's API and data plane share the TCP listener with /v1 and
 		// /mcp, side by side (router.go).
-		e2bHandler := e2b.New(e2b.Options{Controller: ctrl, Secrets: secService, Contexts: cxService, Templates: tplService, Context: ctx, Keys: st, HashKey: server.HashKey, DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
+		e2bHandler := e2b.New(e2b.Options{Controller: ctrl, Secrets: secService, Contexts: cxService, Templates: tplService, PullImage: pullFor(images, imgService), Context: ctx, Keys: st, HashKey: server.HashKey, DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
 		go e2bHandler.RunMetrics(ctx) // getMetrics' history
 		tcpGate.open(tcpRouter(srv.Handler(true), e2bHandler, con))
 	}
@@ -347,4 +347,18 @@ func bodyShareKey(ctx context.Context) string {
 		return c
 	}
 	return ""
+}
+
+// pullFor pulls an image for ctx's caller into images, as the API's pull
+// does (the caller's owner and quota), for E2B's template builds.
+func pullFor(images *image.Store, svc *imagesvc.Service) func(context.Context, string, func(string)) (string, error) {
+	return func(ctx context.Context, ref string, progress func(string)) (string, error) {
+		opts := svc.ImportOptions(ctx)
+		opts.Progress = progress
+		img, err := images.Pull(ctx, ref, opts)
+		if err != nil {
+			return "", err
+		}
+		return img.Digest, nil
+	}
 }

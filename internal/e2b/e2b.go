@@ -41,6 +41,11 @@ type Options struct {
 	Contexts *codecontexts.Service
 	// Templates serves E2B's template build API; nil: none (it says so).
 	Templates *templates.Service
+	// PullImage pulls an image reference for ctx's caller (as
+	// `paddock images pull` does), its progress by line, and returns its
+	// digest: a template build from an image this daemon does not have
+	// pulls it first. nil: such a build fails.
+	PullImage func(ctx context.Context, ref string, progress func(string)) (digest string, err error)
 	// Context is the daemon's lifetime: template builds, which outlive
 	// their requests, end with it (nil: never).
 	Context context.Context

@@ -438,7 +438,11 @@ func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec
 		}
 		return nil
 	}
-	tpl, err := h.opts.Templates.Build(ctx, *spec, bc, emit)
+	err := h.pullBase(ctx, b, spec)
+	var tpl *api.Template
+	if err == nil {
+		tpl, err = h.opts.Templates.Build(ctx, *spec, bc, emit)
+	}
 	flush()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -488,6 +492,26 @@ func (h *Handler) buildStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	b.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
+}
+
+// pullBase pulls the build's base image when the daemon does not have it
+// (for the caller, as `paddock images pull` would), and builds from the
+// digest pulled.
+func (h *Handler) pullBase(ctx context.Context, b *build, spec *api.TemplateSpec) error {
+	if spec.Image == "" || h.opts.PullImage == nil {
+		return nil
+	}
+	_, _, err := h.opts.Controller.ResolveImage(ctx, spec.Image)
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	b.log("info", "pulling "+spec.Image)
+	digest, err := h.opts.PullImage(ctx, spec.Image, func(line string) { b.log("info", line) })
+	if err != nil {
+		return fmt.Errorf("base image %s: %w", truncate(spec.Image), err)
+	}
+	spec.Image = digest
+	return nil
 }
 
 // buildLog takes an internal build error's details to the daemon's log.

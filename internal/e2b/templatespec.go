@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -267,6 +268,13 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (*api.
 	spec := api.TemplateSpec{Name: name, Image: img, Template: base}
 	user, workdir := e2bUser, e2bWorkdir
 	if base == "" {
+		if !slices.Contains(image.Builtin(), img) {
+			// An image of someone else's may have no account "user" (it
+			// then runs as uid 1000) nor its home: the home is made, as
+			// E2B makes it.
+			spec.Steps = append(spec.Steps, api.TemplateStep{Kind: api.StepRun,
+				Run: "mkdir -p " + e2bWorkdir + " && chown " + e2bUser + " " + e2bWorkdir + " 2>/dev/null || chown 1000:1000 " + e2bWorkdir})
+		}
 		spec.Steps = append(spec.Steps,
 			api.TemplateStep{Kind: api.StepUser, User: user},
 			api.TemplateStep{Kind: api.StepWorkdir, Dir: workdir})

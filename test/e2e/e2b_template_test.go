@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/paddock-dev/paddock/sdk/go/paddock"
+)
+
+// TestE2BTemplateBuildPullsItsBase builds, through E2B's template build
+// API, a template from an image the daemon does not have (served by a
+// registry of the test's own on loopback): the build pulls it for the
+// caller, runs its steps as E2B's default user in a home it makes, and a
+// sandbox is created from the result by name. Another key sees nothing of
+// the build.
+func TestE2BTemplateBuildPullsItsBase(t *testing.T) {
+	d := startDaemon(t, daemonOpts{listen: true, imagesDir: t.TempDir()})
+	c := &e2bClient{t: t, base: "http://" + d.listen, key: strings.TrimSpace(d.must("keys", "create", "--e2b", "tb-a"))}
+	other := &e2bClient{t: t, base: c.base, key: strings.TrimSpace(d.must("keys", "create", "--e2b", "tb-b"))}
+
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(reg)
+	t.Cleanup(srv.Close)
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/team/base:1"
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, testImage(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	var req struct {
+		TemplateID string `json:"templateID"`
+		BuildID    string `json:"buildID"`
+	}
+	tname := "pulled-base"
+	res := c.do("POST", "/v3/templates", map[string]any{"name": tname, "cpuCount": 1, "memoryMB": 512}, nil)
+	if res.status != http.StatusAccepted {
+		t.Fatalf("request build: %d %s", res.status, res.body)
+	}
+	res.json(t, &req)
+	if req.TemplateID != tname || req.BuildID == "" {
+		t.Fatalf("request build: %s", res.body)
+	}
+	buildPath := "/v2/templates/" + req.TemplateID + "/builds/" + req.BuildID
+	statusPath := "/templates/" + req.TemplateID + "/builds/" + req.BuildID + "/status"
+	// Another key can neither start nor watch this build.
+	other.do("POST", buildPath, map[string]any{}, nil).errCode(t, 404)
+	other.do("GET", statusPath, nil, nil).errCode(t, 404)
+
+	res = c.do("POST", buildPath, map[string]any{
+		"fromImage": ref,
+		"steps": []map[string]any{
+			{"type": "RUN", "args": []string{"id -u > /home/user/uid && pwd > /home/user/cwd"}},
+			{"type": "ENV", "args": []string{"FROM_TEMPLATE", "yes"}},
+		},
+	}, nil)
+	if res.status != http.StatusAccepted {
+		t.Fatalf("start build: %d %s", res.status, res.body)
+	}
+	// Starting it twice is refused.
+	c.do("POST", buildPath, map[string]any{"fromImage": ref}, nil).errCode(t, 400)
+
+	var st struct {
+		Status     string `json:"status"`
+		LogEntries []struct {
+			Message string `json:"message"`
+		} `json:"logEntries"`
+		Reason *struct {
+			Message string `json:"message"`
+		} `json:"reason"`
+	}
+	var logs []string
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		res = c.do("GET", statusPath+"?logsOffset="+strconv.Itoa(len(logs)), nil, nil)
+		if res.status != http.StatusOK {
+			t.Fatalf("status: %d %s", res.status, res.body)
+		}
+		res.json(t, &st)
+		for _, e := range st.LogEntries {
+			logs = append(logs, e.Message)
+		}
+		if st.Status == "ready" || st.Status == "error" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("build still %s; log:\n%s", st.Status, strings.Join(logs, "\n"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st.Status != "ready" {
+		t.Fatalf("build failed: %+v; log:\n%s", st.Reason, strings.Join(logs, "\n"))
+	}
+	if joined := strings.Join(logs, "\n"); !strings.Contains(joined, "pulling "+ref) || !strings.Contains(joined, "run") {
+		t.Fatalf("the log says nothing of the pull or the steps:\n%s", joined)
+	}
+	if res := c.do("GET", "/templates/aliases/"+tname, nil, nil); res.status != http.StatusOK {
+		t.Fatalf("alias of a built template: %d %s", res.status, res.body)
+	}
+	c.do("GET", "/templates/aliases/no-such-template", nil, nil).errCode(t, 404)
+
+	sb := c.create(map[string]any{"templateID": tname})
+	t.Cleanup(func() { c.do("DELETE", "/sandboxes/"+sb.SandboxID, nil, nil) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := func(cmd string) string {
+		t.Helper()
+		var b strings.Builder
+		res, err := d.client.Exec(ctx, sb.SandboxID, paddock.ExecOptions{Cmd: []string{"sh", "-c", cmd}, Stdout: &b})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %v %+v", cmd, err, res)
+		}
+		return strings.TrimSpace(b.String())
+	}
+	// The image has no account "user": the steps ran as uid 1000 in the
+	// home the build made, and the sandbox's commands start there too.
+	if got := out("cat /home/user/uid /home/user/cwd; echo $FROM_TEMPLATE; pwd"); got != "1000\n/home/user\nyes\n/home/user" {
+		t.Fatalf("sandbox from the built template: %q", got)
+	}
+}
