@@ -160,16 +160,24 @@ func snapshotAfter(s api.Snapshot, k pageKey) bool {
 }
 
 // deleteTemplate: DELETE /templates/{id}, which is how the SDK deletes a
-// snapshot (Sandbox.deleteSnapshot). Only snapshots are served: Paddock's
-// own templates are not E2B's to delete.
+// snapshot (Sandbox.deleteSnapshot) and E2B's CLI a template: a snapshot
+// the caller sees, else a template of that name (a key of scope own may
+// delete only those it built).
 func (h *Handler) deleteTemplate(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	snap, err := h.snapshot(r.Context(), id)
-	if err == nil && snap == nil {
-		err = errdefs.NotFound("no snapshot %q (this daemon serves snapshots, not E2B templates)", truncate(id))
-	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case snap != nil:
 		err = h.opts.Controller.DeleteSnapshot(r.Context(), snap.ID)
+	case h.opts.Templates != nil && rules.ValidName(id):
+		if _, err = h.opts.Templates.Get(r.Context(), id); err == nil {
+			err = h.opts.Templates.Delete(r.Context(), id)
+		} else if errors.Is(err, errdefs.ErrNotFound) {
+			err = errdefs.NotFound("no snapshot or template %q", truncate(id))
+		}
+	default:
+		err = errdefs.NotFound("no snapshot or template %q", truncate(id))
 	}
 	if err != nil {
 		writeError(w, err)

@@ -130,4 +130,16 @@ func TestE2BTemplateBuildPullsItsBase(t *testing.T) {
 	if got := out("cat /home/user/uid /home/user/cwd; echo $FROM_TEMPLATE; pwd"); got != "1000\n/home/user\nyes\n/home/user" {
 		t.Fatalf("sandbox from the built template: %q", got)
 	}
+
+	// Only the key that built it (or one of scope all) deletes it; the
+	// sandbox made from it keeps running.
+	other.do("DELETE", "/templates/"+tname, nil, nil).errCode(t, http.StatusForbidden)
+	if res := c.do("DELETE", "/templates/"+tname, nil, nil); res.status != http.StatusNoContent {
+		t.Fatalf("delete the template: %d %s", res.status, res.body)
+	}
+	c.do("GET", "/templates/aliases/"+tname, nil, nil).errCode(t, 404)
+	c.do("DELETE", "/templates/"+tname, nil, nil).errCode(t, 404)
+	if got := out("echo still here"); got != "still here" {
+		t.Fatalf("the sandbox after its template's delete: %q", got)
+	}
 }

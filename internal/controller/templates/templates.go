@@ -10,6 +10,7 @@ package templates
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 
@@ -127,13 +128,28 @@ func (s *Service) List(ctx context.Context) ([]api.Template, error) {
 }
 
 // Delete removes a template and its build cache. Sandboxes made from it
-// keep running; pools of it stop refilling and say why.
+// keep running; pools of it stop refilling and say why. A key of scope
+// own may delete only the templates it built (the refusal is the same
+// whoever built it, and for a template that does not exist).
 func (s *Service) Delete(ctx context.Context, name string) error {
-	if err := controller.RequireScopeAll(ctx, "deleting a template"); err != nil {
+	if err := controller.RequireCaller(ctx); err != nil {
 		return err
 	}
 	if !rules.ValidName(name) {
 		return errdefs.Invalid("template name %q is not valid", rules.Truncate(name, 80))
+	}
+	// No build of this daemon records a template between the check and
+	// the delete.
+	s.recording.Lock()
+	defer s.recording.Unlock()
+	old, err := s.st.GetTemplate(ctx, name)
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	if old == nil || old.Owner == "" || old.Owner != controller.Caller(ctx) {
+		if err := controller.RequireScopeAll(ctx, "deleting a template this key did not build"); err != nil {
+			return err
+		}
 	}
 	if err := s.st.DeleteTemplate(ctx, name); err != nil {
 		return err
