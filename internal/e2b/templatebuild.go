@@ -374,27 +374,23 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// The definition is read with the uploads held still: none lands
+	// once the build has started.
 	b.mu.Lock()
 	if b.started {
 		b.mu.Unlock()
 		writeError(w, errdefs.Invalid("template build %s has started already", b.id))
 		return
 	}
-	uploads := b.uploads
+	spec, bc, err := e2bSpec(b.name, def, b.uploads)
+	if err == nil {
+		b.started, b.status = true, "building"
+	}
 	b.mu.Unlock()
-	spec, bc, err := e2bSpec(b.name, def, uploads)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	b.mu.Lock()
-	if b.started {
-		b.mu.Unlock()
-		writeError(w, errdefs.Invalid("template build %s has started already", b.id))
-		return
-	}
-	b.started, b.status = true, "building"
-	b.mu.Unlock()
 	if def.Force {
 		b.log("info", "skipCache: Paddock's build cache is keyed by each step's content; unchanged steps are still served from it")
 	}
@@ -444,6 +440,9 @@ func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec
 		tpl, err = h.opts.Templates.Build(ctx, *spec, bc, emit)
 	}
 	flush()
+	if err == nil {
+		b.log("info", "template "+tpl.Name+" built")
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.finished = time.Now()
@@ -454,9 +453,6 @@ func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec
 		return
 	}
 	b.status = "ready"
-	if len(b.logs) < maxLogEntries {
-		b.logs = append(b.logs, logEntry{Timestamp: time.Now().UTC(), Level: "info", Message: "template " + tpl.Name + " built"})
-	}
 	h.log.Info("e2b template build finished", "template", b.name, "build", b.id)
 }
 
