@@ -46,7 +46,7 @@ const uploadPath = "/paddock/e2b-template-uploads/"
 // Bounds on builds held.
 const (
 	maxBuildsHeld    = 64
-	maxBuildsPending = 8 // per caller, not yet finished
+	maxBuildsPending = 8 // per caller, not yet finished (nor let go: buildKeptFor)
 	buildKeptFor     = time.Hour
 	maxLogEntries    = 10000
 	maxAllUploads    = 256 << 20 // bytes of uploads held across builds
@@ -85,11 +85,14 @@ type build struct {
 	reason   *buildReason
 }
 
-func (b *build) log(level, msg string) {
+func (b *build) log(level, msg string) { b.logStep(level, msg, "") }
+
+// logStep logs msg as a line of E2B's step step ("" for none).
+func (b *build) logStep(level, msg, step string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.logs) < maxLogEntries {
-		b.logs = append(b.logs, logEntry{Timestamp: time.Now().UTC(), Level: level, Message: msg})
+		b.logs = append(b.logs, logEntry{Timestamp: time.Now().UTC(), Level: level, Message: msg, Step: step})
 	}
 }
 
@@ -115,9 +118,11 @@ func (t *buildTable) add(owner, name string) (*build, error) {
 	var oldestFin time.Time
 	for k, b := range t.builds {
 		b.mu.Lock()
-		done, fin := b.status == "ready" || b.status == "error", b.finished
+		done, fin, started := b.status == "ready" || b.status == "error", b.finished, b.started
 		b.mu.Unlock()
-		if done && time.Since(fin) > buildKeptFor {
+		// Finished builds are kept for a while to be polled; builds never
+		// started (a client that went away) as long, then let go.
+		if (done && time.Since(fin) > buildKeptFor) || (!started && time.Since(b.created) > buildKeptFor) {
 			t.drop(k, b)
 			continue
 		}
@@ -223,6 +228,10 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request) {
 	}
 	if !rules.ValidName(name) {
 		writeError(w, errdefs.Invalid("template name %q: use 1-63 letters, digits, '-', '_' or '.'", truncate(name)))
+		return
+	}
+	if err := h.opts.Templates.MayBuild(r.Context(), name); err != nil {
+		writeError(w, err)
 		return
 	}
 	b, err := h.builds.add(controller.Caller(r.Context()), name)
@@ -382,7 +391,7 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalid("template build %s has started already", b.id))
 		return
 	}
-	spec, bc, err := e2bSpec(b.name, def, b.uploads)
+	spec, bc, origin, err := e2bSpec(b.name, def, b.uploads)
 	if err == nil {
 		b.started, b.status = true, "building"
 	}
@@ -397,18 +406,22 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 	// The build outlives the request; it keeps the caller's identity and
 	// ends with the daemon.
 	ctx := controller.WithCaller(h.opts.Context, controller.Caller(r.Context()), h.opts.Controller.KeyScope(r.Context(), controller.Caller(r.Context())))
-	go h.runBuild(ctx, b, spec, bc)
+	go h.runBuild(ctx, b, spec, bc, origin)
 	h.log.Info("e2b template build started", "template", b.name, "build", b.id, "steps", len(spec.Steps))
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// runBuild builds b's template, its progress into b's log.
-func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec, bc *templates.BuildContext) {
+// runBuild builds b's template, its progress into b's log. Log lines and
+// a failure name the step of E2B's definition they belong to (origin maps
+// Paddock's steps to E2B's): "base" before the first, as E2B names the
+// base's, so that the SDKs point at the line of the template that failed.
+func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec, bc *templates.BuildContext, origin []int) {
 	defer h.builds.release(b)
+	step := "base"
 	var out strings.Builder // run output, logged by line
 	flush := func() {
 		if out.Len() > 0 {
-			b.log("info", out.String())
+			b.logStep("info", out.String(), step)
 			out.Reset()
 		}
 	}
@@ -416,11 +429,14 @@ func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec
 		switch ev.Type {
 		case api.BuildStep:
 			flush()
+			if i := ev.Step - 1; i >= 0 && i < len(origin) && origin[i] > 0 {
+				step = strconv.Itoa(origin[i])
+			}
 			msg := fmt.Sprintf("[%d/%d] %s", ev.Step, ev.Steps, ev.Kind)
 			if ev.Cached {
 				msg += " (cached)"
 			}
-			b.log("info", msg)
+			b.logStep("info", msg, step)
 		case api.BuildOutput:
 			for _, c := range string(ev.Data) {
 				if c == '\n' || out.Len() >= 4096 {
@@ -448,7 +464,7 @@ func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec
 	b.finished = time.Now()
 	if err != nil {
 		b.status = "error"
-		b.reason = &buildReason{Message: errhttp.PublicMessageTo(buildLog{h.log, b}, err), LogEntries: []logEntry{}}
+		b.reason = &buildReason{Message: errhttp.PublicMessageTo(buildLog{h.log, b}, err), Step: step, LogEntries: []logEntry{}}
 		h.log.Info("e2b template build failed", "template", b.name, "build", b.id, "err", err)
 		return
 	}

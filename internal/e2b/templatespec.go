@@ -259,13 +259,15 @@ func baseOf(b buildStart) (img, tpl string, err error) {
 
 // e2bSpec turns E2B's definition into a Paddock build request (a tar of
 // template.json and the context) for the template name, with the files
-// uploaded for each copy step by hash.
-func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (*api.TemplateSpec, *templates.BuildContext, error) {
+// uploaded for each copy step by hash. origin says, for each of the
+// spec's steps, which of E2B's steps (1-based) it comes from, 0 for the
+// ones the translation adds before them.
+func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (spec *api.TemplateSpec, bc *templates.BuildContext, origin []int, err error) {
 	img, base, err := baseOf(b)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	spec := api.TemplateSpec{Name: name, Image: img, Template: base}
+	spec = &api.TemplateSpec{Name: name, Image: img, Template: base}
 	user, workdir := e2bUser, e2bWorkdir
 	if base == "" {
 		if !slices.Contains(image.Builtin(), img) {
@@ -281,7 +283,14 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (*api.
 	}
 	var ctx bytes.Buffer
 	tw := tar.NewWriter(&ctx)
-	steps := func(s ...api.TemplateStep) { spec.Steps = append(spec.Steps, s...) }
+	origin = make([]int, len(spec.Steps))
+	from := 0 // the E2B step being translated
+	steps := func(s ...api.TemplateStep) {
+		spec.Steps = append(spec.Steps, s...)
+		for range s {
+			origin = append(origin, from)
+		}
+	}
 	// as runs s as who (when who is given and is not the current user).
 	as := func(who string, s ...api.TemplateStep) error {
 		if who == "" || who == user {
@@ -298,21 +307,22 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (*api.
 	}
 	for i, st := range b.Steps {
 		n := i + 1
+		from = n
 		switch st.Type {
 		case "RUN":
 			if len(st.Args) < 1 || len(st.Args) > 2 {
-				return nil, nil, errdefs.Invalid("step %d: RUN takes a command and a user", n)
+				return nil, nil, nil, errdefs.Invalid("step %d: RUN takes a command and a user", n)
 			}
 			who := ""
 			if len(st.Args) == 2 {
 				who = st.Args[1]
 			}
 			if err := as(who, api.TemplateStep{Kind: api.StepRun, Run: st.Args[0]}); err != nil {
-				return nil, nil, fmt.Errorf("step %d: failed to run command %q: %w", n, truncate(st.Args[0]), err)
+				return nil, nil, nil, fmt.Errorf("step %d: failed to run command %q: %w", n, truncate(st.Args[0]), err)
 			}
 		case "ENV":
 			if len(st.Args) == 0 || len(st.Args)%2 != 0 {
-				return nil, nil, errdefs.Invalid("step %d: ENV takes pairs of name and value", n)
+				return nil, nil, nil, errdefs.Invalid("step %d: ENV takes pairs of name and value", n)
 			}
 			env := map[string]string{}
 			for j := 0; j < len(st.Args); j += 2 {
@@ -321,7 +331,7 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (*api.
 			steps(api.TemplateStep{Kind: api.StepEnv, Env: env})
 		case "WORKDIR":
 			if len(st.Args) != 1 || st.Args[0] == "" {
-				return nil, nil, errdefs.Invalid("step %d: WORKDIR takes a directory", n)
+				return nil, nil, nil, errdefs.Invalid("step %d: WORKDIR takes a directory", n)
 			}
 			dir := st.Args[0]
 			if !path.IsAbs(dir) {
@@ -333,25 +343,25 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (*api.
 				api.TemplateStep{Kind: api.StepWorkdir, Dir: workdir})
 		case "USER":
 			if len(st.Args) != 1 || (st.Args[0] != "root" && st.Args[0] != "user") {
-				return nil, nil, errdefs.Invalid("step %d: USER: Paddock's sandboxes have the users root and user", n)
+				return nil, nil, nil, errdefs.Invalid("step %d: USER: Paddock's sandboxes have the users root and user", n)
 			}
 			user = st.Args[0]
 			steps(api.TemplateStep{Kind: api.StepUser, User: user})
 		case "COPY":
 			if len(st.Args) < 2 || len(st.Args) > 4 {
-				return nil, nil, errdefs.Invalid("step %d: COPY takes a source, a destination, a user and a mode", n)
+				return nil, nil, nil, errdefs.Invalid("step %d: COPY takes a source, a destination, a user and a mode", n)
 			}
 			files, ok := uploads[st.FilesHash]
 			if !ok {
-				return nil, nil, errdefs.Invalid("step %d: the files of copy %s were not uploaded (hash %q)", n, truncate(st.Args[0]), truncate(st.FilesHash))
+				return nil, nil, nil, errdefs.Invalid("step %d: the files of copy %s were not uploaded (hash %q)", n, truncate(st.Args[0]), truncate(st.FilesHash))
 			}
 			p, err := placeCopy(files, st.Args[0], st.Args[1], workdir)
 			if err != nil {
-				return nil, nil, fmt.Errorf("step %d: %w", n, err)
+				return nil, nil, nil, fmt.Errorf("step %d: %w", n, err)
 			}
 			dir := "s" + strconv.Itoa(n)
 			if err := writeEntries(tw, dir, p.entries); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			who := ""
 			if len(st.Args) > 2 {
@@ -365,7 +375,7 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (*api.
 			if len(st.Args) > 3 && st.Args[3] != "" {
 				mode := st.Args[3]
 				if _, err := strconv.ParseUint(mode, 8, 32); err != nil {
-					return nil, nil, errdefs.Invalid("step %d: COPY mode %q is not octal", n, truncate(mode))
+					return nil, nil, nil, errdefs.Invalid("step %d: COPY mode %q is not octal", n, truncate(mode))
 				}
 				var paths []string
 				for _, e := range p.entries {
@@ -376,10 +386,10 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (*api.
 				cp = append(cp, api.TemplateStep{Kind: api.StepRun, Run: "chmod -R " + mode + " " + strings.Join(paths, " ")})
 			}
 			if err := as(who, cp...); err != nil {
-				return nil, nil, fmt.Errorf("step %d: %w", n, err)
+				return nil, nil, nil, fmt.Errorf("step %d: %w", n, err)
 			}
 		default:
-			return nil, nil, errdefs.Invalid("step %d: unknown step type %q (want RUN, COPY, ENV, WORKDIR or USER)", n, truncate(st.Type))
+			return nil, nil, nil, errdefs.Invalid("step %d: unknown step type %q (want RUN, COPY, ENV, WORKDIR or USER)", n, truncate(st.Type))
 		}
 	}
 	// The last user and work directory are the sandboxes' defaults, as
@@ -391,25 +401,26 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (*api.
 			spec.Ready = &api.Readiness{Cmd: b.ReadyCmd, Timeout: e2bReadyTimeout}
 		}
 	} else if b.ReadyCmd != "" {
-		return nil, nil, errdefs.Invalid("readyCmd needs a startCmd")
+		return nil, nil, nil, errdefs.Invalid("readyCmd needs a startCmd")
 	}
 	if len(spec.Steps) > api.MaxTemplateSteps {
-		return nil, nil, errdefs.Invalid("the template has %d steps once translated (users, work directories, modes), more than %d", len(spec.Steps), api.MaxTemplateSteps)
+		return nil, nil, nil, errdefs.Invalid("the template has %d steps once translated (users, work directories, modes), more than %d", len(spec.Steps), api.MaxTemplateSteps)
 	}
 	js, err := json.Marshal(spec)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := tw.WriteHeader(&tar.Header{Name: templates.BuildSpecEntry, Mode: 0o644, Size: int64(len(js)), Typeflag: tar.TypeReg}); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, err := tw.Write(js); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := tw.Close(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return templates.ReadBuildRequest(&ctx)
+	spec, bc, err = templates.ReadBuildRequest(&ctx)
+	return spec, bc, origin, err
 }
 
 // writeEntries writes a copy step's placed files under dir of the

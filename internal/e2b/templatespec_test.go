@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -162,9 +163,13 @@ func TestE2BSpec(t *testing.T) {
 			{Type: "USER", Args: []string{"root"}},
 		},
 	}
-	spec, _, err := e2bSpec("tpl", def, uploads)
+	spec, _, origin, err := e2bSpec("tpl", def, uploads)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Which of E2B's steps each comes from: the two E2B defaults first.
+	if got := fmt.Sprint(origin); got != "[0 0 1 2 2 2 3 3 4 4 5]" {
+		t.Fatalf("origin %s", got)
 	}
 	var kinds []string
 	for _, s := range spec.Steps {
@@ -200,8 +205,34 @@ func TestE2BSpec(t *testing.T) {
 		{FromImage: "a", FromTemplate: "b"},
 		{FromImageRegistry: []byte(`{"type":"registry"}`)},
 	} {
-		if _, _, err := e2bSpec("tpl", bad, uploads); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, _, _, err := e2bSpec("tpl", bad, uploads); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("%+v: err %v, want invalid", bad, err)
 		}
+	}
+}
+
+func TestBuildTableBounds(t *testing.T) {
+	tb := newBuildTable()
+	var mine []*build
+	for i := 0; i < maxBuildsPending; i++ {
+		b, err := tb.add("a", "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine = append(mine, b)
+	}
+	if _, err := tb.add("a", "t"); !errors.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("a key's builds past the bound: %v", err)
+	}
+	if _, err := tb.add("b", "t"); err != nil {
+		t.Fatalf("another key is not held back by the first's builds: %v", err)
+	}
+	// A build never started is let go after a while, and makes room.
+	mine[0].created = mine[0].created.Add(-2 * buildKeptFor)
+	if _, err := tb.add("a", "t"); err != nil {
+		t.Fatalf("an abandoned build still counts: %v", err)
+	}
+	if tb.byToken[mine[0].token] != nil {
+		t.Fatal("the abandoned build's upload token still works")
 	}
 }

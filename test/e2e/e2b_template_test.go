@@ -131,8 +131,10 @@ func TestE2BTemplateBuildPullsItsBase(t *testing.T) {
 		t.Fatalf("sandbox from the built template: %q", got)
 	}
 
-	// Only the key that built it (or one of scope all) deletes it; the
+	// Only the key that built it (or one of scope all) rebuilds or deletes
+	// it, and a rebuild is refused when it is asked for; the
 	// sandbox made from it keeps running.
+	other.do("POST", "/v3/templates", map[string]any{"name": tname}, nil).errCode(t, http.StatusForbidden)
 	other.do("DELETE", "/templates/"+tname, nil, nil).errCode(t, http.StatusForbidden)
 	if res := c.do("DELETE", "/templates/"+tname, nil, nil); res.status != http.StatusNoContent {
 		t.Fatalf("delete the template: %d %s", res.status, res.body)

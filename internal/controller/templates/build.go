@@ -171,6 +171,22 @@ func (s *Service) Build(ctx context.Context, spec api.TemplateSpec, bc *BuildCon
 	return templateAPI(rec), nil
 }
 
+// MayBuild refuses, before anything is built, a build of name ctx's
+// caller could not record (Build checks again when it records).
+func (s *Service) MayBuild(ctx context.Context, name string) error {
+	if err := controller.RequireCaller(ctx); err != nil {
+		return err
+	}
+	old, err := s.st.GetTemplate(ctx, name)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return mayReplace(ctx, old)
+}
+
 // record stores a built template, checking again, with no other record
 // of this daemon between, that it replaces none the caller may not.
 func (s *Service) record(ctx context.Context, rec *store.Template) error {

@@ -178,9 +178,9 @@ func TestE2BSDK(t *testing.T) {
 	}
 
 	t.Run("suite", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
+		ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "e2b.test.mjs", "templates.test.mjs")
+		cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "e2b.test.mjs")
 		cmd.Env = append(os.Environ(), d.e2bEnv(key)...)
 		out, err := cmd.CombinedOutput()
 		t.Logf("node --test:\n%s", out)
@@ -231,7 +231,8 @@ func TestE2BSDK(t *testing.T) {
 	})
 }
 
-// TestE2BConformance runs conformance.test.mjs and fileurls.test.mjs
+// TestE2BConformance runs conformance.test.mjs, fileurls.test.mjs,
+// mcp.test.mjs and templates.test.mjs
 // against the oldest and the newest `e2b` release E2B documents (npm
 // aliases in package.json): each test there pins a behaviour of E2B's own
 // that Paddock once did not match.
@@ -242,14 +243,16 @@ func TestE2BConformance(t *testing.T) {
 	npmCI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if _, err := d.client.EnsureImage(ctx, "busybox", nil); err != nil {
-		t.Fatalf("build the busybox image: %v", err)
+	for _, img := range []string{"busybox", "base"} {
+		if _, err := d.client.EnsureImage(ctx, img, nil); err != nil {
+			t.Fatalf("build the %s image: %v", img, err)
+		}
 	}
 	for _, sdk := range []string{"e2b-2-45", "e2b"} {
 		t.Run(sdk, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "conformance.test.mjs", "fileurls.test.mjs", "mcp.test.mjs")
+			cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec", "conformance.test.mjs", "fileurls.test.mjs", "mcp.test.mjs", "templates.test.mjs")
 			cmd.Env = append(append(os.Environ(), d.e2bEnv(key)...), "E2B_SDK="+sdk)
 			out, err := cmd.CombinedOutput()
 			t.Logf("node --test (%s):\n%s", sdk, out)

@@ -2,13 +2,17 @@
 // API) against a real Paddock daemon: files uploaded for copy steps, run
 // steps as the default and another user, environment, work directory, a
 // start command with a ready command, and a sandbox created from the
-// result by its name. compat_test.go starts the daemon and names it.
+// result by its name. compat_test.go starts the daemon and names it, and
+// runs this once per `e2b` release named by E2B_SDK, as the conformance
+// suite.
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Sandbox, Template, waitForFile } from 'e2b'
+
+const sdkName = process.env.E2B_SDK || 'e2b'
+const { Sandbox, Template, waitForFile } = await import(sdkName)
 
 const runID = `tb${process.pid}${Date.now() % 100000}`
 const dir = mkdtempSync(join(tmpdir(), 'paddock-e2b-template-'))
@@ -20,7 +24,7 @@ writeFileSync(join(dir, 'folder', 'sub', 'd.txt'), 'delta\n')
 writeFileSync(join(dir, 'single.txt'), 'one file\n')
 after(() => rmSync(dir, { recursive: true, force: true }))
 
-test('Template.build, then Sandbox.create from it', { timeout: 300_000 }, async () => {
+test(`${sdkName}: Template.build, then Sandbox.create from it`, { timeout: 300_000 }, async () => {
   const name = `${runID}-ok`
   const template = Template({ fileContextPath: dir })
     .fromBaseImage()
@@ -64,17 +68,23 @@ test('Template.build, then Sandbox.create from it', { timeout: 300_000 }, async 
   }
 })
 
-test('a failing step fails the build with its exit code', { timeout: 300_000 }, async () => {
-  const template = Template().fromBaseImage().runCmd('echo about to fail; exit 7')
+test(`${sdkName}: a failing step fails the build with its exit code, at its line`, { timeout: 300_000 }, async () => {
+  const template = Template()
+    .fromBaseImage()
+    .setEnvs({ FINE: 'yes' })
+    .runCmd('echo about to fail; exit 7')
   await assert.rejects(Template.build(template, `${runID}-fail`), (e) => {
     assert.equal(e.name, 'BuildError')
     assert.match(e.message, /exit code 7/)
+    // The build names the failed step, and the SDK shows where the
+    // template defined it rather than where it polled.
+    assert.ok(e.stack.includes('templates.test.mjs') && !e.stack.includes('waitForBuildFinish'), e.stack)
     return true
   })
   assert.equal(await Template.exists(`${runID}-fail`), false)
 })
 
-test('a user Paddock sandboxes do not have is refused', async () => {
+test(`${sdkName}: a user Paddock sandboxes do not have is refused`, async () => {
   const template = Template().fromBaseImage().runCmd('whoami', { user: 'root123' })
   await assert.rejects(Template.build(template, `${runID}-user`), /invalid username: "root123"/)
 })
