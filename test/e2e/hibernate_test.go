@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/memimage"
 	"github.com/paddock-dev/paddock/sdk/go/paddock"
@@ -433,15 +435,18 @@ func TestE2BAutoPauseHibernates(t *testing.T) {
 	}
 }
 
-// TestHibernateDiskFull: a disk that fills up while checkpoints write.
+// TestHibernateDiskFull: a disk that fills up while a checkpoint writes.
 // Memory images live on a 640 MiB ext4 disk; two sandboxes with 512 MiB
-// limits each hold 350 MiB (in /dev/shm and /tmp, both
-// memory in gVisor) and hibernate at once. Each passes the up-front
-// check (576 MiB free is enough for one), but both images do not fit: at
-// least one checkpoint runs out of space while it writes. That one fails
-// with the reason, keeps no part of its image and leaves its sandbox
-// usable (running on with its processes, or stopped with its files if
-// gVisor did not survive the failed save); one that fitted wakes.
+// limits each hold 350 MiB (in /dev/shm and /tmp, both memory in gVisor).
+// The first hibernates: it passes the up-front check (576 MiB free is
+// enough for it), and as soon as its image directory appears the test
+// takes all but 32 MiB of the disk, so its checkpoint runs out of space
+// while it writes. That one fails with the reason, keeps no part of its
+// image and leaves its sandbox usable (running on with its processes, or
+// stopped with its files if gVisor did not survive the failed save). With
+// the room given back, the second hibernates and wakes. (Two hibernating
+// at once left it to the scheduler whether one ran out of space while
+// writing or was refused up front after the other had begun.)
 func TestHibernateDiskFull(t *testing.T) {
 	requireGVisor(t)
 	d := startDaemon(t, daemonOpts{})
@@ -477,59 +482,84 @@ func TestHibernateDiskFull(t *testing.T) {
 		before[sb.ID] = readCount(t, d, sb.ID)
 	}
 
+	first, second := ids[0], ids[1]
 	type result struct {
-		id, errOut string
-		code       int
+		errOut string
+		code   int
 	}
-	results := make(chan result, len(ids))
-	for _, id := range ids {
-		go func() {
-			_, errOut, code := d.run("pause", "--to-disk", id)
-			results <- result{id, strings.TrimSpace(errOut), code}
-		}()
-	}
-	failedWriting := 0
-	for range ids {
-		r := <-results
-		if r.code == 0 {
-			t.Logf("sandbox %s hibernated", r.id)
-			if out, code := execOut(t, d, r.id, "echo", "ok"); code != 0 || out != "ok\n" {
-				t.Errorf("the hibernated sandbox did not wake: %d %q", code, out)
-			}
-			continue
+	done := make(chan result, 1)
+	go func() {
+		_, errOut, code := d.run("pause", "--to-disk", first)
+		done <- result{strings.TrimSpace(errOut), code}
+	}()
+	// The image directory is made after the up-front check, before
+	// runsc starts writing: the disk fills from there.
+	filler := filepath.Join(dir, "filler")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, first)); err == nil {
+			break
 		}
-		t.Logf("sandbox %s: %s", r.id, r.errOut)
-		if strings.Contains(r.errOut, "filled up") {
-			failedWriting++
-		} else if !strings.Contains(r.errOut, "cannot hibernate") {
-			t.Errorf("hibernate failed for another reason: %s", r.errOut)
-		}
-		if _, err := os.Stat(filepath.Join(dir, r.id)); !os.IsNotExist(err) {
-			t.Errorf("the failed hibernate of %s left its image directory (%v)", r.id, err)
-		}
-		got, err := d.client.Get(ctx, r.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch got.State {
-		case api.StateRunning:
-			if n := readCount(t, d, r.id); n < before[r.id] {
-				t.Errorf("count %d after the failed hibernate, %d before", n, before[r.id])
-			}
-		case api.StateStopped:
-			t.Logf("sandbox %s was stopped, its files kept", r.id)
-			d.must("start", r.id)
-			if out, code := execOut(t, d, r.id, "cat", "/home/user/count"); code != 0 || strings.TrimSpace(out) == "" {
-				t.Errorf("the stopped sandbox lost its files: exit %d, %q", code, out)
-			}
+		select {
+		case r := <-done:
+			t.Fatalf("the hibernate ended before its image directory was seen: exit %d: %s", r.code, r.errOut)
 		default:
-			t.Fatalf("sandbox is %s after a failed hibernate (%s)", got.State, got.ErrorReason)
 		}
-		if out, code := execOut(t, d, r.id, "echo", "ok"); code != 0 || out != "ok\n" {
-			t.Errorf("sandbox unusable after the failed hibernate: %d %q", code, out)
+		if time.Now().After(deadline) {
+			t.Fatal("no image directory within a minute")
 		}
 	}
-	if failedWriting == 0 {
-		t.Fatal("no checkpoint ran out of space while writing: both images fitted, or the second was refused up front")
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free := int64(st.Bavail) * st.Bsize; free > 32<<20 {
+		if err := unix.Fallocate(int(f.Fd()), 0, 0, free-32<<20); err != nil {
+			t.Fatalf("fill the memory images' disk: %v", err)
+		}
+	}
+	f.Close()
+	r := <-done
+	if r.code == 0 || !strings.Contains(r.errOut, "filled up") {
+		t.Fatalf("hibernate onto a disk that filled up: exit %d: %s", r.code, r.errOut)
+	}
+	t.Logf("sandbox %s: %s", first, r.errOut)
+	if _, err := os.Stat(filepath.Join(dir, first)); !os.IsNotExist(err) {
+		t.Errorf("the failed hibernate of %s left its image directory (%v)", first, err)
+	}
+	got, err := d.client.Get(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch got.State {
+	case api.StateRunning:
+		if n := readCount(t, d, first); n < before[first] {
+			t.Errorf("count %d after the failed hibernate, %d before", n, before[first])
+		}
+	case api.StateStopped:
+		t.Logf("sandbox %s was stopped, its files kept", first)
+		d.must("start", first)
+		if out, code := execOut(t, d, first, "cat", "/home/user/count"); code != 0 || strings.TrimSpace(out) == "" {
+			t.Errorf("the stopped sandbox lost its files: exit %d, %q", code, out)
+		}
+	default:
+		t.Fatalf("sandbox is %s after a failed hibernate (%s)", got.State, got.ErrorReason)
+	}
+	if out, code := execOut(t, d, first, "echo", "ok"); code != 0 || out != "ok\n" {
+		t.Errorf("sandbox unusable after the failed hibernate: %d %q", code, out)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	d.must("pause", "--to-disk", second)
+	if out, code := execOut(t, d, second, "echo", "ok"); code != 0 || out != "ok\n" {
+		t.Errorf("the hibernated sandbox did not wake: %d %q", code, out)
+	}
+	if n := readCount(t, d, second); n < before[second] {
+		t.Errorf("count %d after waking, %d before: memory not kept", n, before[second])
 	}
 }
