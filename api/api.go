@@ -107,6 +107,8 @@
 //	GET    /v1/templates                       -> TemplateList
 //	GET    /v1/templates/{template}            -> Template
 //	DELETE /v1/templates/{template}            -> 204 (pools of it stop refilling)
+//	GET    /v1/templates/{template}/tags       -> TemplateTagList (the tags of its name; {template} is name or name:tag)
+//	POST   /v1/templates/{template}/tags       TagTemplateRequest -> TemplateTagList (its build gets the tags too)
 //	GET    /v1/pools                           -> PoolList
 //	GET    /v1/pools/{pool}                    -> Pool
 //	PUT    /v1/pools/{pool}                    SetPoolRequest -> Pool

@@ -15,13 +15,17 @@ const (
 const (
 	MaxTemplateSteps   = 64
 	MaxTemplateContext = 256 << 20 // bytes of build context tar
+	// MaxTemplateTags bounds the tags one call assigns or removes.
+	MaxTemplateTags = 16
 )
 
 // TemplateSpec is a declarative template: a base, build steps, and what a
 // sandbox created from it starts with. The CLI reads it from a TOML file;
 // on the wire it is JSON.
 type TemplateSpec struct {
-	// Name is 1-63 letters, digits, '-', '_' or '.'.
+	// Name is 1-63 letters, digits, '-', '_' or '.', and may carry a
+	// tag after a colon ("py:v2", the tag likewise): each tag of a name
+	// is a template of its own, and "py" is "py:default".
 	Name string `json:"name"`
 	// Image is the base image ("base", "busybox", a digest); Template a
 	// base template instead. Exactly one may be set ("" for both = the
@@ -93,6 +97,27 @@ type Template struct {
 	BuildID   string    `json:"build_id"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// TemplateTag is one tag of a template's name: the build it names. The
+// body of GET /v1/templates/{name}/tags is a TemplateTagList.
+type TemplateTag struct {
+	Tag       string    `json:"tag"`
+	Template  string    `json:"template"` // the template the tag is: name:tag, or name for "default"
+	BuildID   string    `json:"build_id"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// TemplateTagList lists a name's tags.
+type TemplateTagList struct {
+	Tags []TemplateTag `json:"tags"`
+}
+
+// TagTemplateRequest is the body of POST /v1/templates/{name}/tags: the
+// build of {name} (a name, or name:tag) is given every tag of Tags too,
+// replacing what those tags named before.
+type TagTemplateRequest struct {
+	Tags []string `json:"tags"`
 }
 
 // TemplateList is the body of GET /v1/templates.

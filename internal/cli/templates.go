@@ -197,8 +197,50 @@ func newTemplateCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(build, ls, rm)
+	cmd.AddCommand(build, ls, rm, newTemplateTagCmd(g), newTemplateTagsCmd(g))
 	return cmd
+}
+
+func newTemplateTagCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tag NAME[:TAG] TAG...",
+		Short: "Give a template's build more tags (each a template NAME:TAG; `template rm NAME:TAG` removes one)",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tags, err := g.client().TagTemplate(cmd.Context(), args[0], args[1:]...)
+			if err != nil {
+				return err
+			}
+			return printTemplateTags(cmd, g, tags)
+		},
+	}
+}
+
+func newTemplateTagsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tags NAME",
+		Short: "List the tags of a template's name and the build each names",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tags, err := g.client().TemplateTags(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return printTemplateTags(cmd, g, tags)
+		},
+	}
+}
+
+func printTemplateTags(cmd *cobra.Command, g *globals, tags []api.TemplateTag) error {
+	if g.json {
+		return printJSON(cmd.OutOrStdout(), api.TemplateTagList{Tags: nonNil(tags)})
+	}
+	now := time.Now()
+	t := newTable(cmd.OutOrStdout(), "TAG", "TEMPLATE", "BUILD", "SINCE")
+	for _, tg := range tags {
+		t.row(tg.Tag, tg.Template, shortDigest("build:"+tg.BuildID), ago(tg.CreatedAt, now))
+	}
+	return t.flush()
 }
 
 func newPoolCmd(g *globals) *cobra.Command {

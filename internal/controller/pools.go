@@ -35,6 +35,11 @@ func (c *Controller) SetPool(ctx context.Context, name string, req api.SetPoolRe
 	if req.Template == "" {
 		return nil, errdefs.Invalid("a pool needs a template")
 	}
+	tname, ok := rules.TemplateRef(req.Template)
+	if !ok {
+		return nil, errdefs.Invalid("template name %q is not valid (a name, or a name and a tag as name:tag)", rules.Truncate(req.Template, 80))
+	}
+	req.Template = tname
 	if _, err := c.opts.Store.GetTemplate(ctx, req.Template); err != nil {
 		return nil, err
 	}

@@ -51,9 +51,11 @@ func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxR
 		}
 		req.Template, pool = p.Template, p
 	}
-	if !rules.ValidName(req.Template) {
-		return nil, errdefs.Invalid("template name %q is not valid", rules.Truncate(req.Template, 80))
+	tname, ok := rules.TemplateRef(req.Template)
+	if !ok {
+		return nil, errdefs.Invalid("template name %q is not valid (a name, or a name and a tag as name:tag)", rules.Truncate(req.Template, 80))
 	}
+	req.Template = tname
 	tpl, err := c.opts.Store.GetTemplate(ctx, req.Template)
 	if err != nil {
 		if pool != nil && errors.Is(err, errdefs.ErrNotFound) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 )
@@ -179,6 +180,11 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		labels[k] = v
 	}
 	labels[labelTemplate] = template
+	if tpl != "" {
+		// A template's id is its name, whichever tag made the sandbox
+		// (sandboxes are not tag-scoped in E2B's listing).
+		labels[labelTemplate], _ = rules.SplitTemplateTag(tpl)
+	}
 	// Secure unless asked otherwise: the SDKs send the token they are given
 	// on every envd request, so this costs a client nothing.
 	if body.Secure == nil || *body.Secure {

@@ -171,6 +171,12 @@ func (h *Handler) deleteTemplate(w http.ResponseWriter, r *http.Request) {
 	case snap != nil:
 		err = h.opts.Controller.DeleteSnapshot(r.Context(), snap.ID)
 	case h.opts.Templates != nil && rules.ValidName(id):
+		// A name: every tag of it, as E2B deletes a template with its
+		// builds.
+		if err = h.opts.Templates.DeleteAll(r.Context(), id); errors.Is(err, errdefs.ErrNotFound) {
+			err = errdefs.NotFound("no snapshot or template %q", truncate(id))
+		}
+	case h.opts.Templates != nil && validTemplateRef(id):
 		if _, err = h.opts.Templates.Get(r.Context(), id); err == nil {
 			err = h.opts.Templates.Delete(r.Context(), id)
 		} else if errors.Is(err, errdefs.ErrNotFound) {
@@ -207,7 +213,7 @@ func (h *Handler) resolveTemplate(ctx context.Context, template string) (img, tp
 	if slices.Contains(image.Builtin(), template) || strings.HasPrefix(template, "sha256:") {
 		return template, "", "", nil
 	}
-	if h.opts.Templates != nil && rules.ValidName(template) {
+	if h.opts.Templates != nil && validTemplateRef(template) {
 		if _, err := h.opts.Templates.Get(ctx, template); err == nil {
 			return "", template, "", nil
 		} else if !errors.Is(err, errdefs.ErrNotFound) {
@@ -222,4 +228,10 @@ func (h *Handler) resolveTemplate(ctx context.Context, template string) (img, tp
 		return "", "", snap.ID, nil
 	}
 	return template, "", "", nil
+}
+
+// validTemplateRef says whether s can name a template, with a tag or not.
+func validTemplateRef(s string) bool {
+	_, ok := rules.TemplateRef(s)
+	return ok
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,8 @@ import (
 //	POST /v2/templates/{id}/builds/{build}        the definition; the build starts
 //	GET  /templates/{id}/builds/{build}/status    its state and log lines from an offset
 //	GET  /templates/aliases/{alias}               whether the name is taken
+//	POST /templates/tags, DELETE /templates/tags  tag a build, untag (templatetags.go)
+//	GET  /templates/{id}/tags                     a name's tags
 //
 // A build becomes a Paddock template of the same name (templates.Service
 // builds it, cached and owned as any other), so Sandbox.create(name) and
@@ -72,8 +75,11 @@ type buildReason struct {
 // build is one E2B template build.
 type build struct {
 	owner, name, id string
-	token           string // the upload URL's
-	created         time.Time
+	// tags are the tags the build gets, the one it is built as first
+	// ("default" when it is one of them: the plain name).
+	tags    []string
+	token   string // the upload URL's
+	created time.Time
 
 	mu       sync.Mutex
 	status   string // waiting, building, ready, error
@@ -110,7 +116,7 @@ func newBuildTable() *buildTable {
 
 // add holds a new build for owner, dropping finished builds older than
 // buildKeptFor (or, when full, the oldest finished one).
-func (t *buildTable) add(owner, name string) (*build, error) {
+func (t *buildTable) add(owner, name string, tags []string) (*build, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	pending := 0
@@ -144,7 +150,7 @@ func (t *buildTable) add(owner, name string) (*build, error) {
 	}
 	tok := make([]byte, 32)
 	_, _ = rand.Read(tok)
-	b := &build{owner: owner, name: name, id: newUUID(), token: hex.EncodeToString(tok), created: time.Now(), status: "waiting", uploads: map[string][]uploadEntry{}}
+	b := &build{owner: owner, name: name, tags: tags, id: newUUID(), token: hex.EncodeToString(tok), created: time.Now(), status: "waiting", uploads: map[string][]uploadEntry{}}
 	t.builds[name+"/"+b.id] = b
 	t.byToken[b.token] = b
 	return b, nil
@@ -153,6 +159,11 @@ func (t *buildTable) add(owner, name string) (*build, error) {
 func (t *buildTable) drop(key string, b *build) {
 	delete(t.builds, key)
 	delete(t.byToken, b.token)
+	t.freeUploads(b)
+}
+
+// freeUploads lets go of b's uploads and their bytes. t.mu is held.
+func (t *buildTable) freeUploads(b *build) {
 	b.mu.Lock()
 	t.upBytes -= b.upBytes
 	b.uploads, b.upBytes = nil, 0
@@ -174,10 +185,7 @@ func (t *buildTable) get(ctx context.Context, name, id string) (*build, error) {
 func (t *buildTable) release(b *build) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	b.mu.Lock()
-	t.upBytes -= b.upBytes
-	b.uploads, b.upBytes = nil, 0
-	b.mu.Unlock()
+	t.freeUploads(b)
 }
 
 func (h *Handler) routesTemplateBuilds(m *http.ServeMux) {
@@ -185,7 +193,12 @@ func (h *Handler) routesTemplateBuilds(m *http.ServeMux) {
 	m.HandleFunc("GET /templates/{id}/files/{hash}", h.withTemplates(h.uploadLink))
 	m.HandleFunc("POST /v2/templates/{id}/builds/{build}", h.withTemplates(h.startBuild))
 	m.HandleFunc("GET /templates/{id}/builds/{build}/status", h.withTemplates(h.buildStatus))
-	m.HandleFunc("GET /templates/aliases/{alias}", h.withTemplates(h.aliasExists))
+	// GET /templates/aliases/{alias} and GET /templates/{id}/tags would
+	// be patterns neither more specific than the other: one route takes
+	// both (templatetags.go).
+	m.HandleFunc("GET /templates/{id}/{what}", h.withTemplates(h.templateQuery))
+	m.HandleFunc("POST /templates/tags", h.withTemplates(h.assignTags))
+	m.HandleFunc("DELETE /templates/tags", h.withTemplates(h.removeTags))
 }
 
 // withTemplates is hf on a handler built with the templates subsystem.
@@ -213,37 +226,59 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = body.Alias
 	}
-	if i := strings.LastIndexByte(name, ':'); i >= 0 {
-		if name[i+1:] != "default" {
-			writeError(w, errdefs.Invalid("template tags are not served by Paddock (a build replaces the template of its name): %q", truncate(name)))
-			return
-		}
-		name = name[:i]
-	}
-	for _, t := range body.Tags {
-		if t != "default" {
-			writeError(w, errdefs.Invalid("template tags are not served by Paddock (a build replaces the template of its name): %q", truncate(t)))
-			return
-		}
-	}
-	if !rules.ValidName(name) {
-		writeError(w, errdefs.Invalid("template name %q: use 1-63 letters, digits, '-', '_' or '.'", truncate(name)))
+	name, tags, err := buildTags(name, body.Tags)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	if err := h.opts.Templates.MayBuild(r.Context(), name); err != nil {
 		writeError(w, err)
 		return
 	}
-	b, err := h.builds.add(controller.Caller(r.Context()), name)
+	b, err := h.builds.add(controller.Caller(r.Context()), name, tags)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	h.log.Info("e2b template build requested", "template", name, "build", b.id)
+	h.log.Info("e2b template build requested", "template", name, "tags", tags, "build", b.id)
 	writeJSON(w, http.StatusAccepted, map[string]any{
 		"templateID": name, "buildID": b.id, "aliases": []string{name}, "names": []string{name},
-		"tags": []string{"default"}, "public": false,
+		"tags": tags, "public": false,
 	})
+}
+
+// buildTags splits a build's name ("name" or "name:tag") from its tag and
+// adds the tags the request lists: the tags the build gets, "default" first
+// when it is one of them, and only it when none is named.
+func buildTags(ref string, more []string) (string, []string, error) {
+	name, tag, tagged := strings.Cut(ref, ":")
+	if !rules.ValidName(name) {
+		return "", nil, errdefs.Invalid("template name %q: use 1-63 letters, digits, '-', '_' or '.', and a tag after a colon if any", truncate(ref))
+	}
+	var tags []string
+	if tagged {
+		tags = append(tags, tag)
+	}
+	tags = append(tags, more...)
+	if len(tags) == 0 {
+		return name, []string{rules.DefaultTag}, nil
+	}
+	if len(tags) > api.MaxTemplateTags {
+		return "", nil, errdefs.Invalid("%d tags, at most %d", len(tags), api.MaxTemplateTags)
+	}
+	var out []string
+	for _, t := range tags {
+		if !rules.ValidName(t) {
+			return "", nil, errdefs.Invalid("tag %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", truncate(t))
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	if i := slices.Index(out, rules.DefaultTag); i > 0 {
+		out[0], out[i] = out[i], out[0]
+	}
+	return name, out, nil
 }
 
 // uploadLink: GET /templates/{id}/files/{hash}: a URL of this daemon to
@@ -391,7 +426,7 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalid("template build %s has started already", b.id))
 		return
 	}
-	spec, bc, origin, err := e2bSpec(b.name, def, b.uploads)
+	spec, bc, origin, err := e2bSpec(rules.TemplateName(b.name, b.tags[0]), def, b.uploads)
 	if err == nil {
 		b.started, b.status = true, "building"
 	}
@@ -458,6 +493,11 @@ func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec
 	flush()
 	if err == nil {
 		b.log("info", "template "+tpl.Name+" built")
+		if len(b.tags) > 1 {
+			if _, _, err = h.opts.Templates.Tag(ctx, tpl.Name, b.tags[1:]); err == nil {
+				b.log("info", "tagged "+strings.Join(b.tags[1:], ", "))
+			}
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -543,19 +583,4 @@ func newUUID() string {
 	u[6] = u[6]&0x0f | 0x40
 	u[8] = u[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
-}
-
-// aliasExists: GET /templates/aliases/{alias}: 200 when a template of that
-// name exists, 404 when not.
-func (h *Handler) aliasExists(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("alias")
-	if !rules.ValidName(name) {
-		writeError(w, errdefs.NotFound("template %q", truncate(name)))
-		return
-	}
-	if _, err := h.opts.Templates.Get(r.Context(), name); err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"templateID": name, "public": false})
 }

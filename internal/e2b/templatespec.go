@@ -3,7 +3,6 @@ package e2b
 import (
 	"archive/tar"
 	"bufio"
-	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/templates"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/shellquote"
 )
 
 // E2B's template definition (the body of POST /v2/templates/{id}/builds/
@@ -257,8 +257,8 @@ func baseOf(b buildStart) (img, tpl string, err error) {
 	}
 }
 
-// e2bSpec turns E2B's definition into a Paddock build request (a tar of
-// template.json and the context) for the template name, with the files
+// e2bSpec turns E2B's definition into a Paddock build request (the
+// definition and its context) for the template name, with the files
 // uploaded for each copy step by hash. origin says, for each of the
 // spec's steps, which of E2B's steps (1-based) it comes from, 0 for the
 // ones the translation adds before them.
@@ -281,8 +281,7 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (spec 
 			api.TemplateStep{Kind: api.StepUser, User: user},
 			api.TemplateStep{Kind: api.StepWorkdir, Dir: workdir})
 	}
-	var ctx bytes.Buffer
-	tw := tar.NewWriter(&ctx)
+	cb := templates.NewContextBuilder()
 	origin = make([]int, len(spec.Steps))
 	from := 0 // the E2B step being translated
 	steps := func(s ...api.TemplateStep) {
@@ -339,7 +338,7 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (spec 
 			}
 			workdir = path.Clean(dir)
 			// Made as Docker's WORKDIR makes it, owned by the current user.
-			steps(api.TemplateStep{Kind: api.StepRun, Run: "mkdir -p " + shellQuote(workdir)},
+			steps(api.TemplateStep{Kind: api.StepRun, Run: "mkdir -p " + shellquote.Quote(workdir)},
 				api.TemplateStep{Kind: api.StepWorkdir, Dir: workdir})
 		case "USER":
 			if len(st.Args) != 1 || (st.Args[0] != "root" && st.Args[0] != "user") {
@@ -360,7 +359,7 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (spec 
 				return nil, nil, nil, fmt.Errorf("step %d: %w", n, err)
 			}
 			dir := "s" + strconv.Itoa(n)
-			if err := writeEntries(tw, dir, p.entries); err != nil {
+			if err := addEntries(cb, dir, p.entries); err != nil {
 				return nil, nil, nil, err
 			}
 			who := ""
@@ -370,7 +369,7 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (spec 
 			cp := []api.TemplateStep{{Kind: api.StepCopy, Src: dir, Dst: p.dir}}
 			if len(p.entries) == 0 {
 				// Only empty directories: the destination is still made.
-				cp = []api.TemplateStep{{Kind: api.StepRun, Run: "mkdir -p " + shellQuote(p.dir)}}
+				cp = []api.TemplateStep{{Kind: api.StepRun, Run: "mkdir -p " + shellquote.Quote(p.dir)}}
 			}
 			if len(st.Args) > 3 && st.Args[3] != "" {
 				mode := st.Args[3]
@@ -380,7 +379,7 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (spec 
 				var paths []string
 				for _, e := range p.entries {
 					if !strings.Contains(e.name, "/") {
-						paths = append(paths, shellQuote(path.Join(p.dir, e.name)))
+						paths = append(paths, shellquote.Quote(path.Join(p.dir, e.name)))
 					}
 				}
 				cp = append(cp, api.TemplateStep{Kind: api.StepRun, Run: "chmod -R " + mode + " " + strings.Join(paths, " ")})
@@ -406,50 +405,20 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (spec 
 	if len(spec.Steps) > api.MaxTemplateSteps {
 		return nil, nil, nil, errdefs.Invalid("the template has %d steps once translated (users, work directories, modes), more than %d", len(spec.Steps), api.MaxTemplateSteps)
 	}
-	js, err := json.Marshal(spec)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if err := tw.WriteHeader(&tar.Header{Name: templates.BuildSpecEntry, Mode: 0o644, Size: int64(len(js)), Typeflag: tar.TypeReg}); err != nil {
-		return nil, nil, nil, err
-	}
-	if _, err := tw.Write(js); err != nil {
-		return nil, nil, nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, nil, nil, err
-	}
-	spec, bc, err = templates.ReadBuildRequest(&ctx)
-	return spec, bc, origin, err
+	return spec, cb.Context(), origin, nil
 }
 
-// writeEntries writes a copy step's placed files under dir of the
-// build context.
-func writeEntries(tw *tar.Writer, dir string, entries []uploadEntry) error {
-	if err := tw.WriteHeader(&tar.Header{Name: templates.BuildContextEntry + dir + "/", Mode: 0o755, Typeflag: tar.TypeDir}); err != nil {
+// addEntries adds a copy step's placed files under dir of the build
+// context (the uploads' bytes are shared, not copied).
+func addEntries(cb *templates.ContextBuilder, dir string, entries []uploadEntry) error {
+	if err := cb.Add(dir, tar.TypeDir, 0o755, "", 0, nil); err != nil {
 		return err
 	}
 	for _, e := range entries {
-		h := &tar.Header{Name: templates.BuildContextEntry + dir + "/" + e.name, Mode: e.mode & 0o777, Typeflag: e.typ, Linkname: e.linkname}
-		if e.typ == tar.TypeReg {
-			h.Size = int64(len(e.data))
-		}
-		if e.typ == tar.TypeDir {
-			h.Name += "/"
-		}
-		if err := tw.WriteHeader(h); err != nil {
+		data := func() ([]byte, error) { return e.data, nil }
+		if err := cb.Add(dir+"/"+e.name, e.typ, e.mode, e.linkname, int64(len(e.data)), data); err != nil {
 			return err
-		}
-		if e.typ == tar.TypeReg {
-			if _, err := tw.Write(e.data); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
-}
-
-// shellQuote quotes s for sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

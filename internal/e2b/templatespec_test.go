@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -215,24 +216,47 @@ func TestBuildTableBounds(t *testing.T) {
 	tb := newBuildTable()
 	var mine []*build
 	for i := 0; i < maxBuildsPending; i++ {
-		b, err := tb.add("a", "t")
+		b, err := tb.add("a", "t", []string{"default"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		mine = append(mine, b)
 	}
-	if _, err := tb.add("a", "t"); !errors.Is(err, errdefs.ErrResourceExhausted) {
+	if _, err := tb.add("a", "t", []string{"default"}); !errors.Is(err, errdefs.ErrResourceExhausted) {
 		t.Fatalf("a key's builds past the bound: %v", err)
 	}
-	if _, err := tb.add("b", "t"); err != nil {
+	if _, err := tb.add("b", "t", []string{"default"}); err != nil {
 		t.Fatalf("another key is not held back by the first's builds: %v", err)
 	}
 	// A build never started is let go after a while, and makes room.
 	mine[0].created = mine[0].created.Add(-2 * buildKeptFor)
-	if _, err := tb.add("a", "t"); err != nil {
+	if _, err := tb.add("a", "t", []string{"default"}); err != nil {
 		t.Fatalf("an abandoned build still counts: %v", err)
 	}
 	if tb.byToken[mine[0].token] != nil {
 		t.Fatal("the abandoned build's upload token still works")
+	}
+}
+
+func TestBuildTags(t *testing.T) {
+	for _, c := range []struct {
+		ref  string
+		more []string
+		name string
+		tags []string
+	}{
+		{"py", nil, "py", []string{"default"}},
+		{"py:v1", nil, "py", []string{"v1"}},
+		{"py:v1", []string{"prod", "default", "v1"}, "py", []string{"default", "prod", "v1"}},
+		{"py", []string{"a"}, "py", []string{"a"}},
+		{"py:", nil, "", nil},
+		{":v1", nil, "", nil},
+		{"py", []string{"x:y"}, "", nil},
+		{"py:a:b", nil, "", nil},
+	} {
+		name, tags, err := buildTags(c.ref, c.more)
+		if name != c.name || !slices.Equal(tags, c.tags) || (err == nil) != (c.name != "") {
+			t.Errorf("buildTags(%q, %q) = %q %q %v", c.ref, c.more, name, tags, err)
+		}
 	}
 }

@@ -13,6 +13,8 @@ func (s *Server) routesTemplates(m *http.ServeMux) {
 	m.HandleFunc("GET /v1/templates", s.serves(has, "templates", s.listTemplates))
 	m.HandleFunc("GET /v1/templates/{template}", s.serves(has, "templates", s.getTemplate))
 	m.HandleFunc("DELETE /v1/templates/{template}", s.serves(has, "templates", s.deleteTemplate))
+	m.HandleFunc("GET /v1/templates/{template}/tags", s.serves(has, "templates", s.templateTags))
+	m.HandleFunc("POST /v1/templates/{template}/tags", s.serves(has, "templates", s.tagTemplate))
 	m.HandleFunc("GET /v1/pools", s.listPools)
 	m.HandleFunc("GET /v1/pools/{pool}", s.getPool)
 	m.HandleFunc("PUT /v1/pools/{pool}", s.setPool)
@@ -85,6 +87,36 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) templateTags(w http.ResponseWriter, r *http.Request) {
+	tags, err := s.opts.Templates.TagsOf(r.Context(), r.PathValue("template"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.TemplateTagList{Tags: tags})
+}
+
+// tagTemplate gives the template's build more tags and answers with all
+// the tags of its name.
+func (s *Server) tagTemplate(w http.ResponseWriter, r *http.Request) {
+	var req api.TagTemplateRequest
+	if err := s.decode(r, maxJSONBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	target := r.PathValue("template")
+	if _, _, err := s.opts.Templates.Tag(r.Context(), target, req.Tags); err != nil {
+		writeError(w, err)
+		return
+	}
+	tags, err := s.opts.Templates.TagsOf(r.Context(), target)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.TemplateTagList{Tags: tags})
 }
 
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/shellquote"
 	"github.com/paddock-dev/paddock/internal/workspace/vfs"
 	"github.com/paddock-dev/paddock/internal/workspace/wjs"
 	"github.com/paddock-dev/paddock/internal/workspace/wsh"
@@ -195,17 +196,7 @@ func Script(req api.WorkspaceRunRequest) (string, error) {
 	}
 	words := make([]string, len(req.Command))
 	for i, w := range req.Command {
-		words[i] = quote(w)
+		words[i] = shellquote.Word(w)
 	}
 	return strings.Join(words, " "), nil
-}
-
-// quote makes w one shell word.
-func quote(w string) string {
-	if w != "" && strings.IndexFunc(w, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./=:,+@%", r))
-	}) < 0 {
-		return w
-	}
-	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 }

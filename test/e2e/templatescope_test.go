@@ -97,3 +97,103 @@ func TestScopesTemplateRebuild(t *testing.T) {
 		t.Errorf("a's second build of its steps had %d cached steps, want 1", n)
 	}
 }
+
+// TestTemplateTags: a build under name:tag, more tags given through the
+// SDK and the CLI, sandboxes created from each tag hold that tag's build,
+// a rebuild of one tag leaves the others' build alone, a tag is removed
+// with `template rm name:tag`, and a key of scope own changes no tag
+// under a name another key built.
+func TestTemplateTags(t *testing.T) {
+	d := startDaemon(t, daemonOpts{listen: true})
+	ctx := ctxT(t, 5*time.Minute)
+	a := newTenant(t, d, "tenant-a", api.KeyScopeOwn)
+	b := newTenant(t, d, "tenant-b", api.KeyScopeOwn)
+	spec := func(name, marker string) api.TemplateSpec {
+		return api.TemplateSpec{Name: name, Image: "busybox", Runtime: api.RuntimeRunc,
+			Steps: []api.TemplateStep{{Kind: api.StepRun, Run: "echo " + marker + " > /marker"}}}
+	}
+	marker := func(template string) string {
+		t.Helper()
+		sb, err := a.sdk.Create(ctx, api.CreateSandboxRequest{Template: template})
+		if err != nil {
+			t.Fatalf("create from %s: %v", template, err)
+		}
+		defer func() { _ = a.sdk.Delete(ctx, sb.ID) }()
+		var out strings.Builder
+		if res, err := a.sdk.Exec(ctx, sb.ID, paddock.ExecOptions{Cmd: []string{"cat", "/marker"}, Stdout: &out}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("read the marker of %s: %+v %v", template, res, err)
+		}
+		return strings.TrimSpace(out.String())
+	}
+	tagsOf := func(c *paddock.Client, name string) string {
+		t.Helper()
+		tags, err := c.TemplateTags(ctx, name)
+		if err != nil {
+			t.Fatalf("tags of %s: %v", name, err)
+		}
+		var out []string
+		for _, tg := range tags {
+			out = append(out, tg.Tag)
+		}
+		return strings.Join(out, ",")
+	}
+
+	v1, err := a.sdk.BuildTemplate(ctx, spec("tg:v1", "one"), "", nil)
+	if err != nil {
+		t.Fatalf("build tg:v1: %v", err)
+	}
+	if v1.Name != "tg:v1" {
+		t.Errorf("built %q, want tg:v1", v1.Name)
+	}
+	if _, err := a.sdk.Create(ctx, api.CreateSandboxRequest{Template: "tg"}); !errors.Is(err, paddock.ErrNotFound) {
+		t.Errorf("create from tg with only tg:v1 built: %v, want not found", err)
+	}
+	if _, err := a.sdk.TagTemplate(ctx, "tg:v1", "prod", "default"); err != nil {
+		t.Fatalf("tag: %v", err)
+	}
+	if got := tagsOf(a.sdk, "tg"); got != "default,prod,v1" {
+		t.Errorf("tags %q", got)
+	}
+	if _, err := a.sdk.BuildTemplate(ctx, spec("tg:v2", "two"), "", nil); err != nil {
+		t.Fatalf("build tg:v2: %v", err)
+	}
+	// The CLI, as the key: moving prod to v2.
+	if out, errOut, code := d.run("--url", "http://"+d.listen, "--api-key", a.key.Secret, "template", "tag", "tg:v2", "prod"); code != 0 || !strings.Contains(out, "tg:prod") {
+		t.Fatalf("template tag: %d %s %s", code, out, errOut)
+	}
+	for tpl, want := range map[string]string{"tg": "one", "tg:default": "one", "tg:v1": "one", "tg:v2": "two", "tg:prod": "two"} {
+		if got := marker(tpl); got != want {
+			t.Errorf("a sandbox of %s holds %q, want %q", tpl, got, want)
+		}
+	}
+
+	// Another own key: no build, tag or removal under tg; its own name is
+	// its own.
+	if _, err := b.sdk.BuildTemplate(ctx, spec("tg:mine", "b"), "", nil); !errors.Is(err, paddock.ErrPermissionDenied) {
+		t.Errorf("b builds a tag under a's name: %v", err)
+	}
+	if _, err := b.sdk.TagTemplate(ctx, "tg:v1", "mine"); !errors.Is(err, paddock.ErrPermissionDenied) {
+		t.Errorf("b tags a's build: %v", err)
+	}
+	if err := b.sdk.DeleteTemplate(ctx, "tg:prod"); !errors.Is(err, paddock.ErrPermissionDenied) {
+		t.Errorf("b removes a's tag: %v", err)
+	}
+	if got := tagsOf(b.sdk, "tg"); got != "default,prod,v1,v2" {
+		t.Errorf("after b's refused changes, tags %q", got)
+	}
+
+	if out, errOut, code := d.run("--url", "http://"+d.listen, "--api-key", a.key.Secret, "template", "rm", "tg:prod"); code != 0 {
+		t.Fatalf("template rm tg:prod: %d %s %s", code, out, errOut)
+	}
+	if _, err := a.sdk.Create(ctx, api.CreateSandboxRequest{Template: "tg:prod"}); !errors.Is(err, paddock.ErrNotFound) {
+		t.Errorf("create from a removed tag: %v", err)
+	}
+	if got := marker("tg:v2"); got != "two" {
+		t.Errorf("after removing prod, tg:v2 holds %q", got)
+	}
+	for _, bad := range []string{"tg:", ":v1", "tg:a:b"} {
+		if _, err := a.sdk.Create(ctx, api.CreateSandboxRequest{Template: bad}); !errors.Is(err, paddock.ErrInvalidArgument) {
+			t.Errorf("create from %q: %v, want invalid", bad, err)
+		}
+	}
+}

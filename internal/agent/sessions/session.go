@@ -17,6 +17,7 @@ import (
 
 	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/shellquote"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 	"github.com/paddock-dev/paddock/proto/gen/process"
 )
@@ -345,17 +346,12 @@ func newNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-// shellQuote quotes s for POSIX sh as one word.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // script wraps a command so that it runs in the shell itself (eval keeps
 // cd, exports and functions), reads nothing of the command pipe, and is
 // followed by markers carrying its status on stdout and closing stderr.
 func script(command, nonce string) string {
 	return fmt.Sprintf("eval %s </dev/null\n__pdk_rc=$?; command printf '%%s%%d:%%s\\036' '__PADDOCK_%s_RC_' \"$__pdk_rc\" \"$PWD\"; command printf '%%s' '__PADDOCK_%s_ERR__' >&2\n",
-		shellQuote(command), nonce, nonce)
+		shellquote.Quote(command), nonce, nonce)
 }
 
 // descendants lists the processes below pid, read from /proc.

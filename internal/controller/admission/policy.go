@@ -84,7 +84,7 @@ func Compile(p api.Policy) (Policy, error) {
 		}
 	}
 	for _, t := range p.AllowedTemplates {
-		if !rules.ValidName(t) {
+		if _, ok := rules.TemplateRef(t); !ok {
 			return cp, errdefs.Invalid("policy allowed_templates: %q is not a template name", rules.Truncate(t, 80))
 		}
 	}
@@ -183,7 +183,7 @@ func (p *Policy) Check(rec *store.Sandbox, template string) error {
 	if len(d.AllowedImages) > 0 && !slices.Contains(d.AllowedImages, rec.Image) && !slices.Contains(d.AllowedImages, rec.ImageDigest) {
 		return Denied("allowed_images", "image %s (%s) is not allowed (allowed: %s)", rec.Image, rec.ImageDigest, strings.Join(d.AllowedImages, ", "))
 	}
-	if template != "" && len(d.AllowedTemplates) > 0 && !slices.Contains(d.AllowedTemplates, template) {
+	if template != "" && len(d.AllowedTemplates) > 0 && !allowedTemplate(d.AllowedTemplates, template) {
 		return Denied("allowed_templates", "template %s is not allowed (allowed: %s)", template, strings.Join(d.AllowedTemplates, ", "))
 	}
 	if len(d.AllowedRuntimes) > 0 && !slices.Contains(d.AllowedRuntimes, rec.Runtime) {
@@ -246,4 +246,17 @@ func (p *Policy) CheckQuota(key, id string, all []*store.Sandbox) error {
 		who = "the local caller"
 	}
 	return Denied(rule, "%s has %d of %d sandboxes; delete one first", who, n, limit)
+}
+
+// allowedTemplate says whether a policy's list allows template (a
+// canonical name): named with its tag, or by its plain name, which allows
+// every tag of it.
+func allowedTemplate(allowed []string, template string) bool {
+	name, _ := rules.SplitTemplateTag(template)
+	for _, a := range allowed {
+		if a, _ = rules.TemplateRef(a); a == template || a == name {
+			return true
+		}
+	}
+	return false
 }

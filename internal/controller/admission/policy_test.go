@@ -142,6 +142,19 @@ func TestPolicyTemplates(t *testing.T) {
 	if err := cp.Check(rec, "db"); !errors.Is(err, errdefs.ErrPermissionDenied) || !strings.Contains(err.Error(), "rule allowed_templates") {
 		t.Fatalf("another template: %v", err)
 	}
+	// A plain name allows its every tag; a tagged entry only that tag.
+	cp, err = Compile(api.Policy{AllowedTemplates: []string{"web", "db:v2", "api:default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tpl, ok := range map[string]bool{"web:v9": true, "db:v2": true, "db": false, "db:v3": false, "api": true, "api:v1": true, "webx": false} {
+		if err := cp.Check(rec, tpl); (err == nil) != ok {
+			t.Errorf("template %s: %v, want allowed %v", tpl, err, ok)
+		}
+	}
+	if _, err := Compile(api.Policy{AllowedTemplates: []string{"web:"}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("web: compiled: %v", err)
+	}
 }
 
 func TestCheckQuota(t *testing.T) {

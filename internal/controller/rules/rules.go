@@ -8,6 +8,7 @@ package rules
 
 import (
 	"crypto/rand"
+	"strings"
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -60,4 +61,38 @@ func RandomID(n int) string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return string(b)
+}
+
+// DefaultTag is the tag of a template's plain name: "py" and
+// "py:default" are the same template.
+const DefaultTag = "default"
+
+// TemplateRef checks a template's name, which may carry a tag after a
+// colon ("py:v2"; both parts as ValidName), and returns it canonical:
+// the default tag is left out.
+func TemplateRef(s string) (string, bool) {
+	name, tag, tagged := strings.Cut(s, ":")
+	if !ValidName(name) || tagged && !ValidName(tag) {
+		return "", false
+	}
+	return TemplateName(name, tag), true
+}
+
+// TemplateName is the template that name's tag names: name itself for
+// the default tag (or none).
+func TemplateName(name, tag string) string {
+	if tag == "" || tag == DefaultTag {
+		return name
+	}
+	return name + ":" + tag
+}
+
+// SplitTemplateTag splits a canonical template name into its name and
+// its tag (DefaultTag when it has none).
+func SplitTemplateTag(s string) (name, tag string) {
+	name, tag, tagged := strings.Cut(s, ":")
+	if !tagged {
+		tag = DefaultTag
+	}
+	return name, tag
 }

@@ -59,3 +59,21 @@ func TestTruncate(t *testing.T) {
 		t.Errorf("Truncate = %q", got)
 	}
 }
+
+func TestTemplateRef(t *testing.T) {
+	for in, want := range map[string]string{
+		"py": "py", "py:v1": "py:v1", "py:default": "py", "py.3:v1.0-rc_1": "py.3:v1.0-rc_1",
+		"": "", "py:": "", ":v1": "", "py:v1:v2": "", "-py": "", "py:-v1": "", "py/x": "",
+	} {
+		got, ok := TemplateRef(in)
+		if got != want || ok != (want != "") {
+			t.Errorf("TemplateRef(%q) = %q %v, want %q", in, got, ok, want)
+		}
+	}
+	if n, tag := SplitTemplateTag("py"); n != "py" || tag != DefaultTag {
+		t.Errorf("split py: %q %q", n, tag)
+	}
+	if n, tag := SplitTemplateTag("py:v1"); n != "py" || tag != "v1" {
+		t.Errorf("split py:v1: %q %q", n, tag)
+	}
+}

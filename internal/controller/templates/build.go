@@ -77,11 +77,7 @@ func (s *Service) Build(ctx context.Context, spec api.TemplateSpec, bc *BuildCon
 	if err := s.core.CanKeepLayers(); err != nil {
 		return nil, err
 	}
-	if old, err := s.st.GetTemplate(ctx, spec.Name); err == nil {
-		if err := mayReplace(ctx, old); err != nil {
-			return nil, err
-		}
-	} else if !errors.Is(err, errdefs.ErrNotFound) {
+	if err := s.mayChangeFamily(ctx, spec.Name); err != nil { // tags.go
 		return nil, err
 	}
 	// A copy of a path missing from the context fails before any image
@@ -177,14 +173,11 @@ func (s *Service) MayBuild(ctx context.Context, name string) error {
 	if err := controller.RequireCaller(ctx); err != nil {
 		return err
 	}
-	old, err := s.st.GetTemplate(ctx, name)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return nil
-	}
+	name, err := templateRef(name)
 	if err != nil {
 		return err
 	}
-	return mayReplace(ctx, old)
+	return s.mayChangeFamily(ctx, name)
 }
 
 // record stores a built template, checking again, with no other record
@@ -192,10 +185,10 @@ func (s *Service) MayBuild(ctx context.Context, name string) error {
 func (s *Service) record(ctx context.Context, rec *store.Template) error {
 	s.recording.Lock()
 	defer s.recording.Unlock()
+	if err := s.mayChangeFamily(ctx, rec.Name); err != nil {
+		return err
+	}
 	if old, err := s.st.GetTemplate(ctx, rec.Name); err == nil {
-		if err := mayReplace(ctx, old); err != nil {
-			return err
-		}
 		rec.CreatedAt = old.CreatedAt
 	} else if !errors.Is(err, errdefs.ErrNotFound) {
 		return err

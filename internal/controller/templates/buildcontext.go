@@ -68,17 +68,80 @@ const (
 	BuildContextEntry = "context/"
 )
 
+// ContextBuilder assembles a build context entry by entry, each checked
+// as it is added: names kept inside the context and not doubled, only
+// files, directories and symlinks, and the bounds on entries and bytes.
+// ReadBuildRequest adds a request's tar entries with it; a front end that
+// holds the files already (E2B's uploads) adds them directly.
+type ContextBuilder struct {
+	bc    BuildContext
+	seen  map[string]bool
+	total int64
+}
+
+// NewContextBuilder returns an empty builder.
+func NewContextBuilder() *ContextBuilder { return &ContextBuilder{seen: map[string]bool{}} }
+
+// Add adds the entry name (relative to the context; "" and "." are the
+// context itself, skipped) of tar type typ. A regular file's size bytes
+// are read with data, called once the size has passed the bounds.
+func (cb *ContextBuilder) Add(name string, typ byte, mode int64, linkname string, size int64, data func() ([]byte, error)) error {
+	if name == "" || name == "./" {
+		return nil // the context directory itself
+	}
+	name, err := cleanContextName(name)
+	if err != nil || name == "" {
+		return err
+	}
+	if len(cb.bc.files) >= maxContextEntries {
+		return errdefs.Invalid("build context has more than %d entries", maxContextEntries)
+	}
+	if cb.seen[name] {
+		return errdefs.Invalid("build context names %q twice", rules.Truncate(name, 80))
+	}
+	cb.seen[name] = true
+	f := contextFile{name: name, mode: mode & 0o777}
+	switch typ {
+	case tar.TypeReg:
+		f.typ = tar.TypeReg
+		cb.total += size
+		if size < 0 || cb.total > maxContextBytes {
+			return errdefs.Invalid("build context is larger than %d MiB", maxContextBytes>>20)
+		}
+		if f.data, err = data(); err != nil || int64(len(f.data)) != size {
+			return errdefs.Invalid("build context entry %q is truncated", rules.Truncate(name, 80))
+		}
+	case tar.TypeDir:
+		f.typ = tar.TypeDir
+	case tar.TypeSymlink:
+		f.typ = tar.TypeSymlink
+		f.linkname = linkname
+		if linkname == "" || len(linkname) > 4096 || strings.ContainsRune(linkname, 0) {
+			return errdefs.Invalid("build context symlink %q has an invalid target", rules.Truncate(name, 80))
+		}
+	default:
+		return errdefs.Invalid("build context entry %q is not a file, directory or symlink", rules.Truncate(name, 80))
+	}
+	cb.bc.files = append(cb.bc.files, f)
+	return nil
+}
+
+// Context returns the context built, its entries by name.
+func (cb *ContextBuilder) Context() *BuildContext {
+	bc := &BuildContext{files: cb.bc.files}
+	sort.Slice(bc.files, func(i, j int) bool { return bc.files[i].name < bc.files[j].name })
+	return bc
+}
+
 // ReadBuildRequest reads a build request: a tar stream whose entry
 // template.json is the TemplateSpec and whose entries under context/ are
 // the build context. Context names stay inside the context; entries other
 // than files, directories and symlinks, and more than the bounds allow,
 // are refused.
 func ReadBuildRequest(r io.Reader) (*api.TemplateSpec, *BuildContext, error) {
-	bc := &BuildContext{}
+	cb := NewContextBuilder()
 	var spec *api.TemplateSpec
 	tr := tar.NewReader(r)
-	var total int64
-	seen := map[string]bool{}
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -103,53 +166,19 @@ func ReadBuildRequest(r io.Reader) (*api.TemplateSpec, *BuildContext, error) {
 		if !ok {
 			return nil, nil, errdefs.Invalid("build request entry %q is neither %s nor under %s", rules.Truncate(h.Name, 80), BuildSpecEntry, BuildContextEntry)
 		}
-		if rel == "" || rel == "./" {
-			continue // the context directory itself
+		read := func() ([]byte, error) {
+			b := make([]byte, h.Size)
+			_, err := io.ReadFull(tr, b)
+			return b, err
 		}
-		name, err := cleanContextName(rel)
-		if err != nil {
+		if err := cb.Add(rel, h.Typeflag, h.Mode, h.Linkname, h.Size, read); err != nil {
 			return nil, nil, err
 		}
-		if name == "" {
-			continue
-		}
-		if len(bc.files) >= maxContextEntries {
-			return nil, nil, errdefs.Invalid("build context has more than %d entries", maxContextEntries)
-		}
-		if seen[name] {
-			return nil, nil, errdefs.Invalid("build context names %q twice", rules.Truncate(name, 80))
-		}
-		seen[name] = true
-		f := contextFile{name: name, mode: h.Mode & 0o777}
-		switch h.Typeflag {
-		case tar.TypeReg:
-			f.typ = tar.TypeReg
-			total += h.Size
-			if h.Size < 0 || total > maxContextBytes {
-				return nil, nil, errdefs.Invalid("build context is larger than %d MiB", maxContextBytes>>20)
-			}
-			f.data = make([]byte, h.Size)
-			if _, err := io.ReadFull(tr, f.data); err != nil {
-				return nil, nil, errdefs.Invalid("build context entry %q is truncated", rules.Truncate(name, 80))
-			}
-		case tar.TypeDir:
-			f.typ = tar.TypeDir
-		case tar.TypeSymlink:
-			f.typ = tar.TypeSymlink
-			f.linkname = h.Linkname
-			if h.Linkname == "" || len(h.Linkname) > 4096 || strings.ContainsRune(h.Linkname, 0) {
-				return nil, nil, errdefs.Invalid("build context symlink %q has an invalid target", rules.Truncate(name, 80))
-			}
-		default:
-			return nil, nil, errdefs.Invalid("build context entry %q is not a file, directory or symlink", rules.Truncate(name, 80))
-		}
-		bc.files = append(bc.files, f)
 	}
 	if spec == nil {
 		return nil, nil, errdefs.Invalid("build request has no %s", BuildSpecEntry)
 	}
-	sort.Slice(bc.files, func(i, j int) bool { return bc.files[i].name < bc.files[j].name })
-	return spec, bc, nil
+	return spec, cb.Context(), nil
 }
 
 // selectCopy returns the entries a copy of src takes, renamed relative to
@@ -225,8 +254,17 @@ func validateTemplateSpec(s *api.TemplateSpec) error {
 	if s.Name == "" {
 		return errdefs.Invalid("template name is required")
 	}
-	if !rules.ValidName(s.Name) {
-		return errdefs.Invalid("template name %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", rules.Truncate(s.Name, 80))
+	name, ok := rules.TemplateRef(s.Name)
+	if !ok {
+		return errdefs.Invalid("template name %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit, and a tag after a colon if any (name:tag, the tag likewise)", rules.Truncate(s.Name, 80))
+	}
+	s.Name = name
+	if s.Template != "" {
+		base, ok := rules.TemplateRef(s.Template)
+		if !ok {
+			return errdefs.Invalid("base template %q is not a template name", rules.Truncate(s.Template, 80))
+		}
+		s.Template = base
 	}
 	if s.Image != "" && s.Template != "" {
 		return errdefs.Invalid("template %s: give a base image or a base template, not both", s.Name)

@@ -104,8 +104,9 @@ func templateAPI(t *store.Template) *api.Template {
 
 // Get returns a template by name.
 func (s *Service) Get(ctx context.Context, name string) (*api.Template, error) {
-	if !rules.ValidName(name) {
-		return nil, errdefs.Invalid("template name %q is not valid", rules.Truncate(name, 80))
+	name, err := templateRef(name)
+	if err != nil {
+		return nil, err
 	}
 	t, err := s.st.GetTemplate(ctx, name)
 	if err != nil {
@@ -135,8 +136,9 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 	if err := controller.RequireCaller(ctx); err != nil {
 		return err
 	}
-	if !rules.ValidName(name) {
-		return errdefs.Invalid("template name %q is not valid", rules.Truncate(name, 80))
+	name, err := templateRef(name)
+	if err != nil {
+		return err
 	}
 	// No build of this daemon records a template between the check and
 	// the delete.
@@ -157,4 +159,14 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 	s.log.Info("template deleted", "template", name)
 	s.core.TemplateDeleted(ctx)
 	return nil
+}
+
+// templateRef checks a template's name, with its tag if any, and returns
+// it canonical (rules.TemplateRef).
+func templateRef(s string) (string, error) {
+	name, ok := rules.TemplateRef(s)
+	if !ok {
+		return "", errdefs.Invalid("template name %q is not valid (a name, or a name and a tag as name:tag)", rules.Truncate(s, 80))
+	}
+	return name, nil
 }

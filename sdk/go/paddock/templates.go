@@ -190,6 +190,44 @@ func nameSegment(what, v string) (string, error) {
 	return v, nil
 }
 
+// templateSegment checks a template's name, with its tag if any
+// ("py:v2"), for a URL path.
+func templateSegment(v string) (string, error) {
+	if v == "" || strings.ContainsAny(v, "/?#%") || len(v) > 127 {
+		return "", fmt.Errorf("template name %q is not valid: %w", v, ErrInvalidArgument)
+	}
+	return v, nil
+}
+
+// TemplateTags lists the tags of a template's name (given with a tag or
+// not), by tag; the plain name is the tag "default".
+func (c *Client) TemplateTags(ctx context.Context, name string) ([]api.TemplateTag, error) {
+	n, err := templateSegment(name)
+	if err != nil {
+		return nil, err
+	}
+	var out api.TemplateTagList
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/templates/" + n + "/tags"}, &out); err != nil {
+		return nil, err
+	}
+	return out.Tags, nil
+}
+
+// TagTemplate gives the build of target (name or name:tag) the tags too,
+// each replacing what it named before, and returns all the name's tags.
+// A tag is removed with DeleteTemplate("name:tag").
+func (c *Client) TagTemplate(ctx context.Context, target string, tags ...string) ([]api.TemplateTag, error) {
+	n, err := templateSegment(target)
+	if err != nil {
+		return nil, err
+	}
+	var out api.TemplateTagList
+	if err := c.call(ctx, request{method: http.MethodPost, path: "/v1/templates/" + n + "/tags", jsonBody: api.TagTemplateRequest{Tags: tags}}, &out); err != nil {
+		return nil, err
+	}
+	return out.Tags, nil
+}
+
 // Templates lists built templates.
 func (c *Client) Templates(ctx context.Context) ([]api.Template, error) {
 	var out api.TemplateList
@@ -201,7 +239,7 @@ func (c *Client) Templates(ctx context.Context) ([]api.Template, error) {
 
 // Template returns one template.
 func (c *Client) Template(ctx context.Context, name string) (*api.Template, error) {
-	n, err := nameSegment("template name", name)
+	n, err := templateSegment(name)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +252,7 @@ func (c *Client) Template(ctx context.Context, name string) (*api.Template, erro
 
 // DeleteTemplate removes a template and its build cache.
 func (c *Client) DeleteTemplate(ctx context.Context, name string) error {
-	n, err := nameSegment("template name", name)
+	n, err := templateSegment(name)
 	if err != nil {
 		return err
 	}

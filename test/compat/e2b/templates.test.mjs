@@ -89,6 +89,47 @@ test(`${sdkName}: a user Paddock sandboxes do not have is refused`, async () => 
   await assert.rejects(Template.build(template, `${runID}-user`), /invalid username: "root123"/)
 })
 
+test(`${sdkName}: tags: a build under name:tag, more tags given, one created from, one removed`, { timeout: 300_000 }, async () => {
+  const name = `${runID}-tags`
+  const template = Template().fromBaseImage().runCmd('echo tagged > /home/user/which.txt')
+  const info = await Template.build(template, `${name}:v1`, { tags: ['ci'] })
+  assert.equal(info.templateId, name)
+  assert.ok(info.buildId)
+  // Only the tags named: the plain name (the tag default) is not made.
+  assert.equal(await Template.exists(name), true)
+  await assert.rejects(Sandbox.create(name, { timeoutMs: 60_000 }))
+
+  const tagged = await Template.assignTags(`${name}:v1`, ['prod', 'latest'])
+  assert.ok(tagged.buildId)
+  assert.deepEqual([...tagged.tags].sort(), ['latest', 'prod'])
+  await assert.rejects(Template.assignTags(`${name}:v1`, ':bad'))
+  await assert.rejects(Template.assignTags(`${name}:v1`, `${name}:`))
+  await assert.rejects(Template.assignTags(`${name}:nope`, 'x'))
+
+  const tags = await Template.getTags(name)
+  assert.deepEqual(tags.map((t) => t.tag).sort(), ['ci', 'latest', 'prod', 'v1'])
+  assert.ok(tags.every((t) => t.buildId === tagged.buildId && t.createdAt instanceof Date && !isNaN(t.createdAt)))
+
+  const s = await Sandbox.create(`${name}:prod`, { timeoutMs: 60_000 })
+  try {
+    assert.equal(await s.files.read('/home/user/which.txt'), 'tagged\n')
+    // A sandbox's template is the name, whatever tag made it.
+    assert.equal((await s.getInfo()).templateId, name)
+  } finally {
+    await s.kill()
+  }
+
+  await Template.removeTags(name, ['prod', 'ci'])
+  assert.deepEqual((await Template.getTags(name)).map((t) => t.tag).sort(), ['latest', 'v1'])
+  await assert.rejects(Sandbox.create(`${name}:prod`, { timeoutMs: 60_000 }))
+  await assert.rejects(Template.removeTags(name, 'prod'))
+  await assert.rejects(Template.removeTags(`${runID}-none`, 'x'))
+  // E2B's template delete (the SDK's deleteSnapshot sends it) deletes
+  // every tag of the name.
+  assert.equal(await Sandbox.deleteSnapshot(name), true)
+  assert.equal(await Template.exists(name), false)
+})
+
 test('uploads need their build\'s token, not a guess', async () => {
   const url = new URL(`/paddock/e2b-template-uploads/${'0'.repeat(64)}/${'a'.repeat(64)}`, process.env.E2B_API_URL)
   const r = await fetch(url, { method: 'PUT', body: 'x' })

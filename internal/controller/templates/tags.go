@@ -1,0 +1,232 @@
+package templates
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/rules"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// Tags. A template's name may carry a tag ("py:v2"); each tag of a name is
+// a template record of its own (its definition, image, layers and build),
+// so creating from one, pooling it, collecting layers and deleting it are
+// what they are for any template. The plain name is the tag "default".
+// All the tags of one name are one family: a key of scope own may build,
+// tag or untag in a family only when it built every template in it, so no
+// tenant adds a tag under a name another tenant's sandboxes use.
+
+// family lists the templates of name's family, by name.
+func (s *Service) family(ctx context.Context, name string) ([]*store.Template, error) {
+	base, _ := rules.SplitTemplateTag(name)
+	all, err := s.st.ListTemplates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.Template
+	for _, t := range all {
+		if n, _ := rules.SplitTemplateTag(t.Name); n == base {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// mayChangeFamily refuses ctx's caller a change in name's family unless
+// it may replace every template in it (mayReplace).
+func (s *Service) mayChangeFamily(ctx context.Context, name string) error {
+	fam, err := s.family(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, t := range fam {
+		if err := mayReplace(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTags validates tags for one call: plain names (no colon), at most
+// api.MaxTemplateTags of them, duplicates dropped.
+func checkTags(tags []string) ([]string, error) {
+	if len(tags) == 0 {
+		return nil, errdefs.Invalid("no tags given")
+	}
+	if len(tags) > api.MaxTemplateTags {
+		return nil, errdefs.Invalid("%d tags in one call, at most %d", len(tags), api.MaxTemplateTags)
+	}
+	var out []string
+	for _, t := range tags {
+		if !rules.ValidName(t) {
+			return nil, errdefs.Invalid("tag %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit (the tag alone, not name:tag)", rules.Truncate(t, 80))
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// Tag gives the build of target (a template's name, with its tag if any)
+// every tag of tags too: each becomes a template of that name and tag with
+// target's definition, image, layers and build id, replacing what the tag
+// named before. It returns the build id and the tags given.
+func (s *Service) Tag(ctx context.Context, target string, tags []string) (string, []string, error) {
+	if err := controller.RequireCaller(ctx); err != nil {
+		return "", nil, err
+	}
+	target, err := templateRef(target)
+	if err != nil {
+		return "", nil, err
+	}
+	if tags, err = checkTags(tags); err != nil {
+		return "", nil, err
+	}
+	s.recording.Lock()
+	defer s.recording.Unlock()
+	src, err := s.st.GetTemplate(ctx, target)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := s.mayChangeFamily(ctx, target); err != nil {
+		return "", nil, err
+	}
+	base, _ := rules.SplitTemplateTag(target)
+	for _, tag := range tags {
+		name := rules.TemplateName(base, tag)
+		if name == target {
+			continue
+		}
+		rec := *src
+		rec.Name, rec.Spec.Name = name, name
+		rec.Layers = slices.Clone(src.Layers)
+		rec.Owner = controller.Caller(ctx)
+		rec.CreatedAt = time.Time{} // a new tag's record is made now
+		if err := s.core.PutTemplate(ctx, &rec); err != nil {
+			return "", nil, err
+		}
+		s.log.Info("template tagged", "template", target, "as", name, "build", shortID(src.BuildID))
+	}
+	return src.BuildID, tags, nil
+}
+
+// Untag removes tags of name (a template's plain name): each tag's
+// template is deleted as Delete deletes it; "default" is the plain name's
+// own. A tag name does not have is not found, and nothing is removed.
+func (s *Service) Untag(ctx context.Context, name string, tags []string) error {
+	if err := controller.RequireCaller(ctx); err != nil {
+		return err
+	}
+	if !rules.ValidName(name) {
+		return errdefs.Invalid("template name %q: give the name without a tag, and the tags to remove", rules.Truncate(name, 80))
+	}
+	tags, err := checkTags(tags)
+	if err != nil {
+		return err
+	}
+	s.recording.Lock()
+	defer s.recording.Unlock()
+	fam, err := s.family(ctx, name)
+	if err != nil {
+		return err
+	}
+	if len(fam) == 0 {
+		return errdefs.NotFound("template %s", name)
+	}
+	var names []string
+	for _, tag := range tags {
+		n := rules.TemplateName(name, tag)
+		i := slices.IndexFunc(fam, func(t *store.Template) bool { return t.Name == n })
+		if i < 0 {
+			return errdefs.NotFound("template %s has no tag %s", name, tag)
+		}
+		names = append(names, n)
+	}
+	return s.deleteLocked(ctx, fam, names)
+}
+
+// DeleteAll deletes every tag of name's family (E2B's template delete).
+func (s *Service) DeleteAll(ctx context.Context, name string) error {
+	if err := controller.RequireCaller(ctx); err != nil {
+		return err
+	}
+	if !rules.ValidName(name) {
+		return errdefs.Invalid("template name %q is not valid", rules.Truncate(name, 80))
+	}
+	s.recording.Lock()
+	defer s.recording.Unlock()
+	fam, err := s.family(ctx, name)
+	if err != nil {
+		return err
+	}
+	if len(fam) == 0 {
+		return errdefs.NotFound("template %s", name)
+	}
+	var names []string
+	for _, t := range fam {
+		names = append(names, t.Name)
+	}
+	return s.deleteLocked(ctx, fam, names)
+}
+
+// deleteLocked deletes the templates names of fam, all or none refused:
+// a key of scope own only when it built each of them. s.recording is
+// held.
+func (s *Service) deleteLocked(ctx context.Context, fam []*store.Template, names []string) error {
+	for _, t := range fam {
+		if slices.Contains(names, t.Name) && (t.Owner == "" || t.Owner != controller.Caller(ctx)) {
+			if err := controller.RequireScopeAll(ctx, "deleting a template this key did not build"); err != nil {
+				return err
+			}
+		}
+	}
+	var errs []error
+	for _, n := range names {
+		if err := s.st.DeleteTemplate(ctx, n); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		s.log.Info("template deleted", "template", n)
+	}
+	s.core.TemplateDeleted(ctx)
+	return errors.Join(errs...)
+}
+
+// TagsOf lists the tags of name's family (name with or without a tag),
+// by tag; a name with none is not found.
+func (s *Service) TagsOf(ctx context.Context, name string) ([]api.TemplateTag, error) {
+	name, err := templateRef(name)
+	if err != nil {
+		return nil, err
+	}
+	fam, err := s.family(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(fam) == 0 {
+		base, _ := rules.SplitTemplateTag(name)
+		return nil, errdefs.NotFound("template %s", base)
+	}
+	out := make([]api.TemplateTag, 0, len(fam))
+	for _, t := range fam {
+		_, tag := rules.SplitTemplateTag(t.Name)
+		out = append(out, api.TemplateTag{Tag: tag, Template: t.Name, BuildID: t.BuildID, CreatedAt: t.UpdatedAt})
+	}
+	slices.SortFunc(out, func(a, b api.TemplateTag) int { return strings.Compare(a.Tag, b.Tag) })
+	return out, nil
+}
+
+// shortID shortens a build id for a log line.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
