@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -181,11 +182,64 @@ func (t *buildTable) get(ctx context.Context, name, id string) (*build, error) {
 	return b, nil
 }
 
-// release lets go of a finished build's uploads.
+// E2B's upload call names the template, not the build, so while two
+// builds of one name by one key wait, a file uploaded for either lands
+// with the newer (pendingBuild). Files are named by their content's hash
+// and the same key sent them, so a build may take its files from its
+// siblings (the key's other builds of that name): sharedUploads at its
+// start, and a finished build's files pass to a sibling still waiting.
+
+// sharedUploads is what b's siblings hold.
+func (t *buildTable) sharedUploads(b *build) map[string][]uploadEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string][]uploadEntry{}
+	for _, o := range t.builds {
+		if o != b && o.owner == b.owner && o.name == b.name {
+			o.mu.Lock()
+			maps.Copy(out, o.uploads)
+			o.mu.Unlock()
+		}
+	}
+	return out
+}
+
+// release lets go of a finished build's uploads, or hands them to the
+// newest sibling still waiting.
 func (t *buildTable) release(b *build) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.freeUploads(b)
+	var heir *build
+	for _, o := range t.builds {
+		if o == b || o.owner != b.owner || o.name != b.name {
+			continue
+		}
+		o.mu.Lock()
+		waiting := !o.started && o.uploads != nil
+		o.mu.Unlock()
+		if waiting && (heir == nil || o.created.After(heir.created)) {
+			heir = o
+		}
+	}
+	if heir == nil {
+		t.freeUploads(b)
+		return
+	}
+	b.mu.Lock()
+	ups, held := b.uploads, b.upBytes
+	b.uploads, b.upBytes = nil, 0
+	b.mu.Unlock()
+	var moved int64
+	heir.mu.Lock()
+	for h, es := range ups {
+		if _, ok := heir.uploads[h]; !ok {
+			heir.uploads[h] = es
+			moved += entriesBytes(es)
+		}
+	}
+	heir.upBytes += moved
+	heir.mu.Unlock()
+	t.upBytes -= held - moved
 }
 
 func (h *Handler) routesTemplateBuilds(m *http.ServeMux) {
@@ -418,6 +472,7 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	shared := h.builds.sharedUploads(b)
 	// The definition is read with the uploads held still: none lands
 	// once the build has started.
 	b.mu.Lock()
@@ -426,7 +481,8 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalid("template build %s has started already", b.id))
 		return
 	}
-	spec, bc, origin, err := e2bSpec(rules.TemplateName(b.name, b.tags[0]), def, b.uploads)
+	maps.Copy(shared, b.uploads) // its own first
+	spec, bc, origin, err := e2bSpec(rules.TemplateName(b.name, b.tags[0]), def, shared)
 	if err == nil {
 		b.started, b.status = true, "building"
 	}

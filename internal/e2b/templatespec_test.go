@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -258,5 +259,46 @@ func TestBuildTags(t *testing.T) {
 		if name != c.name || !slices.Equal(tags, c.tags) || (err == nil) != (c.name != "") {
 			t.Errorf("buildTags(%q, %q) = %q %q %v", c.ref, c.more, name, tags, err)
 		}
+	}
+}
+
+// TestBuildTableSharedUploads: files uploaded while two builds of one
+// name by one key wait serve either, pass to the one still waiting when
+// the other ends, and are never another key's or another name's; the
+// bytes held are counted once throughout.
+func TestBuildTableSharedUploads(t *testing.T) {
+	tb := newBuildTable()
+	older, _ := tb.add("a", "t", []string{"v1"})
+	newer, _ := tb.add("a", "t", []string{"v2"})
+	other, _ := tb.add("b", "t", []string{"default"})
+	elsewhere, _ := tb.add("a", "u", []string{"default"})
+	put := func(b *build, hash string, n int) {
+		b.uploads[hash] = []uploadEntry{{name: "f", typ: tar.TypeReg, data: make([]byte, n)}}
+		b.upBytes += int64(n)
+		tb.upBytes += int64(n)
+	}
+	put(newer, "h1", 10) // the older build's file, landed with the newer
+	put(newer, "h2", 20)
+	put(older, "h2", 20) // both uploaded it
+	put(other, "h3", 5)
+	put(elsewhere, "h4", 7)
+	if got := tb.sharedUploads(older); len(got) != 2 || got["h1"] == nil || got["h2"] == nil {
+		t.Fatalf("the older build shares %v, want h1 and h2", slices.Collect(maps.Keys(got)))
+	}
+	if got := tb.sharedUploads(other); len(got) != 0 {
+		t.Fatalf("another key's build shares %v", slices.Collect(maps.Keys(got)))
+	}
+	newer.started = true
+	tb.release(newer)
+	if older.uploads["h1"] == nil || older.upBytes != 30 || newer.uploads != nil {
+		t.Fatalf("after the newer ended, the older holds %d bytes (%v), want h1 and h2 in 30", older.upBytes, slices.Collect(maps.Keys(older.uploads)))
+	}
+	if tb.upBytes != 30+5+7 {
+		t.Fatalf("held %d bytes in all, want %d", tb.upBytes, 30+5+7)
+	}
+	older.started = true
+	tb.release(older)
+	if tb.upBytes != 5+7 {
+		t.Fatalf("held %d bytes once both ended, want %d", tb.upBytes, 5+7)
 	}
 }

@@ -130,6 +130,24 @@ test(`${sdkName}: tags: a build under name:tag, more tags given, one created fro
   assert.equal(await Template.exists(name), false)
 })
 
+test(`${sdkName}: two builds of one name at once, each with files of its own`, { timeout: 300_000 }, async () => {
+  // E2B's upload call names the template, not the build: both builds'
+  // files may land with one of them, and each still gets its own.
+  const name = `${runID}-twin`
+  const one = Template({ fileContextPath: dir }).fromBaseImage().copy('folder/a.txt', '/opt/one.txt')
+  const two = Template({ fileContextPath: dir }).fromBaseImage().copy('folder/b.txt', '/opt/two.txt')
+  await Promise.all([Template.build(one, `${name}:one`), Template.build(two, `${name}:two`)])
+  for (const [tag, file, want] of [['one', '/opt/one.txt', 'alpha\n'], ['two', '/opt/two.txt', 'beta\n']]) {
+    const s = await Sandbox.create(`${name}:${tag}`, { timeoutMs: 60_000 })
+    try {
+      assert.equal(await s.files.read(file), want)
+    } finally {
+      await s.kill()
+    }
+  }
+  assert.equal(await Sandbox.deleteSnapshot(name), true)
+})
+
 test('uploads need their build\'s token, not a guess', async () => {
   const url = new URL(`/paddock/e2b-template-uploads/${'0'.repeat(64)}/${'a'.repeat(64)}`, process.env.E2B_API_URL)
   const r = await fetch(url, { method: 'PUT', body: 'x' })
