@@ -252,6 +252,9 @@ func (h *Handler) routesTemplateBuilds(m *http.ServeMux) {
 	// both (templatetags.go).
 	m.HandleFunc("GET /templates/{id}/{what}", h.withTemplates(h.templateQuery))
 	m.HandleFunc("POST /templates/tags", h.withTemplates(h.assignTags))
+	m.HandleFunc("GET /templates", h.withTemplates(h.listTemplatesAll)) // templatelist.go
+	m.HandleFunc("GET /v2/templates", h.withTemplates(h.listTemplatesPaged))
+	m.HandleFunc("GET /templates/{id}", h.withTemplates(h.templateBuilds))
 	m.HandleFunc("DELETE /templates/tags", h.withTemplates(h.removeTags))
 }
 

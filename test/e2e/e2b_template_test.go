@@ -112,6 +112,56 @@ func TestE2BTemplateBuildPullsItsBase(t *testing.T) {
 	}
 	c.do("GET", "/templates/aliases/no-such-template", nil, nil).errCode(t, 404)
 
+	// The listing shows a key its own templates; another key's are not
+	// there, nor found by id.
+	type listed struct {
+		TemplateID  string `json:"templateID"`
+		BuildID     string `json:"buildID"`
+		BuildCount  int    `json:"buildCount"`
+		BuildStatus string `json:"buildStatus"`
+		Builds      []struct {
+			BuildID string `json:"buildID"`
+			Status  string `json:"status"`
+		} `json:"builds"`
+	}
+	names := func(cl *e2bClient, path string) []string {
+		t.Helper()
+		res := cl.do("GET", path, nil, nil)
+		if res.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, res.status, res.body)
+		}
+		var ls []listed
+		res.json(t, &ls)
+		var out []string
+		for _, l := range ls {
+			if l.BuildStatus != "ready" || l.BuildCount != 1 || l.BuildID == "" {
+				t.Errorf("%s: %+v", path, l)
+			}
+			out = append(out, l.TemplateID)
+		}
+		return out
+	}
+	if got := names(c, "/templates"); len(got) != 1 || got[0] != tname {
+		t.Errorf("GET /templates for the builder: %q, want [%s]", got, tname)
+	}
+	if got := names(c, "/v2/templates?limit=1"); len(got) != 1 || got[0] != tname {
+		t.Errorf("GET /v2/templates for the builder: %q", got)
+	}
+	if got := names(other, "/templates"); len(got) != 0 {
+		t.Errorf("GET /templates for another key: %q", got)
+	}
+	if got := names(other, "/v2/templates"); len(got) != 0 {
+		t.Errorf("GET /v2/templates for another key: %q", got)
+	}
+	var one listed
+	if res := c.do("GET", "/templates/"+tname, nil, nil); res.status != http.StatusOK {
+		t.Fatalf("GET /templates/%s: %d %s", tname, res.status, res.body)
+	} else if res.json(t, &one); one.TemplateID != tname || len(one.Builds) != 1 || one.Builds[0].Status != "ready" {
+		t.Errorf("GET /templates/%s: %+v", tname, one)
+	}
+	other.do("GET", "/templates/"+tname, nil, nil).errCode(t, 404)
+	c.do("GET", "/v2/templates?limit=0", nil, nil).errCode(t, 400)
+
 	sb := c.create(map[string]any{"templateID": tname})
 	t.Cleanup(func() { c.do("DELETE", "/sandboxes/"+sb.SandboxID, nil, nil) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

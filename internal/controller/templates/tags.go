@@ -230,3 +230,45 @@ func shortID(id string) string {
 	}
 	return id
 }
+
+// Family is a template name with the templates of all its tags.
+type Family struct {
+	Name      string
+	Templates []api.Template // by name: the plain name (the tag default) first
+}
+
+// Families lists, by name, the template names ctx's caller may change:
+// every name for a key of scope all and the unix socket; for a key of
+// scope own, the names whose every tag it built (E2B's template listing
+// shows a team its own templates).
+func (s *Service) Families(ctx context.Context) ([]Family, error) {
+	if err := controller.RequireCaller(ctx); err != nil {
+		return nil, err
+	}
+	all, err := s.st.ListTemplates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string][]*store.Template{}
+	for _, t := range all {
+		base, _ := rules.SplitTemplateTag(t.Name)
+		byName[base] = append(byName[base], t)
+	}
+	var out []Family
+	for base, fam := range byName {
+		f := Family{Name: base}
+		for _, t := range fam {
+			if mayReplace(ctx, t) != nil {
+				f.Templates = nil
+				break
+			}
+			f.Templates = append(f.Templates, *templateAPI(t))
+		}
+		if len(f.Templates) > 0 {
+			slices.SortFunc(f.Templates, func(a, b api.Template) int { return strings.Compare(a.Name, b.Name) })
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b Family) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/paddock-dev/paddock/api"
@@ -140,5 +141,42 @@ func TestTags(t *testing.T) {
 	}
 	if core.deletes != 2 {
 		t.Errorf("the core heard of %d deletions, want 2", core.deletes)
+	}
+}
+
+// TestFamilies: a key of scope own lists the names whose every tag it
+// built; a key of scope all lists every name, its tags by name.
+func TestFamilies(t *testing.T) {
+	s, st, _ := newTagService(t)
+	putTemplate(t, st, "py:v1", "ka", "b1")
+	putTemplate(t, st, "py", "ka", "b0")
+	putTemplate(t, st, "mixed", "ka", "m0")
+	putTemplate(t, st, "mixed:ops", "kops", "m1")
+	putTemplate(t, st, "theirs", "kb", "t0")
+	list := func(ctx context.Context) []string {
+		t.Helper()
+		fams, err := s.Families(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range fams {
+			var names []string
+			for _, tp := range f.Templates {
+				names = append(names, tp.Name)
+			}
+			out = append(out, f.Name+"="+strings.Join(names, "+"))
+		}
+		return out
+	}
+	bg := context.Background()
+	if got, want := list(controller.WithCaller(bg, "ka", api.KeyScopeOwn)), []string{"py=py+py:v1"}; !slices.Equal(got, want) {
+		t.Errorf("ka lists %q, want %q", got, want)
+	}
+	if got, want := list(controller.WithCaller(bg, "kops", api.KeyScopeAll)), []string{"mixed=mixed+mixed:ops", "py=py+py:v1", "theirs=theirs"}; !slices.Equal(got, want) {
+		t.Errorf("an all key lists %q, want %q", got, want)
+	}
+	if _, err := s.Families(bg); err == nil {
+		t.Error("no caller listed families")
 	}
 }
