@@ -7,7 +7,7 @@
 // suite.
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -146,6 +146,34 @@ test(`${sdkName}: two builds of one name at once, each with files of its own`, {
     }
   }
   assert.equal(await Sandbox.deleteSnapshot(name), true)
+})
+
+test(`${sdkName}: symlinks in copied files: relative, absolute, dangling, and resolved`, { timeout: 300_000 }, async () => {
+  const ctx = mkdtempSync(join(tmpdir(), 'paddock-e2b-links-'))
+  try {
+    mkdirSync(join(ctx, 'folder'))
+    writeFileSync(join(ctx, 'folder', 'test.txt'), 'This is a test file.')
+    symlinkSync('test.txt', join(ctx, 'folder', 'symlink.txt'))
+    symlinkSync(join(ctx, 'folder', 'test.txt'), join(ctx, 'folder', 'symlink2.txt'))
+    symlinkSync('12345test.txt', join(ctx, 'folder', 'symlink3.txt'))
+    const name = `${runID}-links`
+    const template = Template({ fileContextPath: ctx })
+      .fromBaseImage()
+      .copy('folder/*', 'folder', { forceUpload: true })
+      .copy('folder/symlink.txt', 'resolved/symlink.txt', { forceUpload: true, resolveSymlinks: true })
+      .runCmd('cat folder/symlink.txt && test -L folder/symlink3.txt && test ! -L resolved/symlink.txt && cat resolved/symlink.txt')
+    await Template.build(template, name)
+    const s = await Sandbox.create(name, { timeoutMs: 60_000 })
+    try {
+      assert.equal((await s.commands.run('readlink folder/symlink.txt; readlink folder/symlink3.txt')).stdout, 'test.txt\n12345test.txt\n')
+      assert.equal(await s.files.read('/home/user/resolved/symlink.txt'), 'This is a test file.')
+    } finally {
+      await s.kill()
+    }
+    assert.equal(await Sandbox.deleteSnapshot(name), true)
+  } finally {
+    rmSync(ctx, { recursive: true, force: true })
+  }
 })
 
 test('uploads need their build\'s token, not a guess', async () => {
