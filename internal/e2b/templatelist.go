@@ -139,16 +139,24 @@ func pageParams(r *http.Request) (limit int, after string, err error) {
 	return limit, after, nil
 }
 
+// familiesPage is the caller's template names with the page asked for;
+// false when it answered with an error.
+func (h *Handler) familiesPage(w http.ResponseWriter, r *http.Request) (fams []templates.Family, limit int, after string, ok bool) {
+	limit, after, err := pageParams(r)
+	if err == nil {
+		fams, err = h.opts.Templates.Families(r.Context())
+	}
+	if err != nil {
+		writeError(w, err)
+		return nil, 0, "", false
+	}
+	return fams, limit, after, true
+}
+
 // listTemplatesPaged: GET /v2/templates.
 func (h *Handler) listTemplatesPaged(w http.ResponseWriter, r *http.Request) {
-	limit, after, err := pageParams(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	fams, err := h.opts.Templates.Families(r.Context())
-	if err != nil {
-		writeError(w, err)
+	fams, limit, after, ok := h.familiesPage(w, r)
+	if !ok {
 		return
 	}
 	out := []e2bTemplate{}
@@ -169,14 +177,8 @@ func (h *Handler) listTemplatesPaged(w http.ResponseWriter, r *http.Request) {
 // distinct builds (one per build its tags name), newest first, by pages.
 func (h *Handler) templateBuilds(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	limit, after, err := pageParams(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	fams, err := h.opts.Templates.Families(r.Context())
-	if err != nil {
-		writeError(w, err)
+	fams, limit, after, ok := h.familiesPage(w, r)
+	if !ok {
 		return
 	}
 	i := slices.IndexFunc(fams, func(f templates.Family) bool { return f.Name == id })

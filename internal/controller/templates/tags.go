@@ -131,25 +131,17 @@ func (s *Service) Untag(ctx context.Context, name string, tags []string) error {
 	if err != nil {
 		return err
 	}
-	s.recording.Lock()
-	defer s.recording.Unlock()
-	fam, err := s.family(ctx, name)
-	if err != nil {
-		return err
-	}
-	if len(fam) == 0 {
-		return errdefs.NotFound("template %s", name)
-	}
-	var names []string
-	for _, tag := range tags {
-		n := rules.TemplateName(name, tag)
-		i := slices.IndexFunc(fam, func(t *store.Template) bool { return t.Name == n })
-		if i < 0 {
-			return errdefs.NotFound("template %s has no tag %s", name, tag)
+	return s.deleteFromFamily(ctx, name, func(fam []*store.Template) ([]string, error) {
+		var names []string
+		for _, tag := range tags {
+			n := rules.TemplateName(name, tag)
+			if !slices.ContainsFunc(fam, func(t *store.Template) bool { return t.Name == n }) {
+				return nil, errdefs.NotFound("template %s has no tag %s", name, tag)
+			}
+			names = append(names, n)
 		}
-		names = append(names, n)
-	}
-	return s.deleteLocked(ctx, fam, names)
+		return names, nil
+	})
 }
 
 // DeleteAll deletes every tag of name's family (E2B's template delete).
@@ -160,6 +152,20 @@ func (s *Service) DeleteAll(ctx context.Context, name string) error {
 	if !rules.ValidName(name) {
 		return errdefs.Invalid("template name %q is not valid", rules.Truncate(name, 80))
 	}
+	return s.deleteFromFamily(ctx, name, func(fam []*store.Template) ([]string, error) {
+		var names []string
+		for _, t := range fam {
+			names = append(names, t.Name)
+		}
+		return names, nil
+	})
+}
+
+// deleteFromFamily deletes the templates pick chooses of name's family
+// (not found when it has none), all or none refused: a key of scope own
+// only when it built each of them. No build records a template between
+// the pick and the delete.
+func (s *Service) deleteFromFamily(ctx context.Context, name string, pick func([]*store.Template) ([]string, error)) error {
 	s.recording.Lock()
 	defer s.recording.Unlock()
 	fam, err := s.family(ctx, name)
@@ -169,17 +175,10 @@ func (s *Service) DeleteAll(ctx context.Context, name string) error {
 	if len(fam) == 0 {
 		return errdefs.NotFound("template %s", name)
 	}
-	var names []string
-	for _, t := range fam {
-		names = append(names, t.Name)
+	names, err := pick(fam)
+	if err != nil {
+		return err
 	}
-	return s.deleteLocked(ctx, fam, names)
-}
-
-// deleteLocked deletes the templates names of fam, all or none refused:
-// a key of scope own only when it built each of them. s.recording is
-// held.
-func (s *Service) deleteLocked(ctx context.Context, fam []*store.Template, names []string) error {
 	for _, t := range fam {
 		if slices.Contains(names, t.Name) && (t.Owner == "" || t.Owner != controller.Caller(ctx)) {
 			if err := controller.RequireScopeAll(ctx, "deleting a template this key did not build"); err != nil {
