@@ -77,3 +77,25 @@ func TestTemplateRef(t *testing.T) {
 		t.Errorf("split py:v1: %q %q", n, tag)
 	}
 }
+
+// FuzzTemplateRef: a name accepted is canonical (accepting it again gives
+// it back), holds at most one colon, is never tagged "default", and splits
+// back into a name and a tag that are each valid names.
+func FuzzTemplateRef(f *testing.F) {
+	for _, s := range []string{"py", "py:v1", "py:default", "py:", ":x", "a:b:c", "py/../x", "py:\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := TemplateRef(s)
+		if !ok {
+			return
+		}
+		if again, ok2 := TemplateRef(got); !ok2 || again != got {
+			t.Fatalf("TemplateRef(%q) = %q, which gives %q %v", s, got, again, ok2)
+		}
+		name, tag := SplitTemplateTag(got)
+		if !ValidName(name) || !ValidName(tag) || TemplateName(name, tag) != got || strings.Count(got, ":") > 1 || strings.HasSuffix(got, ":"+DefaultTag) {
+			t.Fatalf("TemplateRef(%q) = %q: split %q %q", s, got, name, tag)
+		}
+	})
+}
