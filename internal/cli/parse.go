@@ -97,6 +97,9 @@ func parseLabels(flag string, items []string) (map[string]string, error) {
 // remote only when the text before its first ':' has this shape.
 var refRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
+// templateRE is a template's name, with a tag after a colon if any.
+var templateRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}(:[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62})?$`)
+
 // cpArg is one side of `paddock cp`: a local path, or a path in a sandbox.
 type cpArg struct {
 	sandbox string // "" for a local path

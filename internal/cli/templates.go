@@ -26,7 +26,10 @@ func (f *createFlags) templateRequest(req *api.CreateSandboxRequest) error {
 	if f.identifier != "" && f.pool == "" {
 		return fmt.Errorf("--identifier needs --pool")
 	}
-	for flag, v := range map[string]string{"template": f.template, "pool": f.pool, "identifier": f.identifier} {
+	if f.template != "" && !templateRE.MatchString(f.template) {
+		return fmt.Errorf("--template %q: use 1-63 letters, digits, '-', '_' or '.', and a tag after a colon if any (name:tag)", f.template)
+	}
+	for flag, v := range map[string]string{"pool": f.pool, "identifier": f.identifier} {
 		if v != "" && !refRE.MatchString(v) {
 			return fmt.Errorf("--%s %q: use 1-63 letters, digits, '-', '_' or '.'", flag, v)
 		}

@@ -74,3 +74,28 @@ user = "user"
 		})
 	}
 }
+
+// TestTemplateRequestNames: --template takes a name with a tag; pools
+// and identifiers take plain names.
+func TestTemplateRequestNames(t *testing.T) {
+	for _, c := range []struct {
+		f  createFlags
+		ok bool
+	}{
+		{createFlags{template: "py"}, true},
+		{createFlags{template: "py:v2"}, true},
+		{createFlags{template: "py:"}, false},
+		{createFlags{template: ":v2"}, false},
+		{createFlags{template: "py:a:b"}, false},
+		{createFlags{pool: "web", identifier: "u1"}, true},
+		{createFlags{pool: "web:v2"}, false},
+		{createFlags{pool: "web", identifier: "u:1"}, false},
+	} {
+		var req api.CreateSandboxRequest
+		if err := c.f.templateRequest(&req); (err == nil) != c.ok {
+			t.Errorf("%+v: %v, want ok %v", c.f, err, c.ok)
+		} else if c.ok && req.Template != c.f.template {
+			t.Errorf("%+v: template %q", c.f, req.Template)
+		}
+	}
+}

@@ -161,6 +161,10 @@ func TestTemplateTags(t *testing.T) {
 	if out, errOut, code := d.run("--url", "http://"+d.listen, "--api-key", a.key.Secret, "template", "tag", "tg:v2", "prod"); code != 0 || !strings.Contains(out, "tg:prod") {
 		t.Fatalf("template tag: %d %s %s", code, out, errOut)
 	}
+	// The CLI creates from a tag too.
+	if out, errOut, code := d.run("--url", "http://"+d.listen, "--api-key", a.key.Secret, "do", "--template", "tg:prod", "--", "cat", "/marker"); code != 0 || strings.TrimSpace(out) != "two" {
+		t.Errorf("do --template tg:prod: %d %q %s", code, out, errOut)
+	}
 	for tpl, want := range map[string]string{"tg": "one", "tg:default": "one", "tg:v1": "one", "tg:v2": "two", "tg:prod": "two"} {
 		if got := marker(tpl); got != want {
 			t.Errorf("a sandbox of %s holds %q, want %q", tpl, got, want)
