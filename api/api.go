@@ -100,6 +100,7 @@
 //	POST   /v1/images/pull                     PullImageRequest -> NDJSON stream of BuildEvent
 //	DELETE /v1/images/{ref}?gc=true            -> RemoveImageResult (ref may be a digest or an escaped source)
 //	POST   /v1/images/gc                       -> ImageGCResult
+//	GET    /v1/images/{ref}/oci?prefix=P       -> OCI image layout tar, agent added (Paddock-Image-Ref: its reference)
 //	POST   /v1/keys                            CreateKeyRequest -> CreatedKey (201; secret shown once)
 //	GET    /v1/keys                            -> KeyList
 //	DELETE /v1/keys/{id}                       -> 204
@@ -109,6 +110,7 @@
 //	DELETE /v1/templates/{template}            -> 204 (pools of it stop refilling)
 //	GET    /v1/templates/{template}/tags       -> TemplateTagList (the tags of its name; {template} is name or name:tag)
 //	POST   /v1/templates/{template}/tags       TagTemplateRequest -> TemplateTagList (its build gets the tags too)
+//	GET    /v1/templates/{template}/oci?prefix=P  -> OCI tar of the image its sandboxes run on Kubernetes (base image, build layers, agent)
 //	GET    /v1/pools                           -> PoolList
 //	GET    /v1/pools/{pool}                    -> Pool
 //	PUT    /v1/pools/{pool}                    SetPoolRequest -> Pool

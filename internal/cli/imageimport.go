@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -100,45 +101,11 @@ func addImageImportCmds(g *globals, images *cobra.Command) {
 			return nil
 		},
 	}
-	var exportOut, exportPrefix string
-	export := &cobra.Command{
-		Use:   "export NAME|DIGEST|SOURCE -o FILE",
-		Short: "Write an image, with Paddock's agent as its entrypoint, as an OCI archive (for ctr images import or a registry)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if exportOut == "" {
-				return fmt.Errorf("-o FILE is required (- for stdout)")
-			}
-			var w io.Writer = cmd.OutOrStdout()
-			var f *os.File
-			if exportOut != "-" {
-				var err error
-				f, err = os.OpenFile(exportOut, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-				if err != nil {
-					return err
-				}
-				w = f
-			}
-			ref, err := g.client().ExportImage(cmd.Context(), args[0], exportPrefix, w)
-			if f != nil {
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					_ = os.Remove(exportOut)
-				}
-			}
-			if err != nil {
-				return err
-			}
-			if exportOut != "-" {
-				fmt.Fprintf(cmd.OutOrStdout(), "exported %s as %s to %s\n", args[0], ref, exportOut)
-			}
-			return nil
-		},
-	}
-	export.Flags().StringVarP(&exportOut, "output", "o", "", "file to write (- for stdout)")
-	export.Flags().StringVar(&exportPrefix, "prefix", "", "registry and path the image is named under (default paddock.local)")
+	export := newExportCmd(g, "export NAME|DIGEST|SOURCE -o FILE",
+		"Write an image, with Paddock's agent as its entrypoint, as an OCI archive (for ctr images import or a registry)",
+		func(ctx context.Context, ref, prefix string, w io.Writer) (string, error) {
+			return g.client().ExportImage(ctx, ref, prefix, w)
+		})
 	images.AddCommand(imp, pull, rm, gc, export)
 }
 
@@ -152,4 +119,49 @@ func printImage(cmd *cobra.Command, g *globals, verb string, img *api.Image) err
 
 func printGC(cmd *cobra.Command, res *api.ImageGCResult) {
 	fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", len(res.RemovedLayers), humanBytes(res.FreedBytes))
+}
+
+// newExportCmd is a command writing an OCI archive that export makes
+// (an image's, a template's) to a file or stdout.
+func newExportCmd(g *globals, use, short string, export func(ctx context.Context, ref, prefix string, w io.Writer) (string, error)) *cobra.Command {
+	var out, prefix string
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return fmt.Errorf("-o FILE is required (- for stdout)")
+			}
+			var w io.Writer = cmd.OutOrStdout()
+			var f *os.File
+			if out != "-" {
+				var err error
+				f, err = os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+				if err != nil {
+					return err
+				}
+				w = f
+			}
+			ref, err := export(cmd.Context(), args[0], prefix, w)
+			if f != nil {
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					_ = os.Remove(out)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if out != "-" {
+				fmt.Fprintf(cmd.OutOrStdout(), "exported %s as %s to %s\n", args[0], ref, out)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (- for stdout)")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "registry and path the image is named under (default paddock.local)")
+	return cmd
 }

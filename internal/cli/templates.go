@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -200,7 +201,12 @@ func newTemplateCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(build, ls, rm, newTemplateTagCmd(g), newTemplateTagsCmd(g))
+	export := newExportCmd(g, "export NAME[:TAG] -o FILE",
+		"Write the image a template's sandboxes run on Kubernetes (its base image, the files its build made, Paddock's agent) as an OCI archive",
+		func(ctx context.Context, name, prefix string, w io.Writer) (string, error) {
+			return g.client().ExportTemplate(ctx, name, prefix, w)
+		})
+	cmd.AddCommand(build, ls, rm, newTemplateTagCmd(g), newTemplateTagsCmd(g), export)
 	return cmd
 }
 

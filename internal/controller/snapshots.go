@@ -504,18 +504,28 @@ func (c *Controller) layersFor(rec *store.Sandbox, img *image.Image) ([]string, 
 // snapshotLayerPaths returns the host directories of rec's snapshot
 // layers, lowest first. A layer gone from disk is a clear error.
 func (c *Controller) snapshotLayerPaths(rec *store.Sandbox) ([]string, error) {
-	if len(rec.SnapshotLayers) == 0 {
+	out, err := c.layerPaths(rec.SnapshotLayers)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", rec.ID, err)
+	}
+	return out, nil
+}
+
+// layerPaths returns the host directories of the snapshot layers named by
+// digests.
+func (c *Controller) layerPaths(digests []string) ([]string, error) {
+	if len(digests) == 0 {
 		return nil, nil
 	}
 	ss, err := c.snapStore()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]string, 0, len(rec.SnapshotLayers))
-	for _, d := range rec.SnapshotLayers {
+	out := make([]string, 0, len(digests))
+	for _, d := range digests {
 		p, err := ss.LayerPath(d)
 		if err != nil {
-			return nil, fmt.Errorf("sandbox %s: %w", rec.ID, err)
+			return nil, err
 		}
 		out = append(out, p)
 	}

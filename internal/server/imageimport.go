@@ -25,6 +25,7 @@ func (s *Server) routesImageImport(m *http.ServeMux) {
 	m.HandleFunc("DELETE /v1/images/{ref}", s.serves(has, "image removal", s.removeImage))
 	m.HandleFunc("POST /v1/images/gc", s.serves(has, "image collection", s.gcImages))
 	m.HandleFunc("GET /v1/images/{ref}/oci", s.serves(has, "image export", s.exportImage))
+	m.HandleFunc("GET /v1/templates/{template}/oci", s.serves(has, "template export", s.exportTemplate))
 }
 
 // imageExtras adds what imported and pulled images carry to the wire form.
@@ -152,8 +153,19 @@ func (s *Server) gcImages(w http.ResponseWriter, r *http.Request) {
 // Paddock-Image-Ref header; an error found before the first byte gets a
 // proper error status, one after it cuts the archive short.
 func (s *Server) exportImage(w http.ResponseWriter, r *http.Request) {
+	s.streamOCI(w, r, "image", r.PathValue("ref"), s.opts.ImageAdmin.Export)
+}
+
+// exportTemplate streams the image a template's sandboxes run on a
+// backend without this host's layers, as exportImage does an image's.
+func (s *Server) exportTemplate(w http.ResponseWriter, r *http.Request) {
+	s.streamOCI(w, r, "template", r.PathValue("template"), s.opts.ImageAdmin.ExportTemplate)
+}
+
+func (s *Server) streamOCI(w http.ResponseWriter, r *http.Request, kind, ref string,
+	export func(ctx context.Context, ref, prefix string, open func(name string) io.Writer) (string, error)) {
 	started := false
-	_, err := s.opts.ImageAdmin.Export(r.Context(), r.PathValue("ref"), r.URL.Query().Get("prefix"), func(name string) io.Writer {
+	_, err := export(r.Context(), ref, r.URL.Query().Get("prefix"), func(name string) io.Writer {
 		started = true
 		w.Header().Set("Content-Type", "application/x-tar")
 		w.Header().Set("Paddock-Image-Ref", name)
@@ -167,6 +179,6 @@ func (s *Server) exportImage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.log.Warn("image export cut short", "image", r.PathValue("ref"), "err", err)
+	s.log.Warn(kind+" export cut short", kind, ref, "err", err)
 	panic(http.ErrAbortHandler)
 }

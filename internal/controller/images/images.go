@@ -34,6 +34,9 @@ type Collector interface {
 type Core interface {
 	// Image resolves ref, building a built-in image on first use.
 	Image(ctx context.Context, ref string) (*image.Image, error)
+	// TemplateImage resolves a template to the image its sandboxes run
+	// away from this host.
+	TemplateImage(ctx context.Context, template string) (*image.Image, error)
 	// HoldImages keeps creates from resolving images until release.
 	HoldImages() (release func())
 }
@@ -220,6 +223,17 @@ const DefaultOCIPrefix = "paddock.local"
 // just before its first byte, and gives the writer the archive goes to;
 // an error before then leaves it uncalled.
 func (s *Service) Export(ctx context.Context, ref, prefix string, open func(name string) io.Writer) (string, error) {
+	return s.export(ctx, "image "+ref, prefix, func() (*image.Image, error) { return s.core.Image(ctx, ref) }, open)
+}
+
+// ExportTemplate is Export of the image a template's sandboxes run on a
+// backend without this host's layers (Kubernetes): its base image with
+// its build layers stacked on (Core.TemplateImage).
+func (s *Service) ExportTemplate(ctx context.Context, template, prefix string, open func(name string) io.Writer) (string, error) {
+	return s.export(ctx, "template "+template, prefix, func() (*image.Image, error) { return s.core.TemplateImage(ctx, template) }, open)
+}
+
+func (s *Service) export(ctx context.Context, what, prefix string, resolve func() (*image.Image, error), open func(name string) io.Writer) (string, error) {
 	if err := controller.RequireCaller(ctx); err != nil {
 		return "", err
 	}
@@ -229,7 +243,7 @@ func (s *Service) Export(ctx context.Context, ref, prefix string, open func(name
 	if err := image.ValidateOCIPrefix(prefix); err != nil {
 		return "", err
 	}
-	img, err := s.core.Image(ctx, ref)
+	img, err := resolve()
 	if err != nil {
 		return "", err
 	}
@@ -241,7 +255,7 @@ func (s *Service) Export(ctx context.Context, ref, prefix string, open func(name
 	w := &openOnWrite{open: func() io.Writer { return open(name) }}
 	err = image.ExportOCI(ctx, img, image.OCIExport{Ref: name, AgentBinary: s.agentBinary, TempDir: tmp}, w)
 	if err != nil {
-		return "", fmt.Errorf("export image %s: %w", ref, err)
+		return "", fmt.Errorf("export %s: %w", what, err)
 	}
 	return name, nil
 }

@@ -121,6 +121,20 @@ func TestWaitPodIPFollowsThePod(t *testing.T) {
 	if _, err := b.waitPodIP(ctx, "s3", "p3"); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "no pod yet") {
 		t.Fatalf("waitPodIP of a pod never made: %v", err)
 	}
+	// A pod whose image the node cannot find says so and what to do.
+	pull := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p4", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "agent", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason: "ImagePullBackOff", Message: `Back-off pulling image "paddock.local/busybox:0123"`}}}}}}
+	if err := cl.Create(ctx, pull); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.waitPodIP(ctx, "s4", "p4"); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "ImagePullBackOff") ||
+		!strings.Contains(err.Error(), "paddock images export") {
+		t.Fatalf("waitPodIP of a pod without its image: %v", err)
+	}
+	if _, err := b.waitPodIP(ctx, "s3", "p3"); err == nil || strings.Contains(err.Error(), "images export") {
+		t.Fatalf("waitPodIP of a pod never made speaks of images: %v", err)
+	}
 }
 
 // TestWaitFollowsThePodsWatch: Wait follows a running pod through the

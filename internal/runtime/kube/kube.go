@@ -450,6 +450,9 @@ func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error
 	if last == "" {
 		last = "no pod yet" + b.sandboxSays(id, name)
 	}
+	if imageMissing(last) {
+		last += "; the nodes need Paddock's image: `paddock images export` writes it for `ctr images import` or a registry"
+	}
 	return "", fmt.Errorf("sandbox %s: pod not running after %s (%s): %w", id, time.Since(start).Round(time.Second), last, errdefs.ErrUnavailable)
 }
 
@@ -473,6 +476,11 @@ func (b *Backend) sandboxSays(id, name string) string {
 	}
 	b.o.Logger.Warn("sandbox without a pod", "sandbox", id, "conditions", out)
 	return "; the Sandbox says " + strings.Join(out, "; ")
+}
+
+// imageMissing says whether a pod's reason is its image not found.
+func imageMissing(reason string) bool {
+	return strings.HasPrefix(reason, "ErrImagePull") || strings.HasPrefix(reason, "ImagePullBackOff") || strings.HasPrefix(reason, "ErrImageNeverPull")
 }
 
 // podReason says in a few words why a pod is where it is.

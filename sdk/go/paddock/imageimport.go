@@ -90,7 +90,23 @@ func (c *Client) ExportImage(ctx context.Context, ref, prefix string, w io.Write
 	if len(ref) > 512 || ref == "" || ref == "." || ref == ".." {
 		return "", fmt.Errorf("image reference %q is not valid: %w", ref, ErrInvalidArgument)
 	}
-	req := request{method: http.MethodGet, path: "/v1/images/" + url.PathEscape(ref) + "/oci", accept: "application/x-tar"}
+	return c.exportOCI(ctx, "/v1/images/"+url.PathEscape(ref)+"/oci", "image "+ref, prefix, w)
+}
+
+// ExportTemplate writes the image a template's sandboxes run on the
+// Kubernetes backend to w as ExportImage does: the template's base image,
+// the files its build steps made, and Paddock's agent. A template without
+// build steps exports its base image.
+func (c *Client) ExportTemplate(ctx context.Context, name, prefix string, w io.Writer) (string, error) {
+	n, err := templateSegment(name)
+	if err != nil {
+		return "", err
+	}
+	return c.exportOCI(ctx, "/v1/templates/"+n+"/oci", "template "+name, prefix, w)
+}
+
+func (c *Client) exportOCI(ctx context.Context, path, what, prefix string, w io.Writer) (string, error) {
+	req := request{method: http.MethodGet, path: path, accept: "application/x-tar"}
 	if prefix != "" {
 		req.query = url.Values{"prefix": {prefix}}
 	}
@@ -100,7 +116,7 @@ func (c *Client) ExportImage(ctx context.Context, ref, prefix string, w io.Write
 	}
 	defer resp.Body.Close()
 	if _, err := io.Copy(w, resp.Body); err != nil {
-		return "", fmt.Errorf("export image %s: %w", ref, err)
+		return "", fmt.Errorf("export %s: %w", what, err)
 	}
 	return resp.Header.Get("Paddock-Image-Ref"), nil
 }

@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/store"
+)
+
+// TestTemplateImage: a template built with steps exports as an image of
+// its own (its base image's layers then its build
+// layers) named by that content and shared by its tags; a template
+// without steps is its base image; the admission policy's templates
+// bound it as they bound creates.
+func TestTemplateImage(t *testing.T) {
+	ctx := System(context.Background())
+	c, ss := newSnapshotController(t)
+	layer := func(content string) string {
+		tmp, err := ss.Temp()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, "f"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l, err := ss.Commit(ctx, tmp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Digest
+	}
+	l1, l2 := layer("one"), layer("two")
+	base, err := c.image(ctx, "base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tpl := range []*store.Template{
+		{Name: "tl", Image: "base", ImageDigest: base.Digest, Layers: []string{l1}, BuildID: "b1"},
+		{Name: "tl:v2", Image: "base", ImageDigest: base.Digest, Layers: []string{l1}, BuildID: "b1"},
+		{Name: "tl:v3", Image: "base", ImageDigest: base.Digest, Layers: []string{l1, l2}, BuildID: "b3"},
+		{Name: "plain", Image: "base", ImageDigest: base.Digest, BuildID: "b0"},
+	} {
+		if err := c.opts.Store.PutTemplate(ctx, tpl); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	v2, err := c.TemplateImage(ctx, "tl:v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, _ := ss.LayerPath(l1)
+	if v2.Name != "template-tl" || v2.Digest == base.Digest || !slices.Equal(v2.Layers, append(slices.Clone(base.Layers), p1)) {
+		t.Fatalf("template image: %+v", v2)
+	}
+	if base.Name != "base" || len(base.Layers) != 1 {
+		t.Fatalf("the base image changed: %+v", base)
+	}
+	def, err := c.TemplateImage(ctx, "tl:default")
+	if err != nil || def.Digest != v2.Digest || def.Name != v2.Name {
+		t.Fatalf("a tag of the same build: %+v, %v", def, err)
+	}
+	v3, err := c.TemplateImage(ctx, "tl:v3")
+	if err != nil || v3.Digest == v2.Digest || len(v3.Layers) != 3 {
+		t.Fatalf("another build: %+v, %v", v3, err)
+	}
+	if plain, err := c.TemplateImage(ctx, "plain"); err != nil || plain.Digest != base.Digest || plain.Name != "base" {
+		t.Fatalf("a template without build steps: %+v, %v", plain, err)
+	}
+	for ref, want := range map[string]error{"nope": errdefs.ErrNotFound, "tl:": errdefs.ErrInvalidArgument, "../x": errdefs.ErrInvalidArgument} {
+		if _, err := c.TemplateImage(ctx, ref); !errors.Is(err, want) {
+			t.Errorf("TemplateImage(%q): %v, want %v", ref, err, want)
+		}
+	}
+	if _, err := c.TemplateImage(context.Background(), "tl"); err == nil {
+		t.Error("a call without a caller was served")
+	}
+
+	if _, err := c.SetPolicy(ctx, api.Policy{AllowedTemplates: []string{"plain"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TemplateImage(ctx, "tl"); !errors.Is(err, errdefs.ErrPermissionDenied) {
+		t.Errorf("a template the policy does not allow: %v", err)
+	}
+	if _, err := c.TemplateImage(ctx, "plain"); err != nil {
+		t.Errorf("a template the policy allows: %v", err)
+	}
+}
