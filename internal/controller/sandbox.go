@@ -233,6 +233,7 @@ func (c *Controller) launchCompute(ctx context.Context, e *entry, rec *store.San
 	if err != nil {
 		return fmt.Errorf("sandbox %s trust bundle: %w", rec.ID, err)
 	}
+	imgRef, imgLayers := c.podImage(ctx, rec, img) // templateimage.go
 	launch := b.Start
 	if restore != nil {
 		launch = restore
@@ -240,7 +241,8 @@ func (c *Controller) launchCompute(ctx context.Context, e *entry, rec *store.San
 	info, err := launch(ctx, runtime.Spec{
 		ID:             rec.ID,
 		Layers:         layers,
-		Image:          runtime.ImageRef{Name: img.Name, Digest: img.Digest},
+		Image:          imgRef,
+		ImageLayers:    imgLayers,
 		SnapshotLayers: snapLayers,
 		AgentBinary:    c.opts.AgentBinary,
 		Env:            append(env, netSetup.Env...),

@@ -209,6 +209,19 @@ func (c *Controller) captureLayer(ctx context.Context, rec *store.Sandbox) ([]st
 // process changes a file during the copy; a backend that cannot freeze and
 // says its copy is live (runtime.LiveLayerSnapshotter) copies it running.
 func (c *Controller) copyFrozen(ctx context.Context, rec *store.Sandbox, b runtime.Backend, ls runtime.LayerSnapshotter, dst string) error {
+	if rs, ok := ls.(runtime.RootLayerSnapshotter); ok && rec.Labels[labelBuilder] != "" {
+		// A template's build away from this host: the step's files are
+		// wherever it put them, not only in the home directory.
+		img, err := c.image(ctx, rec.ImageDigest)
+		if err != nil {
+			return err
+		}
+		lower, err := c.layersFor(rec, img)
+		if err != nil {
+			return err
+		}
+		return rs.SnapshotRootLayer(ctx, rec.ID, dst, lower)
+	}
 	if rec.State != api.StateRunning {
 		return ls.SnapshotLayer(ctx, rec.ID, dst)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -77,4 +78,25 @@ func (c *Controller) TemplateImage(ctx context.Context, template string) (*image
 	out.Layers = append(slices.Clone(img.Layers), paths...)
 	out.Source = ""
 	return &out, nil
+}
+
+// podImage is the image a backend without this host's layers starts rec
+// on, and how many of rec's snapshot layers that image already holds: a
+// sandbox from a template built with steps runs the template's image,
+// whose layers are the lowest of its snapshot layers. Anything else (a
+// plain image, a build, a snapshot's restore, a template rebuilt since)
+// runs its base image, its layers' home directory written in by the
+// backend. Backends that stack rec's layers themselves ignore both.
+func (c *Controller) podImage(ctx context.Context, rec *store.Sandbox, img *image.Image) (runtime.ImageRef, int) {
+	ref := runtime.ImageRef{Name: img.Name, Digest: img.Digest}
+	name := rec.Labels[labelTemplate]
+	if name == "" || len(rec.SnapshotLayers) == 0 {
+		return ref, 0
+	}
+	tpl, err := c.opts.Store.GetTemplate(ctx, name)
+	if err != nil || tpl.BuildID != rec.Labels[labelBuild] || tpl.ImageDigest != img.Digest ||
+		len(tpl.Layers) == 0 || len(tpl.Layers) > len(rec.SnapshotLayers) || !slices.Equal(tpl.Layers, rec.SnapshotLayers[:len(tpl.Layers)]) {
+		return ref, 0
+	}
+	return runtime.ImageRef{Name: templateImageName(tpl.Name), Digest: templateImageDigest(img.Digest, tpl.Layers)}, len(tpl.Layers)
 }

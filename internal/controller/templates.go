@@ -8,6 +8,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -134,6 +135,22 @@ func (c *Controller) StartBuild(ctx context.Context, template string, req api.Cr
 	}
 	c.pools.SetBuilding(sb.ID, true)
 	return sb.ID, nil
+}
+
+// BuildStacksLayers says whether a build on rt ("" the default runtime)
+// may start from layers. A backend that runs sandboxes away from this
+// host (runtime.RootLayerSnapshotter) starts a build's pod from the
+// image alone: layers outside the home directory cannot be put under it.
+func (c *Controller) BuildStacksLayers(rt string) bool {
+	if rt == "" {
+		rt = c.cfg.DefaultRuntime
+	}
+	b, err := c.backend(rt)
+	if err != nil {
+		return true // the build's start says what is wrong
+	}
+	_, away := b.(runtime.RootLayerSnapshotter)
+	return !away
 }
 
 // EndBuild destroys a build sandbox.

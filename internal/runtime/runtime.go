@@ -73,6 +73,12 @@ type Spec struct {
 	// through its agent instead (Kubernetes). Backends that mount Layers
 	// ignore it.
 	SnapshotLayers []string
+	// ImageLayers is how many of the lowest SnapshotLayers Image already
+	// holds (a template's build layers in the template's image): a
+	// backend that writes SnapshotLayers in through the agent writes only
+	// their part its image cannot give (the home directory, on a volume
+	// of its own).
+	ImageLayers int
 	// SecretEnv are variables of the sandbox-wide environment that carry a
 	// credential (its egress proxy's, on a cluster). Backends that write
 	// their sandboxes' definitions where others read them (Kubernetes)
@@ -263,6 +269,18 @@ type LayerExporter interface {
 // host and must keep owners, modes, times and xattrs.
 type LayerSnapshotter interface {
 	SnapshotLayer(ctx context.Context, id, dst string) error
+}
+
+// RootLayerSnapshotter is a LayerSnapshotter of a backend that runs
+// sandboxes away from this host's layers (Kubernetes), whose snapshots
+// keep only what a stop keeps (the home directory). For a template's
+// build it takes the whole root filesystem instead, as it differs from
+// lower (the host directories of the layers the sandbox was started
+// from, lowest first): new and changed files, and whiteouts for what was
+// removed, into dst in overlayfs format.
+type RootLayerSnapshotter interface {
+	LayerSnapshotter
+	SnapshotRootLayer(ctx context.Context, id, dst string, lower []string) error
 }
 
 // LiveLayerSnapshotter marks a LayerSnapshotter that copies a running

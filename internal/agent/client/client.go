@@ -382,7 +382,11 @@ func (c *Client) ReadFile(ctx context.Context, path, user string, w io.Writer) e
 // download GETs route with ?path= and streams the body into w. A broken
 // stream is an error, never a short copy.
 func (c *Client) download(ctx context.Context, route, op, brokenOp, path, user string, w io.Writer) error {
-	resp, err := c.do(ctx, http.MethodGet, route, user, url.Values{"path": {path}}, nil, "")
+	return c.downloadQuery(ctx, route, op, brokenOp, url.Values{"path": {path}}, user, w)
+}
+
+func (c *Client) downloadQuery(ctx context.Context, route, op, brokenOp string, q url.Values, user string, w io.Writer) error {
+	resp, err := c.do(ctx, http.MethodGet, route, user, q, nil, "")
 	if err != nil {
 		return err
 	}
@@ -427,6 +431,14 @@ func (c *Client) WriteFileMode(ctx context.Context, path, user string, mode os.F
 // stream is an error, never a short archive.
 func (c *Client) TarOut(ctx context.Context, dir, user string, w io.Writer) error {
 	return c.download(ctx, "/paddock/v1/tar", "tar "+dir, "tar "+dir+": stream broken", dir, user, w)
+}
+
+// TarOutOneFS is TarOut of what is on dir's own filesystem: an entry on
+// another (a mount point) comes as its name alone, marked with the PAX
+// record wire.MountPointRecord, and nothing under it is read.
+func (c *Client) TarOutOneFS(ctx context.Context, dir, user string, w io.Writer) error {
+	q := url.Values{"path": {dir}, "one_file_system": {"true"}}
+	return c.downloadQuery(ctx, "/paddock/v1/tar", "tar "+dir, "tar "+dir+": stream broken", q, user, w)
 }
 
 // ErrNoTree is an agent without the tree route (one from before it).

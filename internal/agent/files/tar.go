@@ -17,6 +17,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/agent/safefs"
 	"github.com/paddock-dev/paddock/internal/agent/users"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 )
 
@@ -38,9 +39,10 @@ func (s *Service) handleTarOut(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	xdev := r.URL.Query().Get("one_file_system") == "true"
 	w.Header().Set("Content-Type", "application/x-tar")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := writeTar(r.Context(), w, real); err != nil {
+	if err := writeTar(r.Context(), w, real, xdev); err != nil {
 		s.log.Debug("tar out aborted", "path", dir, "err", err)
 		// Headers are sent: breaking the stream is the only way to keep
 		// the client from taking a cut-short archive for a whole one.
@@ -105,9 +107,39 @@ func walkLive(ctx context.Context, dir string, fn func(p, rel string, fi fs.File
 
 // writeTar writes dir's tree with names relative to it. Symlinks are
 // stored as links, never followed; sockets, devices and fifos are skipped.
-func writeTar(ctx context.Context, w io.Writer, dir string) error {
+// With xdev, what is on another filesystem than dir is named as a mount
+// point (wire.MountPointRecord) and not read.
+func writeTar(ctx context.Context, w io.Writer, dir string, xdev bool) error {
 	tw := tar.NewWriter(w)
+	var rootDev uint64
+	if xdev {
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fmt.Errorf("%s: no device number", dir)
+		}
+		rootDev = st.Dev
+	}
 	err := walkLive(ctx, dir, func(p, rel string, fi fs.FileInfo) error {
+		if st, ok := fi.Sys().(*syscall.Stat_t); xdev && ok && st.Dev != rootDev {
+			typ := byte(tar.TypeReg)
+			if fi.IsDir() {
+				typ = tar.TypeDir
+			}
+			hdr := &tar.Header{Typeflag: typ, Name: filepath.ToSlash(rel), Mode: 0o755, Format: tar.FormatPAX,
+				PAXRecords: map[string]string{wire.MountPointRecord: "1"}}
+			if fi.IsDir() {
+				hdr.Name += "/"
+				if err := tw.WriteHeader(hdr); err != nil {
+					return err
+				}
+				return filepath.SkipDir
+			}
+			return tw.WriteHeader(hdr)
+		}
 		var link string
 		var err error
 		switch {

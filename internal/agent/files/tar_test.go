@@ -5,12 +5,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/paddock-dev/paddock/internal/agent/users"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"golang.org/x/sys/unix"
 )
 
 type tarEnt struct {
@@ -189,4 +194,71 @@ func FuzzCleanTarName(f *testing.F) {
 			t.Fatalf("%q cleaned to non-local %q", name, clean)
 		}
 	})
+}
+
+// TestTarOutOneFilesystem: with xdev, a directory mounted inside the tree
+// and a file bind-mounted over one come as names marked as mount points,
+// with nothing read under or from them; the rest of the tree as always.
+func TestTarOutOneFilesystem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	dir := t.TempDir()
+	for _, d := range []string{"a", "mnt"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, body := range map[string]string{"a/f": "x", "hosts": "own", "outside": "bound"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount("tmpfs", filepath.Join(dir, "mnt"), "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(filepath.Join(dir, "mnt"), unix.MNT_DETACH) })
+	if err := os.WriteFile(filepath.Join(dir, "mnt", "hidden"), []byte("y"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A file from another filesystem bound over one of the tree's.
+	other := filepath.Join("/dev/shm", "paddock-xdev-"+filepath.Base(dir))
+	if err := os.WriteFile(other, []byte("bound"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(other) })
+	if err := unix.Mount(other, filepath.Join(dir, "hosts"), "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(filepath.Join(dir, "hosts"), unix.MNT_DETACH) })
+
+	for _, xdev := range []bool{false, true} {
+		var buf bytes.Buffer
+		if err := writeTar(context.Background(), &buf, dir, xdev); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		tr := tar.NewReader(&buf)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			mark := ""
+			if h.PAXRecords[wire.MountPointRecord] != "" {
+				mark = " mount"
+			}
+			got = append(got, fmt.Sprintf("%s %d%s", h.Name, h.Size, mark))
+		}
+		want := "a/ 0,a/f 1,hosts 5,mnt/ 0,mnt/hidden 1,outside 5"
+		if xdev {
+			want = "a/ 0,a/f 1,hosts 0 mount,mnt/ 0 mount,outside 5"
+		}
+		if strings.Join(got, ",") != want {
+			t.Errorf("xdev %v: %s, want %s", xdev, strings.Join(got, ","), want)
+		}
+	}
 }

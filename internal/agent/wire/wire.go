@@ -137,3 +137,10 @@ func CodeLanguage(s string) (string, error) {
 	}
 	return "", errdefs.Invalid("language %q: want python or javascript", s)
 }
+
+// MountPointRecord is the PAX record that marks, in a tar the agent
+// writes of one filesystem (GET /paddock/v1/tar?one_file_system=true), an
+// entry on another filesystem than the directory's: a mount point (/proc,
+// a volume, a file the runtime bind-mounts). Such an entry comes with its
+// name and type alone: no content, nothing under it.
+const MountPointRecord = "PADDOCK.mountpoint"

@@ -239,7 +239,7 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 	// start only (or again after a restore that failed): later starts
 	// find its home newer than the snapshot.
 	if sb.Annotations[annotationRestore] != "" && len(spec.SnapshotLayers) > 0 {
-		if err := b.restoreLayers(ctx, &sb, info, spec.SnapshotLayers); err != nil { // snapshot.go
+		if err := b.restoreLayers(ctx, &sb, info, spec.SnapshotLayers, spec.ImageLayers); err != nil { // snapshot.go
 			return runtime.Info{}, err
 		}
 	}
@@ -451,7 +451,7 @@ func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error
 		last = "no pod yet" + b.sandboxSays(id, name)
 	}
 	if imageMissing(last) {
-		last += "; the nodes need Paddock's image: `paddock images export` writes it for `ctr images import` or a registry"
+		last += "; the nodes need Paddock's image: `paddock images export` (an image) or `paddock template export` (a template built with steps) writes it for `ctr images import` or a registry"
 	}
 	return "", fmt.Errorf("sandbox %s: pod not running after %s (%s): %w", id, time.Since(start).Round(time.Second), last, errdefs.ErrUnavailable)
 }

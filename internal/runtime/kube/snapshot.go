@@ -111,10 +111,12 @@ const annotationRestore = "paddock.dev/restore"
 
 // restoreLayers writes layers (host directories in overlay format, lowest
 // first) into the sandbox's home directory through its agent, then marks
-// the Sandbox restored. Per layer, its deletions (whiteouts, opaque
+// the Sandbox restored. The lowest inImage of them are in the pod's image
+// (a template's build layers): their home part is written too, since the
+// home volume hides the image's, and nothing of theirs is left out. Per layer, its deletions (whiteouts, opaque
 // directories) go first, then its files, so each layer covers those below
 // it as overlayfs would.
-func (b *Backend) restoreLayers(ctx context.Context, sb *sandboxv1.Sandbox, info runtime.Info, layers []string) error {
+func (b *Backend) restoreLayers(ctx context.Context, sb *sandboxv1.Sandbox, info runtime.Info, layers []string, inImage int) error {
 	id := sb.Labels[LabelSandbox]
 	ag := agentclient.NewTCP(info.AgentAddr, info.AgentToken)
 	defer ag.Close()
@@ -134,7 +136,9 @@ func (b *Backend) restoreLayers(ctx context.Context, sb *sandboxv1.Sandbox, info
 	first := firstHomeLayer(splits)
 	outside := 0
 	for i := first; i < len(layers); i++ {
-		outside += splits[i].Outside
+		if i >= inImage {
+			outside += splits[i].Outside
+		}
 		for _, d := range splits[i].Deletions {
 			if err := applyDeletion(ctx, ag, d); err != nil {
 				return fmt.Errorf("sandbox %s: snapshot layer %d: %w", id, i+1, err)
@@ -219,4 +223,5 @@ func applyDeletion(ctx context.Context, ag *agentclient.Client, d deletion) erro
 var (
 	_ runtime.LayerSnapshotter     = (*Backend)(nil)
 	_ runtime.LiveLayerSnapshotter = (*Backend)(nil)
+	_ runtime.RootLayerSnapshotter = (*Backend)(nil)
 )

@@ -1,0 +1,79 @@
+package kubernetes_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTemplateBuildOnKubernetes: a template's build steps run in a pod
+// and keep what they made anywhere in it, not only in the home
+// directory: a file under /opt, a file the step removed from the image,
+// a file in the home. The template exported as one image and imported
+// into the node, a sandbox from it has all three, through a stop and
+// start. A rebuild whose second step changed runs both steps again (the
+// pod cannot start on the first step's layer) and gives the new result.
+// rm leaves nothing.
+func TestTemplateBuildOnKubernetes(t *testing.T) {
+	c := clusterFor(t)
+	d := startPaddock(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	importImage(ctx, t, d, "busybox")
+
+	const first = "mkdir -p /opt/tool && echo made > /opt/tool/out && rm /bin/vi && echo notes > /home/user/notes"
+	build := func(second string) {
+		t.Helper()
+		start := time.Now()
+		d.buildTemplate("kbuild", "name = \"kbuild\"\nimage = \"busybox\"\n\n[[step]]\nrun = \""+first+"\"\n\n[[step]]\nrun = \""+second+"\"\n")
+		t.Logf("build with %q: %s", second, time.Since(start).Round(time.Millisecond))
+		archive := filepath.Join(d.dir, "kbuild.tar")
+		out := d.must("template", "export", "kbuild", "-o", archive)
+		if !strings.Contains(out, "paddock.local/template-kbuild:") {
+			t.Fatalf("template export: %q", out)
+		}
+		defer os.Remove(archive)
+		if err := c.ImportImages(ctx, archive); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(id, want string) {
+		t.Helper()
+		got := d.must("exec", id, "--", "sh", "-c", "cat /opt/tool/out /home/user/notes; test -e /bin/vi && echo vi-still-there; true")
+		if got != want {
+			t.Errorf("sandbox %s from the template:\n%s\nwant:\n%s", id, got, want)
+		}
+	}
+	create := func() string {
+		t.Helper()
+		var sb struct{ ID, State string }
+		if err := json.Unmarshal([]byte(d.must("--json", "create", "--template", "kbuild")), &sb); err != nil {
+			t.Fatal(err)
+		}
+		if sb.State != "running" {
+			t.Fatalf("create from the template: %+v", sb)
+		}
+		return sb.ID
+	}
+
+	build("echo two >> /opt/tool/out")
+	id := create()
+	check(id, "made\ntwo\nnotes\n")
+	d.must("stop", id)
+	d.must("start", id)
+	check(id, "made\ntwo\nnotes\n")
+
+	build("echo three >> /opt/tool/out")
+	id2 := create()
+	check(id2, "made\nthree\nnotes\n")
+	check(id, "made\ntwo\nnotes\n")
+
+	for _, sb := range []string{id, id2} {
+		d.must("rm", sb)
+		checkGone(ctx, t, c, sb)
+	}
+}
