@@ -32,6 +32,7 @@ type entry struct {
 	link     string
 	pax      map[string]string
 	devmajor int64
+	mtime    time.Time // zero: a fixed time in 2023
 }
 
 func tarOf(t *testing.T, entries ...entry) []byte {
@@ -40,7 +41,10 @@ func tarOf(t *testing.T, entries ...entry) []byte {
 	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
 		h := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Uid: e.uid, Gid: e.uid, Linkname: e.link,
-			PAXRecords: e.pax, ModTime: time.Unix(1700000000, 0), Format: tar.FormatPAX, Devmajor: e.devmajor}
+			PAXRecords: e.pax, ModTime: e.mtime, Format: tar.FormatPAX, Devmajor: e.devmajor}
+		if e.mtime.IsZero() {
+			h.ModTime = time.Unix(1700000000, 0)
+		}
 		if e.typ == tar.TypeReg {
 			h.Size = int64(len(e.body))
 		}

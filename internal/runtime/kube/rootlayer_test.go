@@ -28,7 +28,9 @@ type layerFile struct {
 	whiteout, opaque bool
 }
 
-var oldTime = time.Unix(1600000000, 123456789)
+// oldTime is the lower layers' files' time, the one tarOf gives entries
+// that name none.
+var oldTime = time.Unix(1700000000, 0)
 
 func makeLayer(t *testing.T, files ...layerFile) string {
 	t.Helper()
@@ -65,42 +67,8 @@ func makeLayer(t *testing.T, files ...layerFile) string {
 	return dir
 }
 
-// rootEntry is one entry of the agent's tar of the root.
-type rootEntry struct {
-	name, body, link string
-	typ              byte
-	mode             int64
-	mtime            time.Time
-	mount            bool
-}
-
-func rootTar(t *testing.T, entries ...rootEntry) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Linkname: e.link, ModTime: e.mtime, Format: tar.FormatPAX}
-		if e.mtime.IsZero() {
-			h.ModTime = oldTime
-		}
-		if e.mount {
-			h.PAXRecords = map[string]string{wire.MountPointRecord: "1"}
-		}
-		if e.typ == tar.TypeReg {
-			h.Size = int64(len(e.body))
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(e.body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
+// mount marks an entry of the agent's one-filesystem tar as a mount point.
+var mount = map[string]string{wire.MountPointRecord: "1"}
 
 // TestRootDiff: a build step's layer on a backend that builds away from
 // this host is the pod's root as it differs from the layers it started
@@ -150,34 +118,34 @@ func TestRootDiff(t *testing.T) {
 		}
 	}
 	now := time.Now()
-	root := rootTar(t,
-		rootEntry{name: ".paddock/", typ: tar.TypeDir, mode: 0o755},
-		rootEntry{name: ".paddock/bin/", typ: tar.TypeDir, mode: 0o755},
-		rootEntry{name: ".paddock/bin/paddock", typ: tar.TypeReg, mode: 0o555, body: "agent"},
-		rootEntry{name: "bin/", typ: tar.TypeDir, mode: 0o755},
-		rootEntry{name: "bin/ls", typ: tar.TypeSymlink, mode: 0o777, link: "busybox"},
-		rootEntry{name: "bin/sh", typ: tar.TypeSymlink, mode: 0o777, link: "bash"},
-		rootEntry{name: "data/", typ: tar.TypeDir, mode: 0o755},
-		rootEntry{name: "etc/", typ: tar.TypeDir, mode: 0o755, mtime: now},
-		rootEntry{name: "etc/added", typ: tar.TypeReg, mode: 0o644, body: "new file", mtime: now},
-		rootEntry{name: "etc/hosts", typ: tar.TypeReg, mount: true},
-		rootEntry{name: "etc/keep", typ: tar.TypeReg, mode: 0o644, body: "k"},
-		rootEntry{name: "etc/mod", typ: tar.TypeReg, mode: 0o644, body: "new", mtime: now},
-		rootEntry{name: "etc/perm", typ: tar.TypeReg, mode: 0o600, body: "p"},
-		rootEntry{name: "etc/touched", typ: tar.TypeReg, mode: 0o644, body: "same", mtime: now},
-		rootEntry{name: "home/", typ: tar.TypeDir, mode: 0o755},
-		rootEntry{name: "home/user/", typ: tar.TypeDir, mount: true},
-		rootEntry{name: "opt/", typ: tar.TypeDir, mode: 0o755, mtime: now},
-		rootEntry{name: "opt/tool/", typ: tar.TypeDir, mode: 0o700, mtime: now},
-		rootEntry{name: "opt/tool/out", typ: tar.TypeReg, mode: 0o4755, body: "made", mtime: now},
-		rootEntry{name: "proc/", typ: tar.TypeDir, mount: true},
-		rootEntry{name: "tmp/", typ: tar.TypeDir, mode: 0o1777, mtime: now},
-		rootEntry{name: "tmp/new", typ: tar.TypeReg, mode: 0o644, body: "t", mtime: now},
-		rootEntry{name: "usr/", typ: tar.TypeDir, mode: 0o755},
-		rootEntry{name: "usr/share/", typ: tar.TypeDir, mode: 0o755, mtime: now},
+	root := tarOf(t,
+		entry{name: ".paddock/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: ".paddock/bin/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: ".paddock/bin/paddock", typ: tar.TypeReg, mode: 0o555, body: "agent"},
+		entry{name: "bin/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "bin/ls", typ: tar.TypeSymlink, mode: 0o777, link: "busybox"},
+		entry{name: "bin/sh", typ: tar.TypeSymlink, mode: 0o777, link: "bash"},
+		entry{name: "data/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "etc/", typ: tar.TypeDir, mode: 0o755, mtime: now},
+		entry{name: "etc/added", typ: tar.TypeReg, mode: 0o644, body: "new file", mtime: now},
+		entry{name: "etc/hosts", typ: tar.TypeReg, pax: mount},
+		entry{name: "etc/keep", typ: tar.TypeReg, mode: 0o644, body: "k"},
+		entry{name: "etc/mod", typ: tar.TypeReg, mode: 0o644, body: "new", mtime: now},
+		entry{name: "etc/perm", typ: tar.TypeReg, mode: 0o600, body: "p"},
+		entry{name: "etc/touched", typ: tar.TypeReg, mode: 0o644, body: "same", mtime: now},
+		entry{name: "home/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "home/user/", typ: tar.TypeDir, pax: mount},
+		entry{name: "opt/", typ: tar.TypeDir, mode: 0o755, mtime: now},
+		entry{name: "opt/tool/", typ: tar.TypeDir, mode: 0o700, mtime: now},
+		entry{name: "opt/tool/out", typ: tar.TypeReg, mode: 0o4755, body: "made", mtime: now},
+		entry{name: "proc/", typ: tar.TypeDir, pax: mount},
+		entry{name: "tmp/", typ: tar.TypeDir, mode: 0o1777, mtime: now},
+		entry{name: "tmp/new", typ: tar.TypeReg, mode: 0o644, body: "t", mtime: now},
+		entry{name: "usr/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "usr/share/", typ: tar.TypeDir, mode: 0o755, mtime: now},
 	)
-	home := rootTar(t,
-		rootEntry{name: "notes", typ: tar.TypeReg, mode: 0o644, body: "notes"},
+	home := tarOf(t,
+		entry{name: "notes", typ: tar.TypeReg, mode: 0o644, body: "notes"},
 	)
 	dst := filepath.Join(t.TempDir(), "layer")
 	if err := os.Mkdir(dst, 0o755); err != nil {
@@ -254,10 +222,10 @@ func TestRootDiff(t *testing.T) {
 func TestRootDiffRefuses(t *testing.T) {
 	ctx := context.Background()
 	for name, root := range map[string][]byte{
-		"dotdot":   rootTar(t, rootEntry{name: "../x", typ: tar.TypeReg, body: "x", mtime: time.Now()}),
-		"absolute": rootTar(t, rootEntry{name: "/etc/x", typ: tar.TypeReg, body: "x", mtime: time.Now()}),
-		"twice":    rootTar(t, rootEntry{name: "a", typ: tar.TypeReg, body: "x"}, rootEntry{name: "a", typ: tar.TypeReg, body: "y"}),
-		"orphan":   rootTar(t, rootEntry{name: "nodir/x", typ: tar.TypeReg, body: "x"}),
+		"dotdot":   tarOf(t, entry{name: "../x", typ: tar.TypeReg, body: "x", mtime: time.Now()}),
+		"absolute": tarOf(t, entry{name: "/etc/x", typ: tar.TypeReg, body: "x", mtime: time.Now()}),
+		"twice":    tarOf(t, entry{name: "a", typ: tar.TypeReg, body: "x"}, entry{name: "a", typ: tar.TypeReg, body: "y"}),
+		"orphan":   tarOf(t, entry{name: "nodir/x", typ: tar.TypeReg, body: "x"}),
 	} {
 		scratch, err := os.CreateTemp(t.TempDir(), "scratch")
 		if err != nil {
@@ -275,7 +243,7 @@ func TestRootDiffRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer scratch.Close()
-	big := rootTar(t, rootEntry{name: "big", typ: tar.TypeReg, body: strings.Repeat("x", 100), mtime: time.Now()})
+	big := tarOf(t, entry{name: "big", typ: tar.TypeReg, body: strings.Repeat("x", 100), mtime: time.Now()})
 	err = writeRootDiff(ctx, bytes.NewReader(big), io.Discard, map[string]lowerEntry{}, 99, scratch, func(io.Writer) error { return nil })
 	if fi, _ := scratch.Stat(); !errors.Is(err, errdefs.ErrResourceExhausted) || fi.Size() != 0 {
 		t.Errorf("a file over the bound: %v, %d bytes spooled", err, fi.Size())
