@@ -209,18 +209,7 @@ func (t *buildTable) sharedUploads(b *build) map[string][]uploadEntry {
 func (t *buildTable) release(b *build) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var heir *build
-	for _, o := range t.builds {
-		if o == b || o.owner != b.owner || o.name != b.name {
-			continue
-		}
-		o.mu.Lock()
-		waiting := !o.started && o.uploads != nil
-		o.mu.Unlock()
-		if waiting && (heir == nil || o.created.After(heir.created)) {
-			heir = o
-		}
-	}
+	heir := t.newestWaiting(b.owner, b.name, b, true)
 	if heir == nil {
 		t.freeUploads(b)
 		return
@@ -320,17 +309,9 @@ func buildTags(ref string, more []string) (string, []string, error) {
 	if len(tags) == 0 {
 		return name, []string{rules.DefaultTag}, nil
 	}
-	if len(tags) > api.MaxTemplateTags {
-		return "", nil, errdefs.Invalid("%d tags, at most %d", len(tags), api.MaxTemplateTags)
-	}
-	var out []string
-	for _, t := range tags {
-		if !rules.ValidName(t) {
-			return "", nil, errdefs.Invalid("tag %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", truncate(t))
-		}
-		if !slices.Contains(out, t) {
-			out = append(out, t)
-		}
+	out, err := rules.TemplateTags(tags)
+	if err != nil {
+		return "", nil, err
 	}
 	if i := slices.Index(out, rules.DefaultTag); i > 0 {
 		out[0], out[i] = out[i], out[0]
@@ -367,13 +348,21 @@ func (h *Handler) uploadLink(w http.ResponseWriter, r *http.Request) {
 
 // pendingBuild is the caller's newest build of name not yet started.
 func (h *Handler) pendingBuild(r *http.Request, name string) *build {
-	owner := controller.Caller(r.Context())
 	h.builds.mu.Lock()
 	defer h.builds.mu.Unlock()
+	return h.builds.newestWaiting(controller.Caller(r.Context()), name, nil, false)
+}
+
+// newestWaiting is owner's newest build of name not started yet (other
+// than skip; holding uploads, with withUploads). The caller holds t.mu.
+func (t *buildTable) newestWaiting(owner, name string, skip *build, withUploads bool) *build {
 	var newest *build
-	for _, b := range h.builds.builds {
+	for _, b := range t.builds {
+		if b == skip || b.owner != owner || b.name != name {
+			continue
+		}
 		b.mu.Lock()
-		ok := b.owner == owner && b.name == name && !b.started
+		ok := !b.started && (!withUploads || b.uploads != nil)
 		b.mu.Unlock()
 		if ok && (newest == nil || b.created.After(newest.created)) {
 			newest = b

@@ -8,9 +8,11 @@ package rules
 
 import (
 	"crypto/rand"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/lazyre"
 )
@@ -95,4 +97,26 @@ func SplitTemplateTag(s string) (name, tag string) {
 		tag = DefaultTag
 	}
 	return name, tag
+}
+
+// TemplateTags checks tags given to one build (each a tag alone, as
+// ValidName; at most api.MaxTemplateTags) and returns them without
+// repeats, in the order given.
+func TemplateTags(tags []string) ([]string, error) {
+	if len(tags) == 0 {
+		return nil, errdefs.Invalid("no tags given")
+	}
+	if len(tags) > api.MaxTemplateTags {
+		return nil, errdefs.Invalid("%d tags at once, at most %d", len(tags), api.MaxTemplateTags)
+	}
+	var out []string
+	for _, t := range tags {
+		if !ValidName(t) {
+			return nil, errdefs.Invalid("tag %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit (the tag alone, not name:tag)", Truncate(t, 80))
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }

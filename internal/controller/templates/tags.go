@@ -53,27 +53,6 @@ func (s *Service) mayChangeFamily(ctx context.Context, name string) error {
 	return nil
 }
 
-// checkTags validates tags for one call: plain names (no colon), at most
-// api.MaxTemplateTags of them, duplicates dropped.
-func checkTags(tags []string) ([]string, error) {
-	if len(tags) == 0 {
-		return nil, errdefs.Invalid("no tags given")
-	}
-	if len(tags) > api.MaxTemplateTags {
-		return nil, errdefs.Invalid("%d tags in one call, at most %d", len(tags), api.MaxTemplateTags)
-	}
-	var out []string
-	for _, t := range tags {
-		if !rules.ValidName(t) {
-			return nil, errdefs.Invalid("tag %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit (the tag alone, not name:tag)", rules.Truncate(t, 80))
-		}
-		if !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
-
 // Tag gives the build of target (a template's name, with its tag if any)
 // every tag of tags too: each becomes a template of that name and tag with
 // target's definition, image, layers and build id, replacing what the tag
@@ -86,7 +65,7 @@ func (s *Service) Tag(ctx context.Context, target string, tags []string) (string
 	if err != nil {
 		return "", nil, err
 	}
-	if tags, err = checkTags(tags); err != nil {
+	if tags, err = rules.TemplateTags(tags); err != nil {
 		return "", nil, err
 	}
 	s.recording.Lock()
@@ -127,7 +106,7 @@ func (s *Service) Untag(ctx context.Context, name string, tags []string) error {
 	if !rules.ValidName(name) {
 		return errdefs.Invalid("template name %q: give the name without a tag, and the tags to remove", rules.Truncate(name, 80))
 	}
-	tags, err := checkTags(tags)
+	tags, err := rules.TemplateTags(tags)
 	if err != nil {
 		return err
 	}
