@@ -48,7 +48,7 @@ func TestImportBoundary(t *testing.T) {
 		mod + "internal/agent/codectx": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/wire", mod + "internal/agent/users", mod + "internal/agent/safefs",
 			mod + "internal/agent/reply", mod + "internal/agent/osproc"},
 		mod + "internal/agent/osproc": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/"},
-		mod + "internal/agent/files":  {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/tree", mod + "internal/agent/users", mod + "internal/agent/safefs", mod + "internal/agent/reply"},
+		mod + "internal/agent/files":  {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/wire", mod + "internal/agent/tree", mod + "internal/agent/users", mod + "internal/agent/safefs", mod + "internal/agent/reply"},
 		mod + "internal/agent/users":  {mod + "internal/errdefs", mod + "api", mod + "internal/agent/safefs"},
 		mod + "internal/agent/safefs": {mod + "internal/errdefs", mod + "api"},
 		mod + "internal/agent/reply":  {mod + "internal/errdefs", mod + "api"},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,13 @@ func TestTemplateBuildOnKubernetes(t *testing.T) {
 	}
 
 	build("echo two >> /opt/tool/out")
+	// The agent sent only what changed since the pod started: the daemon
+	// knew when that was.
+	if m := regexp.MustCompile(`build layer taken[^\n]*unchanged_since=(\S+)`).FindStringSubmatch(d.log.String()); m == nil || strings.HasPrefix(m[1], "0001-") {
+		t.Errorf("the build's layers were taken without the pod's start time: %q", m)
+	} else {
+		t.Logf("files unchanged since %s came without their content", m[1])
+	}
 	id := create()
 	check(id, "made\ntwo\nnotes\n")
 	d.must("stop", id)

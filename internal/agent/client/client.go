@@ -435,9 +435,15 @@ func (c *Client) TarOut(ctx context.Context, dir, user string, w io.Writer) erro
 
 // TarOutOneFS is TarOut of what is on dir's own filesystem: an entry on
 // another (a mount point) comes as its name alone, marked with the PAX
-// record wire.MountPointRecord, and nothing under it is read.
-func (c *Client) TarOutOneFS(ctx context.Context, dir, user string, w io.Writer) error {
+// record wire.MountPointRecord, and nothing under it is read. A regular
+// file whose inode last changed before unchangedBefore (nanoseconds since
+// 1970, by the sandbox's clock; 0: none) comes without its content, marked
+// wire.UnchangedRecord.
+func (c *Client) TarOutOneFS(ctx context.Context, dir, user string, unchangedBefore int64, w io.Writer) error {
 	q := url.Values{"path": {dir}, "one_file_system": {"true"}}
+	if unchangedBefore > 0 {
+		q.Set("unchanged_before", strconv.FormatInt(unchangedBefore, 10))
+	}
 	return c.downloadQuery(ctx, "/paddock/v1/tar", "tar "+dir, "tar "+dir+": stream broken", q, user, w)
 }
 

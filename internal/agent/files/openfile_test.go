@@ -122,7 +122,7 @@ func TestTarOutSkipsSpecialFiles(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	within(t, "writeTar", func() {
-		if err := writeTar(context.Background(), &buf, dir, false); err != nil {
+		if err := writeTar(context.Background(), &buf, dir, tarOptions{}); err != nil {
 			t.Error(err)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,10 +40,18 @@ func (s *Service) handleTarOut(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	xdev := r.URL.Query().Get("one_file_system") == "true"
+	o := tarOptions{xdev: r.URL.Query().Get("one_file_system") == "true"}
+	if v := r.URL.Query().Get("unchanged_before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			reply.Error(w, errdefs.Invalid("unchanged_before must be a time in nanoseconds since 1970"))
+			return
+		}
+		o.unchangedBefore = n
+	}
 	w.Header().Set("Content-Type", "application/x-tar")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := writeTar(r.Context(), w, real, xdev); err != nil {
+	if err := writeTar(r.Context(), w, real, o); err != nil {
 		s.log.Debug("tar out aborted", "path", dir, "err", err)
 		// Headers are sent: breaking the stream is the only way to keep
 		// the client from taking a cut-short archive for a whole one.
@@ -105,14 +114,23 @@ func walkLive(ctx context.Context, dir string, fn func(p, rel string, fi fs.File
 	})
 }
 
+// tarOptions tune writeTar.
+type tarOptions struct {
+	// xdev: what is on another filesystem than the directory is named as
+	// a mount point (wire.MountPointRecord) and not read.
+	xdev bool
+	// unchangedBefore (nanoseconds since 1970; 0: off): a regular file
+	// whose inode last changed before it comes without its content,
+	// marked wire.UnchangedRecord.
+	unchangedBefore int64
+}
+
 // writeTar writes dir's tree with names relative to it. Symlinks are
 // stored as links, never followed; sockets, devices and fifos are skipped.
-// With xdev, what is on another filesystem than dir is named as a mount
-// point (wire.MountPointRecord) and not read.
-func writeTar(ctx context.Context, w io.Writer, dir string, xdev bool) error {
+func writeTar(ctx context.Context, w io.Writer, dir string, o tarOptions) error {
 	tw := tar.NewWriter(w)
 	var rootDev uint64
-	if xdev {
+	if o.xdev {
 		fi, err := os.Lstat(dir)
 		if err != nil {
 			return err
@@ -124,7 +142,7 @@ func writeTar(ctx context.Context, w io.Writer, dir string, xdev bool) error {
 		rootDev = st.Dev
 	}
 	err := walkLive(ctx, dir, func(p, rel string, fi fs.FileInfo) error {
-		if st, ok := fi.Sys().(*syscall.Stat_t); xdev && ok && st.Dev != rootDev {
+		if st, ok := fi.Sys().(*syscall.Stat_t); o.xdev && ok && st.Dev != rootDev {
 			typ := byte(tar.TypeReg)
 			if fi.IsDir() {
 				typ = tar.TypeDir
@@ -162,6 +180,11 @@ func writeTar(ctx context.Context, w io.Writer, dir string, xdev bool) error {
 		hdr.Uname, hdr.Gname = "", ""
 		hdr.Format = tar.FormatPAX
 		if !fi.Mode().IsRegular() {
+			return tw.WriteHeader(hdr)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Ctim.Nano() < o.unchangedBefore {
+			hdr.Size = 0
+			hdr.PAXRecords = map[string]string{wire.UnchangedRecord: "1"}
 			return tw.WriteHeader(hdr)
 		}
 		// Non-blocking and checked again: a file swapped for a pipe since

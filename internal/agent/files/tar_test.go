@@ -7,10 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddock-dev/paddock/internal/agent/users"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
@@ -234,7 +238,7 @@ func TestTarOutOneFilesystem(t *testing.T) {
 
 	for _, xdev := range []bool{false, true} {
 		var buf bytes.Buffer
-		if err := writeTar(context.Background(), &buf, dir, xdev); err != nil {
+		if err := writeTar(context.Background(), &buf, dir, tarOptions{xdev: xdev}); err != nil {
 			t.Fatal(err)
 		}
 		var got []string
@@ -259,6 +263,73 @@ func TestTarOutOneFilesystem(t *testing.T) {
 		}
 		if strings.Join(got, ",") != want {
 			t.Errorf("xdev %v: %s, want %s", xdev, strings.Join(got, ","), want)
+		}
+	}
+}
+
+// TestTarOutUnchangedBefore: with unchanged_before, a file whose inode
+// has not changed since comes without its content, marked; one written,
+// or only chmod-ed, after it comes whole; directories and symlinks as
+// always.
+func TestTarOutUnchangedBefore(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{"old": "old content", "chmodded": "c", "rewritten": "r"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("old", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	since := time.Now().UnixNano()
+	time.Sleep(20 * time.Millisecond)
+	if err := os.Chmod(filepath.Join(dir, "chmodded"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rewritten"), []byte("rewritten"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "new"), []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := writeTar(context.Background(), &buf, dir, tarOptions{unchangedBefore: since}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	tr := tar.NewReader(&buf)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(tr)
+		mark := ""
+		if h.PAXRecords[wire.UnchangedRecord] != "" {
+			mark = " unchanged"
+		}
+		got = append(got, fmt.Sprintf("%s=%q%s", h.Name, body, mark))
+	}
+	want := `chmodded="c",link="",new="new",old=""` + " unchanged" + `,rewritten="rewritten"`
+	if strings.Join(got, ",") != want {
+		t.Errorf("got  %s\nwant %s", strings.Join(got, ","), want)
+	}
+}
+
+// TestTarOutOptionsRefused: a tar request with a malformed
+// unchanged_before is a 400 naming the parameter, not an archive.
+func TestTarOutOptionsRefused(t *testing.T) {
+	a, home := testService(t)
+	for _, v := range []string{"soon", "-1", "1e9"} {
+		req := httptest.NewRequest(http.MethodGet, "/paddock/v1/tar?path="+url.QueryEscape(home)+"&unchanged_before="+v, nil)
+		rec := httptest.NewRecorder()
+		a.handleTarOut(rec, req)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "unchanged_before") {
+			t.Errorf("unchanged_before=%s: %d %s", v, rec.Code, rec.Body.String())
 		}
 	}
 }

@@ -144,3 +144,8 @@ func CodeLanguage(s string) (string, error) {
 // a volume, a file the runtime bind-mounts). Such an entry comes with its
 // name and type alone: no content, nothing under it.
 const MountPointRecord = "PADDOCK.mountpoint"
+
+// UnchangedRecord is the PAX record that marks, in a tar the agent writes
+// with unchanged_before, a regular file whose inode has not changed since
+// that time: it comes without its content (size 0).
+const UnchangedRecord = "PADDOCK.unchanged"

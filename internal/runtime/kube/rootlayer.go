@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 
 	agentclient "github.com/paddock-dev/paddock/internal/agent/client"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
@@ -117,14 +118,7 @@ func indexLower(ctx context.Context, layers []string) (map[string]lowerEntry, er
 	return idx, nil
 }
 
-// rootDiff writes, as a tar stream for snapshot.Extract, what the
-// agent's one-filesystem tar of the root (r) holds that the lower tree
-// (idx) does not: new and changed entries with the directories above
-// them, and a whiteout for each highest path of the lower tree the root
-// no longer has. Mount points and Paddock's own directory are left
-// alone; if the home directory is a mount point (its volume), home()
-// gives its tar, written whole under home/user/ as an opaque directory.
-// scratch holds a file's content while it is compared.
+// rootDiff is the state of one writeRootDiff.
 type rootDiff struct {
 	idx      map[string]lowerEntry
 	maxBytes int64 // the most one file may hold (the scratch file's bound)
@@ -134,9 +128,23 @@ type rootDiff struct {
 	emitted  map[string]bool
 	seen     map[string]bool
 	mounts   []string
+	// runtimeMade counts files unchanged since the pod's start that the
+	// lower tree lacks (made by the runtime, not a step): left out.
+	runtimeMade int
 }
 
-func writeRootDiff(ctx context.Context, r io.Reader, w io.Writer, idx map[string]lowerEntry, maxBytes int64, scratch *os.File, home func(w io.Writer) error) error {
+// writeRootDiff writes to w, as a tar stream for snapshot.Extract, what
+// the agent's one-filesystem tar of the root (r) holds that the lower
+// tree (idx) does not: new and changed entries with the directories above
+// them, and a whiteout for each highest path of the lower tree the root
+// no longer has. Mount points, Paddock's own directory and files the
+// agent marks unchanged since the pod started are left alone; if the home
+// directory is a mount point (its volume), home() gives its tar, written
+// whole under home/user/ as an opaque directory. scratch holds a file's
+// content while it is compared; no file may be larger than maxBytes. It
+// returns how many files unchanged since the start it left out although
+// the lower tree lacks them (the runtime made them, not a step).
+func writeRootDiff(ctx context.Context, r io.Reader, w io.Writer, idx map[string]lowerEntry, maxBytes int64, scratch *os.File, home func(w io.Writer) error) (int, error) {
 	d := &rootDiff{idx: idx, maxBytes: maxBytes, tw: tar.NewWriter(w), scratch: scratch, dirs: map[string]*tar.Header{}, emitted: map[string]bool{}, seen: map[string]bool{}}
 	tr := tar.NewReader(r)
 	for {
@@ -145,24 +153,24 @@ func writeRootDiff(ctx context.Context, r io.Reader, w io.Writer, idx map[string
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("read the root's tar: %w", err)
+			return 0, fmt.Errorf("read the root's tar: %w", err)
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return 0, err
 		}
 		if err := d.entry(hdr, tr); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if err := d.whiteouts(); err != nil {
-		return err
+		return 0, err
 	}
 	if slices.Contains(d.mounts, homeLayerDir) {
 		if err := d.home(home); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return d.tw.Close()
+	return d.runtimeMade, d.tw.Close()
 }
 
 // ownDir is where the agent lives in the pod's image: not the sandbox's.
@@ -194,6 +202,15 @@ func (d *rootDiff) entry(hdr *tar.Header, tr io.Reader) error {
 		return nil
 	}
 	if d.excluded(name) {
+		return nil
+	}
+	if hdr.PAXRecords[wire.UnchangedRecord] != "" {
+		// Not changed since the pod started: the image's, as the lower
+		// tree has it. One the lower tree lacks was made by the runtime
+		// before the start, not by a step.
+		if _, ok := d.idx[name]; !ok {
+			d.runtimeMade++
+		}
 		return nil
 	}
 	var typ uint32
@@ -431,8 +448,12 @@ func (b *Backend) SnapshotRootLayer(ctx context.Context, id, dst string, lower [
 	defer os.Remove(scratch.Name())
 	defer scratch.Close()
 
+	since, err := b.podStarted(ctx, id)
+	if err != nil {
+		return err
+	}
 	root, rootW := io.Pipe()
-	go func() { rootW.CloseWithError(ag.TarOutOneFS(ctx, "/", agentUser, rootW)) }()
+	go func() { rootW.CloseWithError(ag.TarOutOneFS(ctx, "/", agentUser, since.UnixNano(), rootW)) }()
 	defer root.Close()
 	layer, layerW := io.Pipe()
 	done := make(chan error, 1)
@@ -445,7 +466,7 @@ func (b *Backend) SnapshotRootLayer(ctx context.Context, id, dst string, lower [
 	if maxBytes <= 0 {
 		maxBytes = 64 << 30 // snapshot.Extract's own bound
 	}
-	werr := writeRootDiff(ctx, root, layerW, idx, maxBytes, scratch, func(w io.Writer) error {
+	runtimeMade, werr := writeRootDiff(ctx, root, layerW, idx, maxBytes, scratch, func(w io.Writer) error {
 		return ag.TarOut(ctx, homePath, agentUser, w)
 	})
 	layerW.CloseWithError(werr)
@@ -456,6 +477,28 @@ func (b *Backend) SnapshotRootLayer(ctx context.Context, id, dst string, lower [
 	if xerr != nil {
 		return fmt.Errorf("sandbox %s: %w", id, xerr)
 	}
-	b.o.Logger.Info("build layer taken from the pod's root filesystem", "sandbox", id, "lower_entries", len(idx), "max_bytes", maxBytes)
+	b.o.Logger.Info("build layer taken from the pod's root filesystem", "sandbox", id, "lower_entries", len(idx), "max_bytes", maxBytes,
+		"unchanged_since", since, "runtime_files_left_out", runtimeMade)
 	return nil
+}
+
+// podStarted is when the sandbox's container started, by its node's
+// clock (the second it started in: the API gives whole seconds). A file
+// of its root filesystem whose inode changed before then is the image's.
+// The zero time when the pod does not say: every file is read.
+func (b *Backend) podStarted(ctx context.Context, id string) (time.Time, error) {
+	name, err := b.sandboxName(ctx, id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var pod corev1.Pod
+	if err := b.o.Client.Get(ctx, b.nsName(name), &pod); err != nil {
+		return time.Time{}, fmt.Errorf("sandbox %s: %w", id, apiErr(err))
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if r := cs.State.Running; r != nil && !r.StartedAt.IsZero() {
+			return r.StartedAt.Time, nil
+		}
+	}
+	return time.Time{}, nil
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -70,6 +72,10 @@ func makeLayer(t *testing.T, files ...layerFile) string {
 // mount marks an entry of the agent's one-filesystem tar as a mount point.
 var mount = map[string]string{wire.MountPointRecord: "1"}
 
+// unchanged marks an entry the agent sent without content: its inode has
+// not changed since the pod started.
+var unchanged = map[string]string{wire.UnchangedRecord: "1"}
+
 // TestRootDiff: a build step's layer on a backend that builds away from
 // this host is the pod's root as it differs from the layers it started
 // on: new files, files whose content, mode or link changed (a file only
@@ -91,6 +97,7 @@ func TestRootDiff(t *testing.T) {
 		layerFile{name: "etc/touched", body: "same", mode: 0o644},
 		layerFile{name: "etc/perm", body: "p", mode: 0o644},
 		layerFile{name: "etc/old", body: "o", mode: 0o644},
+		layerFile{name: "etc/image", body: "from the image", mode: 0o644},
 		layerFile{name: "usr", body: "/", mode: 0o755},
 		layerFile{name: "usr/share", body: "/", mode: 0o755},
 		layerFile{name: "usr/share/doc", body: "/", mode: 0o755},
@@ -129,6 +136,11 @@ func TestRootDiff(t *testing.T) {
 		entry{name: "etc/", typ: tar.TypeDir, mode: 0o755, mtime: now},
 		entry{name: "etc/added", typ: tar.TypeReg, mode: 0o644, body: "new file", mtime: now},
 		entry{name: "etc/hosts", typ: tar.TypeReg, pax: mount},
+		// Unchanged since the pod started: no content, left alone even
+		// though the image's time differs (the lower tree's), and even
+		// when the lower tree lacks it (the runtime made it).
+		entry{name: "etc/image", typ: tar.TypeReg, mode: 0o644, mtime: now, pax: unchanged},
+		entry{name: "etc/made-by-runtime", typ: tar.TypeReg, mode: 0o644, pax: unchanged},
 		entry{name: "etc/keep", typ: tar.TypeReg, mode: 0o644, body: "k"},
 		entry{name: "etc/mod", typ: tar.TypeReg, mode: 0o644, body: "new", mtime: now},
 		entry{name: "etc/perm", typ: tar.TypeReg, mode: 0o600, body: "p"},
@@ -159,13 +171,16 @@ func TestRootDiff(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- snapshot.Extract(ctx, pr, dst, snapshot.Limits{}) }()
-	err = writeRootDiff(ctx, bytes.NewReader(root), pw, idx, 1<<20, scratch, func(w io.Writer) error {
+	made, err := writeRootDiff(ctx, bytes.NewReader(root), pw, idx, 1<<20, scratch, func(w io.Writer) error {
 		_, err := w.Write(home)
 		return err
 	})
 	pw.CloseWithError(err)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if made != 1 {
+		t.Errorf("files the runtime made, left out: %d, want 1", made)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -231,7 +246,7 @@ func TestRootDiffRefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = writeRootDiff(ctx, bytes.NewReader(root), io.Discard, map[string]lowerEntry{}, 1<<20, scratch, func(io.Writer) error { return nil })
+		_, err = writeRootDiff(ctx, bytes.NewReader(root), io.Discard, map[string]lowerEntry{}, 1<<20, scratch, func(io.Writer) error { return nil })
 		scratch.Close()
 		if !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("%s: %v", name, err)
@@ -244,8 +259,35 @@ func TestRootDiffRefuses(t *testing.T) {
 	}
 	defer scratch.Close()
 	big := tarOf(t, entry{name: "big", typ: tar.TypeReg, body: strings.Repeat("x", 100), mtime: time.Now()})
-	err = writeRootDiff(ctx, bytes.NewReader(big), io.Discard, map[string]lowerEntry{}, 99, scratch, func(io.Writer) error { return nil })
+	_, err = writeRootDiff(ctx, bytes.NewReader(big), io.Discard, map[string]lowerEntry{}, 99, scratch, func(io.Writer) error { return nil })
 	if fi, _ := scratch.Stat(); !errors.Is(err, errdefs.ErrResourceExhausted) || fi.Size() != 0 {
 		t.Errorf("a file over the bound: %v, %d bytes spooled", err, fi.Size())
+	}
+}
+
+// TestPodStarted: the time files count as the image's is when the
+// sandbox's container started running, as its pod says; a pod that does
+// not say gives the zero time (every file is read).
+func TestPodStarted(t *testing.T) {
+	ctx := context.Background()
+	b, cl := fakeBackend(t, "runc", "pd-a")
+	started := metav1.NewTime(time.Date(2026, 12, 7, 2, 0, 1, 0, time.UTC))
+	for _, pod := range []*corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Name: objectName("s1"), Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "agent", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: objectName("s2"), Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodPending}},
+	} {
+		if err := cl.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := b.podStarted(ctx, "s1"); err != nil || !got.Equal(started.Time) {
+		t.Errorf("podStarted of a running pod: %v, %v", got, err)
+	}
+	if got, err := b.podStarted(ctx, "s2"); err != nil || !got.IsZero() {
+		t.Errorf("podStarted of a pod not running: %v, %v", got, err)
+	}
+	if _, err := b.podStarted(ctx, "s3"); err == nil {
+		t.Error("podStarted of a sandbox without a pod succeeded")
 	}
 }

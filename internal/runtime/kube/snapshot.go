@@ -111,11 +111,12 @@ const annotationRestore = "paddock.dev/restore"
 
 // restoreLayers writes layers (host directories in overlay format, lowest
 // first) into the sandbox's home directory through its agent, then marks
-// the Sandbox restored. The lowest inImage of them are in the pod's image
-// (a template's build layers): their home part is written too, since the
-// home volume hides the image's, and nothing of theirs is left out. Per layer, its deletions (whiteouts, opaque
+// the Sandbox restored. Per layer, its deletions (whiteouts, opaque
 // directories) go first, then its files, so each layer covers those below
-// it as overlayfs would.
+// it as overlayfs would. The lowest inImage of them are in the pod's
+// image (a template's build layers): their home part is written too,
+// since the home volume hides the image's, and their files outside the
+// home are not reported as left out.
 func (b *Backend) restoreLayers(ctx context.Context, sb *sandboxv1.Sandbox, info runtime.Info, layers []string, inImage int) error {
 	id := sb.Labels[LabelSandbox]
 	ag := agentclient.NewTCP(info.AgentAddr, info.AgentToken)
