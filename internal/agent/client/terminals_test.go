@@ -105,13 +105,23 @@ func TestTerminalOutlivesFollower(t *testing.T) {
 			if ev.Exit != tc.wantExit {
 				t.Fatalf("exit %d, want %d", ev.Exit, tc.wantExit)
 			}
-			// Its end was delivered: the agent forgets it.
-			states, err = e.c.Terminals(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st := findState(states, tc.tag); st != nil {
-				t.Fatalf("ended terminal still kept after its end was read: %+v", st)
+			// Its end was delivered: the agent forgets it. It does so once
+			// the end is written to the stream, which the client may read
+			// a moment before: the list is asked until then.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				states, err = e.c.Terminals(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := findState(states, tc.tag)
+				if st == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("ended terminal still kept 5 s after its end was read: %+v", st)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 		})
 	}
