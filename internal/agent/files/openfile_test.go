@@ -153,16 +153,27 @@ func TestUserDBSpecialFile(t *testing.T) {
 
 func tarNames(t *testing.T, data []byte) []string {
 	t.Helper()
-	var names []string
+	return tarLines(t, data, func(hdr *tar.Header, _ []byte) string { return hdr.Name })
+}
+
+// tarLines reads a tar and describes each entry, from its header and
+// content, with line.
+func tarLines(t *testing.T, data []byte, line func(hdr *tar.Header, body []byte) string) []string {
+	t.Helper()
+	var out []string
 	tr := tar.NewReader(bytes.NewReader(data))
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return names
+			return out
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		names = append(names, hdr.Name)
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, line(hdr, body))
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -241,22 +240,13 @@ func TestTarOutOneFilesystem(t *testing.T) {
 		if err := writeTar(context.Background(), &buf, dir, tarOptions{xdev: xdev}); err != nil {
 			t.Fatal(err)
 		}
-		var got []string
-		tr := tar.NewReader(&buf)
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		got := tarLines(t, buf.Bytes(), func(h *tar.Header, _ []byte) string {
 			mark := ""
 			if h.PAXRecords[wire.MountPointRecord] != "" {
 				mark = " mount"
 			}
-			got = append(got, fmt.Sprintf("%s %d%s", h.Name, h.Size, mark))
-		}
+			return fmt.Sprintf("%s %d%s", h.Name, h.Size, mark)
+		})
 		want := "a/ 0,a/f 1,hosts 5,mnt/ 0,mnt/hidden 1,outside 5"
 		if xdev {
 			want = "a/ 0,a/f 1,hosts 0 mount,mnt/ 0 mount,outside 5"
@@ -297,23 +287,13 @@ func TestTarOutUnchangedBefore(t *testing.T) {
 	if err := writeTar(context.Background(), &buf, dir, tarOptions{unchangedBefore: since}); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	tr := tar.NewReader(&buf)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(tr)
+	got := tarLines(t, buf.Bytes(), func(h *tar.Header, body []byte) string {
 		mark := ""
 		if h.PAXRecords[wire.UnchangedRecord] != "" {
 			mark = " unchanged"
 		}
-		got = append(got, fmt.Sprintf("%s=%q%s", h.Name, body, mark))
-	}
+		return fmt.Sprintf("%s=%q%s", h.Name, body, mark)
+	})
 	want := `chmodded="c",link="",new="new",old=""` + " unchanged" + `,rewritten="rewritten"`
 	if strings.Join(got, ",") != want {
 		t.Errorf("got  %s\nwant %s", strings.Join(got, ","), want)
