@@ -233,7 +233,7 @@ func (c *Controller) launchCompute(ctx context.Context, e *entry, rec *store.San
 	if err != nil {
 		return fmt.Errorf("sandbox %s trust bundle: %w", rec.ID, err)
 	}
-	imgRef, imgLayers := c.podImage(ctx, rec, img) // templateimage.go
+	imgRef, imgLayers := c.podImage(ctx, b, rec, img) // templateimage.go
 	launch := b.Start
 	if restore != nil {
 		launch = restore

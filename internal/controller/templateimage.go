@@ -86,11 +86,12 @@ func (c *Controller) TemplateImage(ctx context.Context, template string) (*image
 // whose layers are the lowest of its snapshot layers. Anything else (a
 // plain image, a build, a snapshot's restore, a template rebuilt since)
 // runs its base image, its layers' home directory written in by the
-// backend. Backends that stack rec's layers themselves ignore both.
-func (c *Controller) podImage(ctx context.Context, rec *store.Sandbox, img *image.Image) (runtime.ImageRef, int) {
+// backend. Backends that stack rec's layers themselves (b's kind) ignore
+// both, and the template is not read for them.
+func (c *Controller) podImage(ctx context.Context, b runtime.Backend, rec *store.Sandbox, img *image.Image) (runtime.ImageRef, int) {
 	ref := runtime.ImageRef{Name: img.Name, Digest: img.Digest}
 	name := rec.Labels[labelTemplate]
-	if name == "" || len(rec.SnapshotLayers) == 0 {
+	if name == "" || len(rec.SnapshotLayers) == 0 || stacksLayers(b) {
 		return ref, 0
 	}
 	tpl, err := c.opts.Store.GetTemplate(ctx, name)

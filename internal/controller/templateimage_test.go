@@ -10,6 +10,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -90,5 +91,65 @@ func TestTemplateImage(t *testing.T) {
 	}
 	if _, err := c.TemplateImage(ctx, "plain"); err != nil {
 		t.Errorf("a template the policy allows: %v", err)
+	}
+}
+
+// awayBackend is a backend that runs sandboxes away from this host's
+// layers, as the Kubernetes backend does.
+type awayBackend struct{ runtime.Backend }
+
+func (awayBackend) SnapshotLayer(context.Context, string, string) error { return nil }
+func (awayBackend) SnapshotRootLayer(context.Context, string, string, []string) error {
+	return nil
+}
+
+// TestPodImage: a sandbox from a template built with steps starts, on a
+// backend away from this host, from the template's image, whose layers
+// are its lowest snapshot layers; a rebuilt template, a plain image and
+// every start on a backend that stacks the layers itself start from the
+// base image.
+func TestPodImage(t *testing.T) {
+	ctx := System(context.Background())
+	c, ss := newSnapshotController(t)
+	tmp, err := ss.Temp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ss.Commit(ctx, tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := c.image(ctx, "base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.opts.Store.PutTemplate(ctx, &store.Template{Name: "tl", Image: "base", ImageDigest: base.Digest, Layers: []string{l.Digest}, BuildID: "b1"}); err != nil {
+		t.Fatal(err)
+	}
+	local, err := c.backend("runc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	away := awayBackend{local}
+	rec := func(build string) *store.Sandbox {
+		return &store.Sandbox{Labels: map[string]string{labelTemplate: "tl", labelBuild: build}, SnapshotLayers: []string{l.Digest, "sha256:home"}}
+	}
+	baseRef := runtime.ImageRef{Name: base.Name, Digest: base.Digest}
+	for _, tc := range []struct {
+		name   string
+		b      runtime.Backend
+		rec    *store.Sandbox
+		want   runtime.ImageRef
+		layers int
+	}{
+		{"away, the template's build", away, rec("b1"), runtime.ImageRef{Name: templateImageName("tl"), Digest: templateImageDigest(base.Digest, []string{l.Digest})}, 1},
+		{"away, a build since replaced", away, rec("b0"), baseRef, 0},
+		{"away, a plain image", away, &store.Sandbox{}, baseRef, 0},
+		{"stacking layers itself", local, rec("b1"), baseRef, 0},
+	} {
+		ref, n := c.podImage(ctx, tc.b, tc.rec, base)
+		if ref != tc.want || n != tc.layers {
+			t.Errorf("%s: %+v with %d layers, want %+v with %d", tc.name, ref, n, tc.want, tc.layers)
+		}
 	}
 }

@@ -149,6 +149,13 @@ func (c *Controller) BuildStacksLayers(rt string) bool {
 	if err != nil {
 		return true // the build's start says what is wrong
 	}
+	return stacksLayers(b)
+}
+
+// stacksLayers says whether b stacks a sandbox's layers on this host
+// itself, or runs it away from this host (runtime.RootLayerSnapshotter),
+// from an image the nodes hold.
+func stacksLayers(b runtime.Backend) bool {
 	_, away := b.(runtime.RootLayerSnapshotter)
 	return !away
 }

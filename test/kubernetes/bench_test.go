@@ -149,6 +149,7 @@ func claimBreakdown(log string) [][3]string {
 		{"of a claim: the daemon's create request (POST /v1/sandboxes)", []string{"msg=request", "method=POST", "path=/v1/sandboxes "}, "took"},
 		{"of it: the backend's claim (Secret, SandboxClaim, policy, the agent claimed)", taken, "total_ms"},
 		{"of that: agent-sandbox satisfying the SandboxClaim, as the backend saw it", taken, "claim_satisfied_ms"},
+		{"of a claim: the daemon's first exec request (POST /v1/sandboxes/ID/exec)", []string{"msg=request", "method=POST", "/exec "}, "took"},
 	} {
 		if ds := figure(f.match, f.key); len(ds) > 0 {
 			rows = append(rows, [3]string{f.label, fmtSpread(ds), ""})

@@ -340,20 +340,27 @@ func (b *Backend) podSpec(spec runtime.Spec, token corev1.EnvVar) (corev1.PodSpe
 		raw, _ := json.Marshal(spec.Start)
 		ctr := &pod.Containers[0]
 		ctr.Env = slices.Insert(ctr.Env, 1, corev1.EnvVar{Name: wire.EnvStart, Value: string(raw)})
-		ctr.ReadinessProbe = &corev1.Probe{
-			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: wire.StartedPath, Port: intstr.FromInt32(agentPort),
-			}},
-			PeriodSeconds:    1,
-			TimeoutSeconds:   1,
-			FailureThreshold: 1,
-		}
+		ctr.ReadinessProbe = startedProbe()
 	}
 	if b.o.RuntimeClass != "" {
 		rc := b.o.RuntimeClass
 		pod.RuntimeClassName = &rc
 	}
 	return pod, claims
+}
+
+// startedProbe asks the agent, each second, whether it answers and its
+// start command (if any) is ready: the kubelet's readiness probe of a pod
+// that is Ready only then.
+func startedProbe() *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: wire.StartedPath, Port: intstr.FromInt32(agentPort),
+		}},
+		PeriodSeconds:    1,
+		TimeoutSeconds:   1,
+		FailureThreshold: 1,
+	}
 }
 
 // resourcesFor makes the sandbox's limits the pod's limits, and requests

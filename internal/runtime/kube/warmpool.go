@@ -105,7 +105,7 @@ func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spe
 	if err := b.o.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("pool %s: create NetworkPolicy: %w", name, apiErr(err))
 	}
-	pod, claims := b.podSpec(spec, secretEnv(wire.EnvPoolToken, obj))
+	pod, claims := b.poolPodSpec(spec, obj)
 	tpl := extv1.SandboxTemplate{
 		ObjectMeta: meta,
 		Spec: extv1.SandboxTemplateSpec{
@@ -155,6 +155,21 @@ func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spe
 		}
 	}
 	return nil
+}
+
+// poolPodSpec is podSpec for the pods of the pool whose objects are named
+// obj: they start unclaimed, with the pool's token, and are Ready only
+// once their agent answers (the readiness probe), so that the cluster's
+// pool counts, and agent-sandbox hands out first, pods whose agent has
+// started, not pods whose container has: on a small CPU limit the agent's
+// start (about 70 to 100 ms of CPU, the container's runtime included)
+// takes up to a second, and a claim of such a pod would wait for it.
+func (b *Backend) poolPodSpec(spec runtime.Spec, obj string) (corev1.PodSpec, []sandboxv1.PersistentVolumeClaimTemplate) {
+	pod, claims := b.podSpec(spec, secretEnv(wire.EnvPoolToken, obj))
+	if ctr := &pod.Containers[0]; ctr.ReadinessProbe == nil {
+		ctr.ReadinessProbe = startedProbe()
+	}
+	return pod, claims
 }
 
 // notReadyGrace is how long a pool's pod may run unready beyond its start
@@ -487,9 +502,10 @@ func firstIPv4(ips []string) string {
 
 // adopt makes the claimed Sandbox name the sandbox id's: its labels (so
 // List finds it) and, for its pods after a stop, the sandbox's own token
-// instead of the pool's, and no start command (started: the pool's pods
-// ran one at boot, which a sandbox's later start does not do, as on one
-// host) with its readiness probe. The running pod keeps its spec.
+// instead of the pool's, no start command (started: the pool's pods ran
+// one at boot, which a sandbox's later start does not do, as on one host)
+// and no readiness probe (a later start waits for the agent itself). The
+// running pod keeps its spec.
 //
 // One JSON patch does it when the Sandbox is as the pool's template made
 // it (the pool's token first in the agent's environment, the start
@@ -504,9 +520,9 @@ func (b *Backend) adopt(ctx context.Context, id, name string, started bool) erro
 	if started {
 		ops = append(ops,
 			map[string]any{"op": "test", "path": ctr + "/env/1/name", "value": wire.EnvStart},
-			map[string]any{"op": "remove", "path": ctr + "/env/1"},
-			map[string]any{"op": "remove", "path": ctr + "/readinessProbe"})
+			map[string]any{"op": "remove", "path": ctr + "/env/1"})
 	}
+	ops = append(ops, map[string]any{"op": "remove", "path": ctr + "/readinessProbe"})
 	for k, v := range b.labels(id) {
 		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(k), "value": v})
 	}

@@ -189,7 +189,7 @@ func TestClaimedSandboxStartsWithItsToken(t *testing.T) {
 	if err := cl.Status().Update(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
-	pod, _ := b.podSpec(runtime.Spec{Image: busybox}, secretEnv(wire.EnvPoolToken, b.poolObject("py")))
+	pod, _ := b.poolPodSpec(runtime.Spec{Image: busybox}, b.poolObject("py"))
 	sb := &sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "paddock-pool-abc-q1", Namespace: "ns"},
 		Spec: sandboxv1.SandboxSpec{OperatingMode: sandboxv1.SandboxOperatingModeSuspended}}
 	sb.Spec.PodTemplate.Spec = pod
@@ -234,9 +234,12 @@ func TestAdoptPatchesOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b, cl := fakeBackend(t, "runc", "pd-a")
 			obj := b.poolObject("py")
-			pod, _ := b.podSpec(runtime.Spec{Image: busybox, Env: []string{"A=1"}, Start: tc.start}, secretEnv(wire.EnvPoolToken, obj))
+			pod, _ := b.poolPodSpec(runtime.Spec{Image: busybox, Env: []string{"A=1"}, Start: tc.start}, obj)
 			sb := &sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "paddock-pool-abc-q2", Namespace: "ns", Labels: b.poolLabels(obj)}}
 			sb.Spec.PodTemplate.Spec = pod
+			if p := pod.Containers[0].ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != wire.StartedPath {
+				t.Fatalf("a pool's pod is Ready before its agent answers: probe %+v", p)
+			}
 			if err := cl.Create(ctx, sb); err != nil {
 				t.Fatal(err)
 			}
@@ -259,12 +262,16 @@ func TestAdoptPatchesOnce(t *testing.T) {
 			if !slices.ContainsFunc(env, func(e corev1.EnvVar) bool { return e.Name == "A" && e.Value == "1" }) {
 				t.Errorf("the template's other variables: %+v", env)
 			}
-			// Told or not, a claimed Sandbox's later pods run no start
-			// command: not told, a later start leaves it (the pool's
-			// pods ran it), which the read-and-patch path does not.
+			// Told, a claimed Sandbox's later pods run no start command
+			// (the pool's pods ran it); not told, the fast patch leaves
+			// it, which the read-and-patch path does not. The pool's
+			// readiness probe goes in every case.
 			hasStart := slices.ContainsFunc(env, func(e corev1.EnvVar) bool { return e.Name == wire.EnvStart })
-			if tc.told && (hasStart || ctr.ReadinessProbe != nil) {
-				t.Errorf("the start command stayed: env %+v, probe %+v", env, ctr.ReadinessProbe)
+			if tc.told && hasStart {
+				t.Errorf("the start command stayed: env %+v", env)
+			}
+			if ctr.ReadinessProbe != nil {
+				t.Errorf("the pool's readiness probe stayed: %+v", ctr.ReadinessProbe)
 			}
 			if sb.Labels[LabelSandbox] != "s5" || sb.Labels[LabelWarmPool] != obj || sb.Labels[LabelInstance] != "pd-a" {
 				t.Errorf("labels %v", sb.Labels)
@@ -279,7 +286,7 @@ func TestAdoptReadsWhenPatchFails(t *testing.T) {
 	ctx := context.Background()
 	b, cl := fakeBackend(t, "runc", "pd-a")
 	obj := b.poolObject("py")
-	pod, _ := b.podSpec(runtime.Spec{Image: busybox, Start: &wire.StartSpec{Cmd: []string{"true"}}}, secretEnv(wire.EnvPoolToken, obj))
+	pod, _ := b.poolPodSpec(runtime.Spec{Image: busybox, Start: &wire.StartSpec{Cmd: []string{"true"}}}, obj)
 	pod.Containers[0].Env[0], pod.Containers[0].Env[1] = pod.Containers[0].Env[1], pod.Containers[0].Env[0]
 	sb := &sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "paddock-pool-abc-q3", Namespace: "ns", Labels: b.poolLabels(obj)}}
 	sb.Spec.PodTemplate.Spec = pod
