@@ -83,4 +83,4 @@ soak:
 		$(GO) test -count=1 -v -timeout 90m -run 'TestSoak$$' ./test/adversarial/
 
 clean:
-	rm -rf bin .test-output internal/agentbin/paddock-agent.gz
+	rm -rf bin .test-output internal/agentbin/paddock-agent.gz internal/kubebin/paddock-kubernetes.gz

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds Paddock's one binary: first the small in-sandbox agent
 # (cmd/paddock-agent), which is compressed into internal/agentbin, then
-# the console's npm packages (internal/console/fetch), then cmd/paddock
-# with that agent embedded (build tag embedagent).
+# the console's npm packages (internal/console/fetch), then the daemon with
+# the Kubernetes backend (cmd/paddock-kubernetes, with that agent
+# embedded), which is compressed into internal/kubebin, then cmd/paddock
+# with both embedded (build tags embedagent and embedkube).
 #   scripts/build.sh OUT [LDFLAGS]
 # Tests call it too, so what they run is what `make build` makes.
 set -euo pipefail
@@ -27,4 +29,8 @@ if ! "$go" run ./internal/console/fetch; then
 	echo "build.sh: the console's terminal (xterm.js) could not be fetched from the npm registry; this build's console has no terminal" >&2
 fi
 case $out in /*) ;; *) out="$OLDPWD/$out" ;; esac
-"$go" build -tags embedagent -trimpath -ldflags "$ldflags" -o "$out" ./cmd/paddock
+"$go" build -tags embedagent -trimpath -ldflags "$ldflags" -o "$tmp/paddock-kubernetes" ./cmd/paddock-kubernetes
+gzip -n -c "$tmp/paddock-kubernetes" >"$tmp/paddock-kubernetes.gz"
+mv -f "$tmp/paddock-kubernetes.gz" internal/kubebin/paddock-kubernetes.gz.$$
+mv -f internal/kubebin/paddock-kubernetes.gz.$$ internal/kubebin/paddock-kubernetes.gz
+"$go" build -tags embedagent,embedkube -trimpath -ldflags "$ldflags" -o "$out" ./cmd/paddock

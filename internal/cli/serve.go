@@ -10,6 +10,7 @@ import (
 
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/daemon"
+	"github.com/paddock-dev/paddock/internal/kubebin"
 	"github.com/spf13/cobra"
 )
 
@@ -102,6 +103,14 @@ the cluster the kubeconfig names (docs/kubernetes.md).`,
 					return err
 				}
 				return cfg.Validate()
+			}
+			if cfg.Backend == config.BackendKubernetes && !daemon.HasKubernetes() {
+				// The daemon with the cluster's client libraries is a
+				// binary of its own; it takes over this process.
+				if err := cfg.Validate(); err != nil {
+					return err
+				}
+				return kubebin.Exec(cfg.BinDir(), os.Args[1:])
 			}
 			var level slog.Level
 			_ = level.UnmarshalText([]byte(cfg.LogLevel))

@@ -3,8 +3,12 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/paddock-dev/paddock/internal/kubebin"
 )
 
 // TestServePrintConfigNetwork: the networking variables reach the
@@ -47,5 +51,18 @@ func TestServePrintConfigNetwork(t *testing.T) {
 	cmd.SetArgs([]string{"--print-config", "--state-dir", t.TempDir()})
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "PADDOCK_FIREWALL") {
 		t.Fatalf("PADDOCK_FIREWALL=pf: %v, want an error naming the variable", err)
+	}
+}
+
+// TestServeKubernetesNeedsItsDaemon: `serve --backend kubernetes` runs the
+// daemon that links the Kubernetes backend (internal/kubebin); a build
+// that has none says how to get it rather than starting without it.
+func TestServeKubernetesNeedsItsDaemon(t *testing.T) {
+	cmd := newServeCmd()
+	cmd.SetOut(new(bytes.Buffer))
+	cmd.SetErr(new(bytes.Buffer))
+	cmd.SetArgs([]string{"--backend", "kubernetes", "--state-dir", t.TempDir(), "--socket", filepath.Join(t.TempDir(), "pd.sock")})
+	if err := cmd.Execute(); !errors.Is(err, kubebin.ErrMissing) {
+		t.Fatalf("serve --backend kubernetes without its daemon: %v", err)
 	}
 }

@@ -150,7 +150,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	var backends map[string]runtime.Backend
 	var probes []api.RuntimeInfo
 	if cfg.Backend == config.BackendKubernetes {
-		if backends, probes, err = kubeRuntimes(ctx, cfg, log); err != nil { // runtimes.go
+		if kubeRuntimes == nil {
+			return fmt.Errorf("this binary has no Kubernetes backend: `paddock serve` runs the one that has (internal/kubebin)")
+		}
+		names := make([]string, len(knownRuntimes))
+		for i, rt := range knownRuntimes {
+			names[i] = rt.api
+		}
+		if backends, probes, err = kubeRuntimes(ctx, cfg, log, names); err != nil { // runtimes.go
 			return err
 		}
 	} else {

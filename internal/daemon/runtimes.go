@@ -13,7 +13,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/runtime"
-	"github.com/paddock-dev/paddock/internal/runtime/kube"
 	"github.com/paddock-dev/paddock/internal/runtime/oci"
 )
 
@@ -101,42 +100,20 @@ func loadPolicy(ctrl *controller.Controller, cfg config.Config) error {
 	return ctrl.LoadPolicy(filepath.Join(cfg.StateDir, "policy.json"), false)
 }
 
-// kubeRuntimes connects to the cluster the config names and builds one
-// Kubernetes backend per runtime it maps to a RuntimeClass. Unlike a local
-// runtime, a cluster that cannot be reached is fatal: nothing would run.
-func kubeRuntimes(ctx context.Context, cfg config.Config, log *slog.Logger) (map[string]runtime.Backend, []api.RuntimeInfo, error) {
-	cl, err := kube.Connect(ctx, cfg.Kubernetes.Kubeconfig, cfg.Kubernetes.QPS)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := map[string]runtime.Backend{}
-	var infos []api.RuntimeInfo
-	for _, rt := range knownRuntimes {
-		class, ok := cfg.Kubernetes.RuntimeClasses[rt.api]
-		if !ok {
-			continue
-		}
-		b, err := kube.New(kube.Options{
-			Name: rt.api, Client: cl.Client, Watcher: cl.Watcher, Namespace: cfg.Kubernetes.Namespace, Instance: cfg.KubeInstance(),
-			ImagePrefix: cfg.Kubernetes.ImagePrefix, RuntimeClass: class,
-			HomeVolume: cfg.Kubernetes.HomeVolume, HomeStorageClass: cfg.Kubernetes.HomeStorageClass,
-			StartTimeout: cfg.Kubernetes.StartTimeout,
-			Logger:       log.With("part", "runtime", "runtime", rt.api, "backend", config.BackendKubernetes),
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		out[rt.api] = b
-		what, note := "kubernetes", "kubernetes, the cluster's default RuntimeClass"
-		if class != "" {
-			what += " (RuntimeClass " + class + ")"
-			note = "kubernetes, RuntimeClass " + class
-		}
-		infos = append(infos, api.RuntimeInfo{Name: rt.api, Binary: what, Path: cl.Server, Version: cl.Version, Available: true, Note: note})
-	}
-	log.Info("kubernetes backend", "server", cl.Server, "version", cl.Version, "namespace", cfg.Kubernetes.Namespace, "instance", cfg.KubeInstance())
-	return out, infos, nil
-}
+// KubernetesRuntimes builds the Kubernetes backends (kubewire.Runtimes)
+// for the runtimes names lists, in that order.
+type KubernetesRuntimes func(ctx context.Context, cfg config.Config, log *slog.Logger, names []string) (map[string]runtime.Backend, []api.RuntimeInfo, error)
+
+// kubeRuntimes is the binary's Kubernetes backend, if it links one.
+var kubeRuntimes KubernetesRuntimes
+
+// LinkKubernetes gives the daemon its Kubernetes backend. Only
+// cmd/paddock-kubernetes links one, before anything runs; the paddock
+// binary runs that one for `serve --backend kubernetes` (internal/kubebin).
+func LinkKubernetes(f KubernetesRuntimes) { kubeRuntimes = f }
+
+// HasKubernetes says whether this binary links the Kubernetes backend.
+func HasKubernetes() bool { return kubeRuntimes != nil }
 
 // egressApplier changes a running sandbox's reach on the cluster after its
 // network rules changed. Every Kubernetes backend names a sandbox's

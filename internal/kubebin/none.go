@@ -1,0 +1,5 @@
+//go:build !embedkube
+
+package kubebin
+
+var compressed []byte
