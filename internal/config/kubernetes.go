@@ -7,12 +7,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 // Backends Paddock runs sandboxes on.
@@ -143,7 +143,7 @@ func (c *Config) applyKubernetesEnv(getenv func(string) string) error {
 	return nil
 }
 
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+var dnsLabel = lazyre.New(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 func (c *Config) validateKubernetes() []error {
 	switch c.Backend {

@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 // CodeInterpreterPort is the port E2B's code-interpreter SDK sends runCode
@@ -39,7 +39,7 @@ const (
 const defaultContextPrefix = "e2b-default-"
 
 // ciContextIDRE matches the context ids Paddock's agent accepts.
-var ciContextIDRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$`)
+var ciContextIDRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$`)
 
 // executeBody is the body of POST /execute as the SDK sends it.
 type executeBody struct {

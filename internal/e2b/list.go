@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 const (
@@ -23,7 +23,7 @@ const (
 	totalRunningHeader = "X-Total-Running"
 )
 
-var idRE = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
+var idRE = lazyre.New(`^[a-z0-9]{1,32}$`)
 
 func validID(s string) bool { return idRE.MatchString(s) }
 

@@ -13,7 +13,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 // EnvdPort is the port E2B clients address a sandbox's envd on; Paddock
@@ -38,7 +38,7 @@ const (
 )
 
 // hostRE matches the first label of a {port}-{id}.{domain} host name.
-var hostRE = regexp.MustCompile(`^([0-9]{1,5})-([a-z0-9]{1,32})$`)
+var hostRE = lazyre.New(`^([0-9]{1,5})-([a-z0-9]{1,32})$`)
 
 // target is a sandbox port a data-plane request is addressed to.
 type target struct {

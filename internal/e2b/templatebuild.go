@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/templates"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 // E2B's template build API, as the SDKs' Template.build drives it:
@@ -56,7 +56,7 @@ const (
 	maxAllUploads    = 256 << 20 // bytes of uploads held across builds
 )
 
-var hashRE = regexp.MustCompile(`^[0-9a-fA-F]{16,128}$`)
+var hashRE = lazyre.New(`^[0-9a-fA-F]{16,128}$`)
 
 // logEntry is E2B's BuildLogEntry.
 type logEntry struct {

@@ -3,10 +3,10 @@ package egress
 import (
 	"fmt"
 	"net/textproto"
-	"regexp"
 	"strings"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 // Limits on injection rules and templates: they are outside input.
@@ -20,7 +20,7 @@ const (
 	MaxSecretValueLen = 64 << 10
 )
 
-var secretNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+var secretNameRE = lazyre.New(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // ValidSecretName checks a secret's name.
 func ValidSecretName(name string) error {

@@ -17,11 +17,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 // iptables chain names. Every Paddock rule lives in these chains (or, with
@@ -123,7 +124,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	return m.fw.close(ctx)
 }
 
-var idRE = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
+var idRE = lazyre.New(`^[a-z0-9]{1,32}$`)
 
 // Available reports whether the host has what the plumbing needs with
 // the given firewall backend (auto, nftables or iptables).

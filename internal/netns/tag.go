@@ -9,8 +9,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 // A daemon's tag names everything it makes on the host: its namespaces
@@ -27,8 +28,8 @@ import (
 // characters of tag and up to 5 hex digits of index: 15, the kernel's
 // limit (IFNAMSIZ).
 var (
-	tagRE       = regexp.MustCompile(`^x[0-9a-f]{7}$`)
-	legacyTagRE = regexp.MustCompile(`^[0-9a-f]{4}$`)
+	tagRE       = lazyre.New(`^x[0-9a-f]{7}$`)
+	legacyTagRE = lazyre.New(`^[0-9a-f]{4}$`)
 )
 
 const tagFile = "tag"

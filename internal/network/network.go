@@ -16,7 +16,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/egress"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/netns"
 )
 
@@ -196,7 +196,7 @@ func (n *base) Validate(p api.NetworkPolicy) (api.NetworkPolicy, error) {
 	}, nil
 }
 
-var sandboxIDRE = regexp.MustCompile(`^[a-z0-9]{1,32}$`)
+var sandboxIDRE = lazyre.New(`^[a-z0-9]{1,32}$`)
 
 func (n *base) policyPath(id string) string {
 	return filepath.Join(n.dir, "policies", id+".json")

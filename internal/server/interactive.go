@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/watches"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 // Bounds on the terminal WebSocket.
@@ -25,7 +25,7 @@ const (
 	maxQueryValues  = 64
 )
 
-var terminalIDRE = regexp.MustCompile(`^t[a-z0-9]{1,31}$`)
+var terminalIDRE = lazyre.New(`^t[a-z0-9]{1,31}$`)
 
 func (s *Server) routesInteractive(m *http.ServeMux) {
 	m.HandleFunc("GET /v1/sandboxes/{id}/pty", s.pty)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/console"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -24,7 +24,7 @@ const KeyPrefix = "pdk_"
 // E2BKeyPrefix starts keys made for E2B's SDKs, in E2B's own key format.
 const E2BKeyPrefix = "e2b_"
 
-var keyNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+var keyNameRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 // HashKey is how a key's secret is stored and looked up.
 func HashKey(secret string) []byte {

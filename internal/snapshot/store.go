@@ -12,12 +12,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
 // Options configure a Store.
@@ -44,7 +44,7 @@ type Store struct {
 	lease   leases
 }
 
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var digestRE = lazyre.New(`^sha256:[0-9a-f]{64}$`)
 
 // ValidDigest reports whether d is "sha256:" and 64 lowercase hex digits.
 func ValidDigest(d string) bool { return digestRE.MatchString(d) }

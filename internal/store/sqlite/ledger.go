@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -23,7 +23,7 @@ const (
 	maxLedgerPage    = 10000
 )
 
-var ledgerKindRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]*$`)
+var ledgerKindRE = lazyre.New(`^[a-z][a-z0-9_.-]*$`)
 
 func validateLedgerEntry(e *store.LedgerEntry) error {
 	if e == nil {

@@ -5,15 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"regexp"
 
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
 var _ store.SecretStore = (*Store)(nil)
 
-var secretNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+var secretNameRE = lazyre.New(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 func checkSecretName(name string) error {
 	if !secretNameRE.MatchString(name) {
