@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 	"github.com/paddock-dev/paddock/proto/gen/process"
 )
@@ -44,7 +44,7 @@ const (
 	tailBytes = 2 << 10
 )
 
-var bgIDRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]{0,63}$`)
+var bgIDRE = lazyre.New(`^[a-zA-Z][a-zA-Z0-9_.-]{0,63}$`)
 
 // bgProc is one background process and its kept output.
 type bgProc struct {

@@ -41,12 +41,12 @@ func TestImportBoundary(t *testing.T) {
 	allowed := map[string][]string{
 		mod + "internal/agent": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/wire", mod + "internal/agent/tree", mod + "internal/cgroupstat",
 			mod + "internal/agent/files", mod + "internal/agent/users", mod + "internal/agent/safefs", mod + "internal/agent/reply", mod + "internal/agent/osproc",
-			mod + "internal/agent/codectx", mod + "internal/agent/portfwd", mod + "internal/agent/sessions", mod + "internal/shellquote"},
+			mod + "internal/agent/codectx", mod + "internal/agent/portfwd", mod + "internal/agent/sessions", mod + "internal/shellquote", mod + "internal/lazyre"},
 		mod + "internal/agent/sessions": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/users", mod + "internal/agent/safefs",
-			mod + "internal/agent/reply", mod + "internal/agent/osproc", mod + "internal/shellquote"},
+			mod + "internal/agent/reply", mod + "internal/agent/osproc", mod + "internal/shellquote", mod + "internal/lazyre"},
 		mod + "internal/agent/portfwd": {mod + "internal/errdefs", mod + "api", mod + "internal/agent/wire", mod + "internal/agent/reply", mod + "internal/agent/safefs"},
 		mod + "internal/agent/codectx": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/wire", mod + "internal/agent/users", mod + "internal/agent/safefs",
-			mod + "internal/agent/reply", mod + "internal/agent/osproc"},
+			mod + "internal/agent/reply", mod + "internal/agent/osproc", mod + "internal/lazyre"},
 		mod + "internal/agent/osproc": {mod + "internal/errdefs", mod + "api", mod + "proto/gen/"},
 		mod + "internal/agent/files":  {mod + "internal/errdefs", mod + "api", mod + "proto/gen/", mod + "internal/agent/wire", mod + "internal/agent/tree", mod + "internal/agent/users", mod + "internal/agent/safefs", mod + "internal/agent/reply"},
 		mod + "internal/agent/users":  {mod + "internal/errdefs", mod + "api", mod + "internal/agent/safefs"},
@@ -56,6 +56,7 @@ func TestImportBoundary(t *testing.T) {
 		mod + "internal/agent/wire":   {mod + "internal/errdefs", mod + "api"},
 		mod + "internal/agent/tree":   {},
 		mod + "internal/shellquote":   {},
+		mod + "internal/lazyre":       {},
 	}
 	for root, ok := range allowed {
 		seen := map[string]bool{}

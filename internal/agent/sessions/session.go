@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/paddock-dev/paddock/internal/agent/osproc"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/lazyre"
 	"github.com/paddock-dev/paddock/internal/shellquote"
 	agentv1 "github.com/paddock-dev/paddock/proto/gen/paddock/agent/v1"
 	"github.com/paddock-dev/paddock/proto/gen/process"
@@ -39,7 +39,7 @@ const (
 	stderrLag = time.Second
 )
 
-var sessionNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$`)
+var sessionNameRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$`)
 
 // session is one persistent shell. Commands take turns through sem; the
 // shell's output is routed to the command holding the turn and dropped
