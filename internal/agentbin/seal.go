@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/paddock-dev/paddock/internal/sealfile"
 )
 
 // Seal writes the agent binary sandboxes run as PID 1 to
@@ -50,25 +52,7 @@ func Seal(dir string) (string, error) {
 		tmp.Close()
 		return "", err
 	}
-	if err := tmp.Chmod(0o555); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	dst := filepath.Join(dir, "paddock-"+hex.EncodeToString(h.Sum(nil))[:24])
-	if fi, err := os.Stat(dst); err == nil && fi.Mode().IsRegular() {
-		return dst, nil // the same binary was sealed before
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return "", fmt.Errorf("install sealed binary: %w", err)
-	}
-	return dst, nil
+	return sealfile.Install(tmp, filepath.Join(dir, "paddock-"+hex.EncodeToString(h.Sum(nil))[:24]))
 }
 
 // checkStatic refuses a dynamically linked paddock: as a sandbox's PID 1 it

@@ -24,6 +24,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/paddock-dev/paddock/internal/sealfile"
 )
 
 // Name is the binary's name, beside paddock or written out by Seal.
@@ -65,21 +67,7 @@ func Path(dir string) (string, error) {
 		tmp.Close()
 		return "", fmt.Errorf("embedded %s: %w", Name, err)
 	}
-	if err := tmp.Chmod(0o555); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return "", fmt.Errorf("install %s: %w", Name, err)
-	}
-	return dst, nil
+	return sealfile.Install(tmp, dst)
 }
 
 func beside() (string, error) {
