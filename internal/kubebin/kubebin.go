@@ -28,7 +28,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/sealfile"
 )
 
-// Name is the binary's name, beside paddock or written out by Seal.
+// Name is the binary's name, beside paddock or written out by Path.
 const Name = "paddock-kubernetes"
 
 // ErrMissing says this build has no Kubernetes daemon to run.
