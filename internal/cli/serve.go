@@ -19,10 +19,11 @@ func newServeCmd() *cobra.Command {
 		printConfig bool
 		policyFile  string
 		flags       struct {
-			stateDir, socket, listen, logLevel                                      string
-			backend, kubeconfig, kubeNamespace, kubeRuntimeClasses, kubeEgressProxy string
-			kubeStartTimeout                                                        time.Duration
-			kubeQPS                                                                 int
+			stateDir, socket, listen, logLevel                                                       string
+			backend, kubeconfig, kubeNamespace, kubeRuntimeClasses, kubeEgressProxy, kubeImagePrefix string
+			kubeStartTimeout                                                                         time.Duration
+			kubeQPS                                                                                  int
+			kubeImagePush                                                                            bool
 		}
 	)
 	cmd := &cobra.Command{
@@ -86,6 +87,12 @@ the cluster the kubeconfig names (docs/kubernetes.md).`,
 			if f.Changed("kube-qps") {
 				cfg.Kubernetes.QPS = flags.kubeQPS
 			}
+			if f.Changed("kube-image-prefix") {
+				cfg.Kubernetes.ImagePrefix = flags.kubeImagePrefix
+			}
+			if f.Changed("kube-image-push") {
+				cfg.Kubernetes.ImagePush = flags.kubeImagePush
+			}
 			if f.Changed("kube-egress-proxy") {
 				cfg.Kubernetes.EgressProxy = flags.kubeEgressProxy
 			}
@@ -129,6 +136,8 @@ the cluster the kubeconfig names (docs/kubernetes.md).`,
 	f.StringVar(&flags.kubeNamespace, "kube-namespace", "default", "namespace of the sandboxes' objects (--backend kubernetes)")
 	f.StringVar(&flags.kubeRuntimeClasses, "kube-runtime-classes", "runc=", "Paddock runtimes offered and their RuntimeClasses, as RUNTIME=CLASS,... (empty CLASS: the cluster's default; --backend kubernetes)")
 	f.StringVar(&flags.kubeEgressProxy, "kube-egress-proxy", "", "serve the egress proxy for the pods of sandboxes with network egress on this IPV4:PORT, an address the pods reach (--backend kubernetes; without it, egress is refused)")
+	f.StringVar(&flags.kubeImagePrefix, "kube-image-prefix", "paddock.local", "registry and path the sandboxes' images are named under on the nodes (--backend kubernetes)")
+	f.BoolVar(&flags.kubeImagePush, "kube-image-push", false, "push each image a pod runs, with the agent added, to --kube-image-prefix before the pod names it (--backend kubernetes; credentials: PADDOCK_KUBE_REGISTRY_CONFIG or Docker's config.json)")
 	f.IntVar(&flags.kubeQPS, "kube-qps", 100, "requests a second the daemon sends the API server at most, bursts of twice as many (--backend kubernetes)")
 	f.DurationVar(&flags.kubeStartTimeout, "kube-start-timeout", 3*time.Minute, "how long a sandbox's pod may take to run (scheduling, volumes, image pull) before its start fails with the cluster's reason (--backend kubernetes)")
 	f.BoolVar(&printConfig, "print-config", false, "print the resulting configuration and exit")

@@ -35,6 +35,23 @@ type Kubernetes struct {
 	// which `paddock image export --prefix` archives were pushed, or the
 	// default paddock.local for archives imported with ctr on each node.
 	ImagePrefix string `json:"image_prefix"`
+	// ImagePush has the daemon push each image a sandbox or warm pool
+	// runs (base images, imported images, templates' images, each with
+	// the agent added) to ImagePrefix before a pod names it, once per
+	// image ($PADDOCK_KUBE_IMAGE_PUSH, `serve --kube-image-push`), so
+	// nothing is exported or imported by hand. ImagePrefix must then be
+	// a registry (not paddock.local).
+	ImagePush bool `json:"image_push,omitempty"`
+	// RegistryConfig is a file of credentials for the push, in Docker's
+	// config.json form ($PADDOCK_KUBE_REGISTRY_CONFIG); "" reads Docker's
+	// own ($DOCKER_CONFIG or ~/.docker/config.json), and a registry no
+	// file names is reached anonymously.
+	RegistryConfig string `json:"registry_config,omitempty"`
+	// ImagePullSecret names a Secret of type kubernetes.io/dockerconfigjson
+	// in Namespace that every pod pulls its image with
+	// ($PADDOCK_KUBE_IMAGE_PULL_SECRET); "" gives pods none (the nodes'
+	// own credentials, or a public registry).
+	ImagePullSecret string `json:"image_pull_secret,omitempty"`
 	// RuntimeClasses maps Paddock's runtime names to RuntimeClass names
 	// ("" = the cluster's default handler). A runtime absent here is not
 	// offered.
@@ -116,6 +133,19 @@ func (c *Config) applyKubernetesEnv(getenv func(string) string) error {
 	if v := getenv("PADDOCK_KUBE_IMAGE_PREFIX"); v != "" {
 		c.Kubernetes.ImagePrefix = v
 	}
+	if v := getenv("PADDOCK_KUBE_IMAGE_PUSH"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("PADDOCK_KUBE_IMAGE_PUSH: %q is not true or false", v)
+		}
+		c.Kubernetes.ImagePush = b
+	}
+	if v := getenv("PADDOCK_KUBE_REGISTRY_CONFIG"); v != "" {
+		c.Kubernetes.RegistryConfig = v
+	}
+	if v := getenv("PADDOCK_KUBE_IMAGE_PULL_SECRET"); v != "" {
+		c.Kubernetes.ImagePullSecret = v
+	}
 	if v := getenv("PADDOCK_KUBE_EGRESS_PROXY"); v != "" {
 		c.Kubernetes.EgressProxy = v
 	}
@@ -143,7 +173,10 @@ func (c *Config) applyKubernetesEnv(getenv func(string) string) error {
 	return nil
 }
 
-var dnsLabel = lazyre.New(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+var (
+	dnsLabel     = lazyre.New(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	dnsSubdomain = lazyre.New(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+)
 
 func (c *Config) validateKubernetes() []error {
 	switch c.Backend {
@@ -169,6 +202,15 @@ func (c *Config) validateKubernetes() []error {
 	}
 	if err := image.ValidateOCIPrefix(k.ImagePrefix); err != nil {
 		errs = append(errs, fmt.Errorf("kubernetes image prefix: %w", err))
+	}
+	if k.ImagePush && k.ImagePrefix == defaultKubernetes().ImagePrefix {
+		errs = append(errs, fmt.Errorf("kubernetes image_push: image_prefix %q is not a registry; set it to the registry and path the nodes pull from, such as registry.example.com/paddock", k.ImagePrefix))
+	}
+	if k.RegistryConfig != "" && !filepath.IsAbs(k.RegistryConfig) {
+		errs = append(errs, fmt.Errorf("kubernetes registry_config %q must be an absolute path", k.RegistryConfig))
+	}
+	if k.ImagePullSecret != "" && (len(k.ImagePullSecret) > 253 || !dnsSubdomain.MatchString(k.ImagePullSecret)) {
+		errs = append(errs, fmt.Errorf("kubernetes image_pull_secret %q is not a valid Secret name", k.ImagePullSecret))
 	}
 	if k.EgressProxy != "" {
 		if ap, err := netip.ParseAddrPort(k.EgressProxy); err != nil || !ap.Addr().Is4() || ap.Addr().IsUnspecified() {

@@ -117,3 +117,34 @@ func TestKubeQPS(t *testing.T) {
 	}
 	kubeSetting(t, "PADDOCK_KUBE_QPS", map[string]string{"5": "", "5000": "", "4": "qps", "5001": "qps", "-1": "qps"}, "fast")
 }
+
+// TestKubeImagePush: a push needs a registry to push to; its credentials
+// file is an absolute path; a pull secret is a Secret's name.
+func TestKubeImagePush(t *testing.T) {
+	for _, tc := range []struct {
+		vars map[string]string
+		want string
+	}{
+		{map[string]string{"PADDOCK_KUBE_IMAGE_PUSH": "true"}, "not a registry"},
+		{map[string]string{"PADDOCK_KUBE_IMAGE_PUSH": "true", "PADDOCK_KUBE_IMAGE_PREFIX": "registry.example.com:5000/paddock"}, ""},
+		{map[string]string{"PADDOCK_KUBE_IMAGE_PUSH": "1", "PADDOCK_KUBE_IMAGE_PREFIX": "127.0.0.1:5000", "PADDOCK_KUBE_REGISTRY_CONFIG": "/etc/paddock/registry.json"}, ""},
+		{map[string]string{"PADDOCK_KUBE_REGISTRY_CONFIG": "registry.json"}, "absolute path"},
+		{map[string]string{"PADDOCK_KUBE_IMAGE_PULL_SECRET": "pull.example-1"}, ""},
+		{map[string]string{"PADDOCK_KUBE_IMAGE_PULL_SECRET": "Pull_Secret"}, "image_pull_secret"},
+		{map[string]string{"PADDOCK_KUBE_IMAGE_PULL_SECRET": strings.Repeat("a", 254)}, "image_pull_secret"},
+	} {
+		tc.vars["PADDOCK_BACKEND"] = "kubernetes"
+		c := Default()
+		if err := c.ApplyEnv(func(k string) string { return tc.vars[k] }); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%v: Validate() = %v", tc.vars, err)
+		}
+	}
+	c := Default()
+	if err := c.ApplyEnv(func(k string) string { return map[string]string{"PADDOCK_KUBE_IMAGE_PUSH": "yes please"}[k] }); err == nil || !strings.Contains(err.Error(), "PADDOCK_KUBE_IMAGE_PUSH") {
+		t.Errorf("a malformed PADDOCK_KUBE_IMAGE_PUSH: %v", err)
+	}
+}

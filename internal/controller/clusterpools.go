@@ -82,6 +82,9 @@ func (c *Controller) clusterPoolSpec(ctx context.Context, p *store.Pool, tpl *st
 	if err != nil {
 		return runtime.Spec{}, fmt.Errorf("pool %s: its template's image: %w", p.Name, err)
 	}
+	if err := c.pushImage(ctx, img); err != nil { // templateimage.go
+		return runtime.Spec{}, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
 	res, err := c.sizeResources("", p.Resources)
 	if err != nil {
 		return runtime.Spec{}, fmt.Errorf("pool %s: %w", p.Name, err)

@@ -46,8 +46,13 @@ type Options struct {
 	Backends map[string]runtime.Backend
 	// AgentBinary is the sealed paddock binary mounted into sandboxes.
 	AgentBinary string
-	Config      config.Config
-	Logger      *slog.Logger
+	// PushImage, if set, makes sure a registry holds an image before a
+	// backend without this host's layers (Kubernetes) names it in a pod:
+	// a sandbox's image, a template's stacked image, a warm pool's. Its
+	// error fails the start. nil: the nodes find the images themselves.
+	PushImage func(ctx context.Context, img *image.Image) error
+	Config    config.Config
+	Logger    *slog.Logger
 	// IdleInterval is how often idle and lifetime limits are checked (default 2s).
 	IdleInterval time.Duration
 	// Snapshots is the snapshot layer store; nil disables snapshots.

@@ -225,6 +225,10 @@ func (c *Controller) launchCompute(ctx context.Context, e *entry, rec *store.San
 	if err != nil {
 		return err
 	}
+	imgRef, imgLayers, err := c.podImage(ctx, b, rec, img) // templateimage.go
+	if err != nil {
+		return startErr(rec.ID, err)
+	}
 	netSetup, err := c.prepareNetwork(ctx, rec.ID, nil) // network.go
 	if err != nil {
 		return err
@@ -233,7 +237,6 @@ func (c *Controller) launchCompute(ctx context.Context, e *entry, rec *store.San
 	if err != nil {
 		return fmt.Errorf("sandbox %s trust bundle: %w", rec.ID, err)
 	}
-	imgRef, imgLayers := c.podImage(ctx, b, rec, img) // templateimage.go
 	launch := b.Start
 	if restore != nil {
 		launch = restore

@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
 )
@@ -147,9 +149,39 @@ func TestPodImage(t *testing.T) {
 		{"away, a plain image", away, &store.Sandbox{}, baseRef, 0},
 		{"stacking layers itself", local, rec("b1"), baseRef, 0},
 	} {
-		ref, n := c.podImage(ctx, tc.b, tc.rec, base)
+		var pushed []*image.Image
+		c.opts.PushImage = func(_ context.Context, img *image.Image) error {
+			pushed = append(pushed, img)
+			return nil
+		}
+		ref, n, err := c.podImage(ctx, tc.b, tc.rec, base)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if ref != tc.want || n != tc.layers {
 			t.Errorf("%s: %+v with %d layers, want %+v with %d", tc.name, ref, n, tc.want, tc.layers)
 		}
+		// What the pod names is what was pushed: the base image's layers,
+		// then the template's.
+		switch {
+		case tc.b == local && len(pushed) != 0:
+			t.Errorf("%s: pushed %d images for a backend that stacks layers", tc.name, len(pushed))
+		case tc.b != local && (len(pushed) != 1 || pushed[0].Name != ref.Name || pushed[0].Digest != ref.Digest || len(pushed[0].Layers) != len(base.Layers)+tc.layers):
+			t.Errorf("%s: pushed %+v for %+v", tc.name, pushed, ref)
+		}
+	}
+	// A build resuming on layers runs an image of them when images are
+	// pushed, and the base image when they are not.
+	build := &store.Sandbox{Labels: map[string]string{labelBuilder: "tb"}, SnapshotLayers: []string{l.Digest}}
+	if ref, n, err := c.podImage(ctx, away, build, base); err != nil || n != 1 || ref.Name != "template-tb" || ref.Digest != templateImageDigest(base.Digest, []string{l.Digest}) {
+		t.Errorf("a build on a cached layer, pushed: %+v, %d, %v", ref, n, err)
+	}
+	c.opts.PushImage = nil
+	if ref, n, err := c.podImage(ctx, away, build, base); err != nil || n != 0 || ref != baseRef {
+		t.Errorf("a build on a cached layer, not pushed: %+v, %d, %v", ref, n, err)
+	}
+	c.opts.PushImage = func(context.Context, *image.Image) error { return errors.New("registry away") }
+	if _, _, err := c.podImage(ctx, away, rec("b1"), base); err == nil || !strings.Contains(err.Error(), "registry away") || !strings.Contains(err.Error(), "template-tl") {
+		t.Errorf("a failed push: %v", err)
 	}
 }

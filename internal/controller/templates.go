@@ -137,11 +137,13 @@ func (c *Controller) StartBuild(ctx context.Context, template string, req api.Cr
 	return sb.ID, nil
 }
 
-// BuildStacksLayers says whether a build on rt ("" the default runtime)
-// may start from layers. A backend that runs sandboxes away from this
-// host (runtime.RootLayerSnapshotter) starts a build's pod from the
-// image alone: layers outside the home directory cannot be put under it.
-func (c *Controller) BuildStacksLayers(rt string) bool {
+// BuildStartsOnLayers says whether a build on rt ("" the default runtime)
+// may start from layers (a cached step, or a template it builds on): a
+// backend that stacks them on this host, or one that runs sandboxes away
+// from it (runtime.RootLayerSnapshotter) when the images its pods run are
+// pushed (Options.PushImage), so its pod starts from an image holding
+// them. Otherwise such a pod starts from the image alone.
+func (c *Controller) BuildStartsOnLayers(rt string) bool {
 	if rt == "" {
 		rt = c.cfg.DefaultRuntime
 	}
@@ -149,7 +151,7 @@ func (c *Controller) BuildStacksLayers(rt string) bool {
 	if err != nil {
 		return true // the build's start says what is wrong
 	}
-	return stacksLayers(b)
+	return stacksLayers(b) || c.opts.PushImage != nil
 }
 
 // stacksLayers says whether b stacks a sandbox's layers on this host

@@ -149,6 +149,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	}
 	var backends map[string]runtime.Backend
 	var probes []api.RuntimeInfo
+	var pushImage func(context.Context, *image.Image) error
 	if cfg.Backend == config.BackendKubernetes {
 		if kubeRuntimes == nil {
 			return fmt.Errorf("this binary has no Kubernetes backend: `paddock serve` runs the one that has (internal/kubebin)")
@@ -158,6 +159,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 			names[i] = rt.api
 		}
 		if backends, probes, err = kubeRuntimes(ctx, cfg, log, names); err != nil { // runtimes.go
+			return err
+		}
+		if pushImage, err = imagePusher(cfg, images, agentBin, log); err != nil { // runtimes.go
 			return err
 		}
 	} else {
@@ -211,7 +215,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		netOpt, secOpt = cnet, secrets
 	}
 	ctrl, err := controller.New(controller.Options{
-		Store: st, Images: images, Backends: backends, AgentBinary: agentBin,
+		Store: st, Images: images, Backends: backends, AgentBinary: agentBin, PushImage: pushImage,
 		Config: cfg, Logger: log.With("part", "controller"), Snapshots: snaps,
 		Network: netOpt, Secrets: secOpt, Ledger: recorder, Retention: retention,
 	})

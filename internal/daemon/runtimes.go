@@ -12,6 +12,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/runtime/oci"
 )
@@ -133,4 +134,24 @@ func egressApplier(backends map[string]runtime.Backend) func(ctx context.Context
 		}
 	}
 	return nil
+}
+
+// imagePusher is what pushes the images pods run to the cluster's
+// registry when the config asks for it (kubernetes.image_push), or nil.
+func imagePusher(cfg config.Config, images *image.Store, agentBin string, log *slog.Logger) (func(context.Context, *image.Image) error, error) {
+	if !cfg.Kubernetes.ImagePush {
+		return nil, nil
+	}
+	auth, err := image.RegistryKeychain(cfg.Kubernetes.RegistryConfig)
+	if err != nil {
+		return nil, err
+	}
+	p, err := image.NewPusher(image.PusherOptions{
+		Prefix: cfg.Kubernetes.ImagePrefix, AgentBinary: agentBin, TempDir: images.Dir(), Auth: auth,
+		Logger: log.With("part", "images", "registry", cfg.Kubernetes.ImagePrefix),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p.Push, nil
 }

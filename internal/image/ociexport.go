@@ -84,12 +84,14 @@ type ociDescriptor struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// blob is one content-addressed file of the archive: in memory or in a
-// temp file.
+// blob is one content-addressed file of an image: in memory, in a temp
+// file, or (dir) a layer's directory, or "agent:" and the agent binary's
+// path, to write again (blob.open).
 type blob struct {
 	desc ociDescriptor
 	data []byte
 	file string
+	dir  string
 }
 
 // ExportOCI writes img, plus a layer holding the agent, to w as an OCI
@@ -105,20 +107,87 @@ func ExportOCI(ctx context.Context, img *Image, o OCIExport, w io.Writer) error 
 		return fmt.Errorf("export %s: %w", img.Name, err)
 	}
 	defer os.RemoveAll(tmp)
+	oi, err := buildOCI(ctx, img, o.AgentBinary, tmp, nil)
+	if err != nil {
+		return fmt.Errorf("export %s: %w", img.Name, err)
+	}
+	md := oi.manifest.desc
+	md.Annotations = map[string]string{
+		"org.opencontainers.image.ref.name": o.Ref,
+		"io.containerd.image.name":          o.Ref,
+	}
+	index, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": mediaIndex, "manifests": []ociDescriptor{md}})
+	if err != nil {
+		return err
+	}
 
+	tw := tar.NewWriter(w)
+	put := func(name string, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: "blobs/sha256/", Mode: 0o755, ModTime: epoch, Typeflag: tar.TypeDir}); err != nil {
+		return err
+	}
+	for _, b := range append(oi.layers, oi.config, oi.manifest) {
+		name := "blobs/sha256/" + strings.TrimPrefix(b.desc.Digest, digestPrefix)
+		if b.file == "" {
+			if err := put(name, b.data); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := copyBlob(tw, name, b); err != nil {
+			return err
+		}
+	}
+	if err := put("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		return err
+	}
+	if err := put("index.json", index); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// ociImage is an image as OCI blobs: its layers (the agent's last), its
+// config and its manifest.
+type ociImage struct {
+	layers           []blob
+	config, manifest blob
+}
+
+// buildOCI writes img's layers and the agent's as tars into tmp and makes
+// its config and manifest. A layer whose descriptor known already has
+// (keyed by its directory, or "agent:" and the binary's path) is not
+// written: its blob names the directory to walk again when its bytes are
+// wanted. Every layer written is added to known when it is not nil.
+func buildOCI(ctx context.Context, img *Image, agentBinary, tmp string, known map[string]ociDescriptor) (ociImage, error) {
 	var layers []blob
 	for i, dir := range img.Layers {
+		if d, ok := known[dir]; ok {
+			layers = append(layers, blob{desc: d, dir: dir})
+			continue
+		}
 		b, err := layerBlob(ctx, dir, path.Join(tmp, fmt.Sprintf("layer%d", i)))
 		if err != nil {
-			return fmt.Errorf("export %s: %w", img.Name, err)
+			return ociImage{}, err
 		}
 		layers = append(layers, b)
 	}
-	ab, err := agentLayer(o.AgentBinary, path.Join(tmp, "agent"))
-	if err != nil {
-		return fmt.Errorf("export %s: agent layer: %w", img.Name, err)
+	agentKey := "agent:" + agentBinary
+	if d, ok := known[agentKey]; ok {
+		layers = append(layers, blob{desc: d, dir: agentKey})
+	} else {
+		ab, err := agentLayer(agentBinary, path.Join(tmp, "agent"))
+		if err != nil {
+			return ociImage{}, fmt.Errorf("agent layer: %w", err)
+		}
+		layers = append(layers, ab)
 	}
-	layers = append(layers, ab)
 
 	env := img.Env
 	if len(env) == 0 {
@@ -148,46 +217,13 @@ func ExportOCI(ctx context.Context, img *Image, o OCIExport, w io.Writer) error 
 		"config":        cfg.desc,
 		"layers":        layerDescs,
 	})
-	md := manifest.desc
-	md.Annotations = map[string]string{
-		"org.opencontainers.image.ref.name": o.Ref,
-		"io.containerd.image.name":          o.Ref,
-	}
-	index, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": mediaIndex, "manifests": []ociDescriptor{md}})
-	if err != nil {
-		return err
-	}
-
-	tw := tar.NewWriter(w)
-	put := func(name string, data []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
-			return err
+	if known != nil {
+		for i, l := range layers[:len(img.Layers)] {
+			known[img.Layers[i]] = l.desc
 		}
-		_, err := tw.Write(data)
-		return err
+		known[agentKey] = layers[len(layers)-1].desc
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: "blobs/sha256/", Mode: 0o755, ModTime: epoch, Typeflag: tar.TypeDir}); err != nil {
-		return err
-	}
-	for _, b := range append(layers, cfg, manifest) {
-		name := "blobs/sha256/" + strings.TrimPrefix(b.desc.Digest, digestPrefix)
-		if b.file == "" {
-			if err := put(name, b.data); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := copyBlob(tw, name, b); err != nil {
-			return err
-		}
-	}
-	if err := put("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
-		return err
-	}
-	if err := put("index.json", index); err != nil {
-		return err
-	}
-	return tw.Close()
+	return ociImage{layers: layers, config: cfg, manifest: manifest}, nil
 }
 
 func jsonBlob(media string, v any) blob {
@@ -201,6 +237,17 @@ func jsonBlob(media string, v any) blob {
 
 // layerBlob writes dir as an OCI layer tar into file.
 func layerBlob(ctx context.Context, dir, file string) (blob, error) {
+	return fileBlob(file, func(w io.Writer) error { return writeLayer(ctx, dir, w) })
+}
+
+// agentLayer is a layer of the agent binary alone (writeAgentLayer) in
+// file.
+func agentLayer(bin, file string) (blob, error) {
+	return fileBlob(file, func(w io.Writer) error { return writeAgentLayer(bin, w) })
+}
+
+// fileBlob writes a layer into file, hashing and counting it.
+func fileBlob(file string, write func(io.Writer) error) (blob, error) {
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return blob{}, err
@@ -208,11 +255,7 @@ func layerBlob(ctx context.Context, dir, file string) (blob, error) {
 	defer f.Close()
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(f, h)}
-	walker := &treeWalker{ctx: ctx, tw: tar.NewWriter(cw), links: make(map[fileID]string), buf: make([]byte, 1<<20), oci: true}
-	if err := walker.walk(dir, ""); err != nil {
-		return blob{}, err
-	}
-	if err := walker.tw.Close(); err != nil {
+	if err := write(cw); err != nil {
 		return blob{}, err
 	}
 	if err := f.Close(); err != nil {
@@ -221,48 +264,45 @@ func layerBlob(ctx context.Context, dir, file string) (blob, error) {
 	return blob{desc: ociDescriptor{MediaType: mediaLayer, Digest: digestPrefix + hex.EncodeToString(h.Sum(nil)), Size: cw.n}, file: file}, nil
 }
 
-// agentLayer is a layer of the agent binary alone, root-owned and not
-// writable, at AgentPathInImage.
-func agentLayer(bin, file string) (blob, error) {
+// writeLayer writes dir to w as an OCI layer tar, in the store's
+// canonical order: the same directory gives the same bytes.
+func writeLayer(ctx context.Context, dir string, w io.Writer) error {
+	walker := &treeWalker{ctx: ctx, tw: tar.NewWriter(w), links: make(map[fileID]string), buf: make([]byte, 1<<20), oci: true}
+	if err := walker.walk(dir, ""); err != nil {
+		return err
+	}
+	return walker.tw.Close()
+}
+
+// writeAgentLayer writes a layer of the agent binary alone, root-owned
+// and not writable, at AgentPathInImage.
+func writeAgentLayer(bin string, w io.Writer) error {
 	src, err := os.Open(bin)
 	if err != nil {
-		return blob{}, err
+		return err
 	}
 	defer src.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
-		return blob{}, err
+		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return blob{}, fmt.Errorf("%s is not a regular file", bin)
+		return fmt.Errorf("%s is not a regular file", bin)
 	}
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return blob{}, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	cw := &countWriter{w: io.MultiWriter(f, h)}
-	tw := tar.NewWriter(cw)
+	tw := tar.NewWriter(w)
 	rel := strings.TrimPrefix(AgentPathInImage, "/")
 	for _, d := range []string{path.Dir(path.Dir(rel)), path.Dir(rel)} {
 		if err := tw.WriteHeader(&tar.Header{Name: d + "/", Mode: 0o755, ModTime: epoch, Typeflag: tar.TypeDir, Format: tar.FormatPAX}); err != nil {
-			return blob{}, err
+			return err
 		}
 	}
 	if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o555, Size: st.Size, ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
-		return blob{}, err
+		return err
 	}
 	if n, err := io.Copy(tw, io.LimitReader(src, st.Size)); err != nil || n != st.Size {
-		return blob{}, fmt.Errorf("copy agent binary: %d of %d bytes: %v", n, st.Size, err)
+		return fmt.Errorf("copy agent binary: %d of %d bytes: %v", n, st.Size, err)
 	}
-	if err := tw.Close(); err != nil {
-		return blob{}, err
-	}
-	if err := f.Close(); err != nil {
-		return blob{}, err
-	}
-	return blob{desc: ociDescriptor{MediaType: mediaLayer, Digest: digestPrefix + hex.EncodeToString(h.Sum(nil)), Size: cw.n}, file: file}, nil
+	return tw.Close()
 }
 
 func copyBlob(tw *tar.Writer, name string, b blob) error {

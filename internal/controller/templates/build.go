@@ -132,11 +132,12 @@ func (s *Service) Build(ctx context.Context, spec api.TemplateSpec, bc *BuildCon
 		}
 	}
 	n := len(spec.Steps)
-	if done < n && !s.core.BuildStacksLayers(spec.Runtime) {
-		// The build's pod starts from the image alone (Kubernetes): it
-		// runs every step, and cannot start on another template's files.
+	if done < n && !s.core.BuildStartsOnLayers(spec.Runtime) {
+		// The build's pod starts from the image alone (Kubernetes without
+		// pushed images): it runs every step, and cannot start on another
+		// template's files.
 		if len(baseLayers) > 0 {
-			return nil, fmt.Errorf("template %s: a template built on a template with build steps cannot be built on this runtime yet (its pod starts from the image alone); build it on %s's image with the base template's steps: %w",
+			return nil, fmt.Errorf("template %s: a template built on a template with build steps cannot be built on this runtime without pushed images (its pod starts from the image alone: see --kube-image-push); build it on %s's image with the base template's steps: %w",
 				spec.Name, spec.Template, errdefs.ErrFailedPrecondition)
 		}
 		done, layers = 0, baseLayers

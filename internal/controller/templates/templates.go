@@ -34,9 +34,9 @@ type Core interface {
 	ResolveImage(ctx context.Context, ref string) (name, digest string, err error)
 	// LayersPresent says whether every layer is still on disk.
 	LayersPresent(layers []string) bool
-	// BuildStacksLayers says whether a build on runtime ("" the default)
+	// BuildStartsOnLayers says whether a build on runtime ("" the default)
 	// may start from layers: a cached step, or a template it builds on.
-	BuildStacksLayers(runtime string) bool
+	BuildStartsOnLayers(runtime string) bool
 	// StartBuild creates the build sandbox of template from req on top
 	// of layers; EndBuild destroys it.
 	StartBuild(ctx context.Context, template string, req api.CreateSandboxRequest, layers []string) (id string, err error)

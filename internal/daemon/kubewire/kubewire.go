@@ -33,7 +33,7 @@ func Runtimes(ctx context.Context, cfg config.Config, log *slog.Logger, names []
 		}
 		b, err := kube.New(kube.Options{
 			Name: rt, Client: cl.Client, Watcher: cl.Watcher, Namespace: cfg.Kubernetes.Namespace, Instance: cfg.KubeInstance(),
-			ImagePrefix: cfg.Kubernetes.ImagePrefix, RuntimeClass: class,
+			ImagePrefix: cfg.Kubernetes.ImagePrefix, ImagePullSecret: cfg.Kubernetes.ImagePullSecret, RuntimeClass: class,
 			HomeVolume: cfg.Kubernetes.HomeVolume, HomeStorageClass: cfg.Kubernetes.HomeStorageClass,
 			StartTimeout: cfg.Kubernetes.StartTimeout,
 			Logger:       log.With("part", "runtime", "runtime", rt, "backend", config.BackendKubernetes),

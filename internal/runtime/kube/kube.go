@@ -76,6 +76,9 @@ type Options struct {
 	// (image.OCIRef): a registry the nodes pull from, or the name the
 	// images were imported under on the nodes.
 	ImagePrefix string
+	// ImagePullSecret names the Secret the pods pull their image with
+	// ("": none).
+	ImagePullSecret string
 	// RuntimeClass is the pods' RuntimeClass ("" = the cluster's default).
 	RuntimeClass string
 	// HomeVolume puts the default user's home directory (/home/user) on
@@ -331,6 +334,9 @@ func (b *Backend) podSpec(spec runtime.Spec, token corev1.EnvVar) (corev1.PodSpe
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 		}},
+	}
+	if b.o.ImagePullSecret != "" {
+		pod.ImagePullSecrets = []corev1.LocalObjectReference{{Name: b.o.ImagePullSecret}}
 	}
 	if spec.Start != nil {
 		// The agent runs the template's start command at boot; the pod is

@@ -136,6 +136,12 @@ volumePluginDir: %s
 resolvConf: /etc/resolv.conf
 maxPods: 140
 serializeImagePulls: false
+# Tests import images by hand (paddock.local/...) whose content other tests
+# pull from a registry with a pull Secret (TestImagePushOnKubernetes). The
+# kubelet's default (NeverVerifyPreloadedImages) then holds the content as
+# pulled with credentials and re-pulls it, under the imported name, for a
+# pod without them: a registry that does not exist. One node, one tenant.
+imagePullCredentialsVerificationPolicy: NeverVerify
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}

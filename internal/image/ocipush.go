@@ -1,0 +1,318 @@
+package image
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/paddock-dev/paddock/internal/errdefs"
+)
+
+// Pusher pushes images, with the agent added as ExportOCI adds it, to a
+// registry that a cluster's nodes pull from, once per image: an image
+// already pushed (by this process, or found in the registry under its
+// content-named reference) is not pushed again, and a layer already
+// written once is not read again to learn its digest.
+type Pusher struct {
+	prefix  string
+	agent   string
+	tmp     string
+	auth    authn.Keychain
+	log     *slog.Logger
+	options []remote.Option
+
+	mu     sync.Mutex
+	pushed map[string]bool          // references the registry has
+	flight map[string]*pushCall     // pushes under way, by reference
+	known  map[string]ociDescriptor // layer directory -> its blob
+}
+
+type pushCall struct {
+	done chan struct{}
+	err  error
+}
+
+// PusherOptions configures a Pusher.
+type PusherOptions struct {
+	// Prefix is the registry and path images are pushed under (OCIRef).
+	Prefix string
+	// AgentBinary is the static agent added to every image.
+	AgentBinary string
+	// TempDir holds layers' tars while they are pushed ("" is the system's).
+	TempDir string
+	// Auth gives the registry's credentials; nil is anonymous.
+	Auth authn.Keychain
+	// Transport is the HTTP transport (nil: the default).
+	Transport http.RoundTripper
+	Logger    *slog.Logger
+}
+
+// NewPusher returns a Pusher.
+func NewPusher(o PusherOptions) (*Pusher, error) {
+	if err := ValidateOCIPrefix(o.Prefix); err != nil {
+		return nil, err
+	}
+	if o.AgentBinary == "" {
+		return nil, errors.New("image push: the agent binary is required")
+	}
+	auth := o.Auth
+	if auth == nil {
+		auth = anonymous{}
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := []remote.Option{remote.WithAuthFromKeychain(auth)}
+	if o.Transport != nil {
+		opts = append(opts, remote.WithTransport(o.Transport))
+	}
+	return &Pusher{
+		prefix: o.Prefix, agent: o.AgentBinary, tmp: o.TempDir, auth: auth, log: log, options: opts,
+		pushed: map[string]bool{}, flight: map[string]*pushCall{}, known: map[string]ociDescriptor{},
+	}, nil
+}
+
+// Ref is the reference img is pushed under.
+func (p *Pusher) Ref(img *Image) string { return OCIRef(p.prefix, img) }
+
+// Push makes sure the registry holds img under p.Ref(img). Concurrent
+// pushes of one image wait for one push.
+func (p *Pusher) Push(ctx context.Context, img *Image) error {
+	ref := p.Ref(img)
+	p.mu.Lock()
+	if p.pushed[ref] {
+		p.mu.Unlock()
+		return nil
+	}
+	if c, ok := p.flight[ref]; ok {
+		p.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	c := &pushCall{done: make(chan struct{})}
+	p.flight[ref] = c
+	p.mu.Unlock()
+
+	// The push goes on if the caller gives up: a later create of the
+	// image waits for it instead of starting over.
+	c.err = p.push(context.WithoutCancel(ctx), img, ref)
+	p.mu.Lock()
+	delete(p.flight, ref)
+	if c.err == nil {
+		p.pushed[ref] = true
+	}
+	p.mu.Unlock()
+	close(c.done)
+	return c.err
+}
+
+// pushTimeout bounds one image's push: its layers' tars and uploads.
+const pushTimeout = 30 * time.Minute
+
+func (p *Pusher) push(ctx context.Context, img *Image, ref string) error {
+	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
+	defer cancel()
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return errdefs.Invalid("image push: reference %q: %v", ref, err)
+	}
+	opts := append([]remote.Option{remote.WithContext(ctx)}, p.options...)
+	if _, err := remote.Head(tag, opts...); err == nil {
+		p.log.Info("image already in the registry", "image", img.Name, "ref", ref)
+		return nil
+	} else if !notFound(err) {
+		return fmt.Errorf("image push: %s: %w", ref, registryErr(err))
+	}
+	start := time.Now()
+	tmp, err := os.MkdirTemp(p.tmp, "oci-push-")
+	if err != nil {
+		return fmt.Errorf("image push: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	p.mu.Lock()
+	known := make(map[string]ociDescriptor, len(p.known))
+	for k, v := range p.known {
+		known[k] = v
+	}
+	p.mu.Unlock()
+	oi, err := buildOCI(ctx, img, p.agent, tmp, known)
+	if err != nil {
+		return fmt.Errorf("image push: %s: %w", img.Name, err)
+	}
+	var size int64
+	for _, l := range oi.layers {
+		size += l.desc.Size
+	}
+	p.log.Info("pushing image", "image", img.Name, "ref", ref, "layers", len(oi.layers), "bytes", size)
+	if err := remote.Write(tag, pushedImage(ctx, oi), opts...); err != nil {
+		return fmt.Errorf("image push: %s: %w", ref, registryErr(err))
+	}
+	p.mu.Lock()
+	for k, v := range known {
+		p.known[k] = v
+	}
+	p.mu.Unlock()
+	p.log.Info("image pushed", "image", img.Name, "ref", ref, "bytes", size, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func notFound(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
+}
+
+// registryErr says a refusal of the registry's credentials as such.
+func registryErr(err error) error {
+	var te *transport.Error
+	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
+		return fmt.Errorf("the registry refused the credentials (%d): %w", te.StatusCode, errdefs.ErrPermissionDenied)
+	}
+	return err
+}
+
+// pushedImage is oi as go-containerregistry's image: its layers
+// uncompressed, as the registry gets them.
+func pushedImage(ctx context.Context, oi ociImage) v1.Image {
+	img, err := partial.CompressedToImage(&ociCore{ctx: ctx, oi: oi})
+	if err != nil {
+		panic(err) // CompressedToImage only wraps
+	}
+	return img
+}
+
+type ociCore struct {
+	ctx context.Context
+	oi  ociImage
+}
+
+func (c *ociCore) RawConfigFile() ([]byte, error) { return c.oi.config.data, nil }
+func (c *ociCore) MediaType() (types.MediaType, error) {
+	return types.MediaType(mediaManifest), nil
+}
+func (c *ociCore) RawManifest() ([]byte, error) { return c.oi.manifest.data, nil }
+
+func (c *ociCore) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
+	if h.String() == c.oi.config.desc.Digest {
+		return &ociLayer{ctx: c.ctx, b: c.oi.config}, nil
+	}
+	for _, l := range c.oi.layers {
+		if l.desc.Digest == h.String() {
+			return &ociLayer{ctx: c.ctx, b: l}, nil
+		}
+	}
+	return nil, fmt.Errorf("no blob %s in the image", h)
+}
+
+type ociLayer struct {
+	ctx context.Context
+	b   blob
+}
+
+func (l *ociLayer) Digest() (v1.Hash, error) { return v1.NewHash(l.b.desc.Digest) }
+func (l *ociLayer) Size() (int64, error)     { return l.b.desc.Size, nil }
+func (l *ociLayer) MediaType() (types.MediaType, error) {
+	return types.MediaType(l.b.desc.MediaType), nil
+}
+
+// Compressed gives the blob's bytes (layers are pushed uncompressed): from
+// memory, its file, or its directory written again.
+func (l *ociLayer) Compressed() (io.ReadCloser, error) {
+	switch {
+	case l.b.file != "":
+		return os.Open(l.b.file)
+	case l.b.dir != "":
+		pr, pw := io.Pipe()
+		go func() {
+			var err error
+			if bin, ok := strings.CutPrefix(l.b.dir, "agent:"); ok {
+				err = writeAgentLayer(bin, pw)
+			} else {
+				err = writeLayer(l.ctx, l.b.dir, pw)
+			}
+			pw.CloseWithError(err)
+		}()
+		return pr, nil
+	default:
+		return io.NopCloser(strings.NewReader(string(l.b.data))), nil
+	}
+}
+
+type anonymous struct{}
+
+func (anonymous) Resolve(authn.Resource) (authn.Authenticator, error) { return authn.Anonymous, nil }
+
+// RegistryKeychain is the credentials a push uses: the file at path
+// (RegistryConfigKeychain), or, for "", Docker's own configuration
+// ($DOCKER_CONFIG or ~/.docker/config.json, with its credential helpers).
+func RegistryKeychain(path string) (authn.Keychain, error) {
+	if path == "" {
+		return authn.DefaultKeychain, nil
+	}
+	return RegistryConfigKeychain(path)
+}
+
+// maxRegistryConfig bounds a registry credentials file.
+const maxRegistryConfig = 1 << 20
+
+// RegistryConfigKeychain reads credentials from a file in Docker's
+// config.json form ({"auths": {"registry.example.com": {"auth":
+// "<base64 user:password>"}}}, or "username" and "password", or
+// "identitytoken"); a registry the file does not name is reached
+// anonymously.
+func RegistryConfigKeychain(path string) (authn.Keychain, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("registry credentials: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRegistryConfig+1))
+	if err != nil {
+		return nil, fmt.Errorf("registry credentials: %w", err)
+	}
+	if len(data) > maxRegistryConfig {
+		return nil, fmt.Errorf("registry credentials: %s is larger than %d bytes", path, maxRegistryConfig)
+	}
+	var cf struct {
+		Auths map[string]authn.AuthConfig `json:"auths"`
+	}
+	if err := json.Unmarshal(data, &cf); err != nil {
+		return nil, fmt.Errorf("registry credentials: %s: %w", path, err)
+	}
+	kc := fileKeychain{}
+	for host, a := range cf.Auths {
+		host = strings.TrimPrefix(strings.TrimPrefix(host, "https://"), "http://")
+		host, _, _ = strings.Cut(host, "/")
+		kc[host] = a
+	}
+	return kc, nil
+}
+
+type fileKeychain map[string]authn.AuthConfig
+
+func (k fileKeychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
+	if a, ok := k[r.RegistryStr()]; ok {
+		return authn.FromConfig(a), nil
+	}
+	return authn.Anonymous, nil
+}

@@ -1,0 +1,250 @@
+package kubernetes_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paddock-dev/paddock/test/kubernetes/cluster"
+)
+
+// pushRegistry is an OCI registry on the host's loopback, which the
+// node's containerd reaches too (it runs in the host's network), that
+// wants one user's password and notes who read which manifest.
+type pushRegistry struct {
+	host, user, pass string
+	secret, creds    string // startPushingPaddock's pull Secret and credentials file
+	mu               sync.Mutex
+	pulls            []string // "<user agent> <path>" of manifest reads
+	refused          int
+}
+
+func startPushRegistry(t *testing.T) *pushRegistry {
+	t.Helper()
+	r := &pushRegistry{user: "paddock"}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	r.pass = hex.EncodeToString(b)
+	// Blobs on disk: a base image held in memory would hold the test's
+	// memory too.
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithBlobHandler(registry.NewDiskBlobHandler(t.TempDir())))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if u, p, ok := req.BasicAuth(); !ok || u != r.user || p != r.pass {
+			r.mu.Lock()
+			r.refused++
+			r.mu.Unlock()
+			w.Header().Set("WWW-Authenticate", `Basic realm="paddock-test"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/manifests/") {
+			r.mu.Lock()
+			r.pulls = append(r.pulls, req.UserAgent()+" "+req.URL.Path)
+			r.mu.Unlock()
+		}
+		inner.ServeHTTP(w, req)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	r.host = ln.Addr().String()
+	return r
+}
+
+// dockerConfig is the credentials as Docker's config.json spells them.
+func (r *pushRegistry) dockerConfig() []byte {
+	auth := base64.StdEncoding.EncodeToString([]byte(r.user + ":" + r.pass))
+	b, _ := json.Marshal(map[string]any{"auths": map[string]any{r.host: map[string]string{"auth": auth}}})
+	return b
+}
+
+// nodePulls is the manifest reads the node's containerd made.
+func (r *pushRegistry) nodePulls() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, p := range r.pulls {
+		if strings.HasPrefix(p, "containerd") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestImagePushOnKubernetes: with --kube-image-push the daemon pushes the
+// images pods run to a registry (one that wants a password), and the node
+// pulls them from it with the pull secret the pods name, so nothing is
+// exported or imported by hand: a sandbox of the busybox image, a
+// template built with a step (its image is the base's layers and the
+// step's), and a create from it, all run; the shared layers go up once;
+// a second create does not push again, nor does a restarted daemon.
+// Wrong credentials fail the create, saying so. rm leaves nothing.
+func TestImagePushOnKubernetes(t *testing.T) {
+	c := clusterFor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	reg, d := startPushingPaddock(ctx, t, c)
+	prefix, secret, creds := reg.host+"/paddock", reg.secret, reg.creds
+
+	create := func(args ...string) string {
+		t.Helper()
+		var sb struct{ ID, State string }
+		if err := json.Unmarshal([]byte(d.must(append([]string{"--json", "create"}, args...)...)), &sb); err != nil {
+			t.Fatal(err)
+		}
+		if sb.State != "running" {
+			t.Fatalf("create %q: %+v", args, sb)
+		}
+		return sb.ID
+	}
+	start := time.Now()
+	id := create("--image", "busybox")
+	t.Logf("figure: first create of busybox, pushed and pulled on the way: %s", time.Since(start).Round(time.Millisecond))
+	if got := d.must("exec", id, "--", "sh", "-c", "echo hello"); got != "hello\n" {
+		t.Fatalf("exec: %q", got)
+	}
+	pod, err := c.Client.CoreV1().Pods("default").Get(ctx, "paddock-"+id, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := pod.Spec.Containers[0].Image; !strings.HasPrefix(img, prefix+"/busybox:") {
+		t.Errorf("pod image %q, want it under %s", img, prefix)
+	}
+	if ps := pod.Spec.ImagePullSecrets; len(ps) != 1 || ps[0].Name != secret {
+		t.Errorf("pod pull secrets %+v", ps)
+	}
+	if pulls := reg.nodePulls(); len(pulls) == 0 {
+		t.Errorf("the node read no manifest from the registry (reads: %q)", reg.pulls)
+	}
+
+	start = time.Now()
+	id2 := create("--image", "busybox")
+	t.Logf("figure: second create of busybox: %s", time.Since(start).Round(time.Millisecond))
+	if n := strings.Count(d.log.String(), "msg=\"pushing image\""); n != 1 {
+		t.Errorf("busybox was pushed %d times", n)
+	}
+
+	d.buildTemplate("pushed", "name = \"pushed\"\nimage = \"busybox\"\n\n[[step]]\nrun = \"mkdir -p /opt/t && echo built > /opt/t/out\"\n")
+	start = time.Now()
+	id3 := create("--template", "pushed")
+	t.Logf("figure: first create from the built template, its image pushed: %s", time.Since(start).Round(time.Millisecond))
+	if got := d.must("exec", id3, "--", "cat", "/opt/t/out"); got != "built\n" {
+		t.Fatalf("the template's file: %q", got)
+	}
+	if n := strings.Count(d.log.String(), "msg=\"pushing image\""); n != 2 {
+		t.Errorf("%d pushes after the template's create, want 2 (busybox, the template)", n)
+	}
+
+	// With images pushed, a build starts on what it can reuse: a rebuild
+	// whose second step changed runs only that step, in a pod of the
+	// first step's layer, and a template builds on a template with build
+	// steps.
+	two := func(second string) string {
+		return "name = \"twostep\"\nimage = \"busybox\"\n\n[[step]]\nrun = \"mkdir -p /opt && echo one > /opt/one\"\n\n[[step]]\nrun = \"" + second + "\"\n"
+	}
+	d.buildTemplate("twostep", two("echo two > /opt/two"))
+	d.buildTemplate("twostep", two("echo three > /opt/two"))
+	if !regexp.MustCompile(`template built[^\n]*template=twostep[^\n]*cached_steps=1 steps=2`).MatchString(d.log.String()) {
+		t.Errorf("the rebuild did not start on its cached first step:\n%s", grepLines(d.log.String(), "template built"))
+	}
+	d.buildTemplate("ontop", "name = \"ontop\"\ntemplate = \"twostep\"\n\n[[step]]\nrun = \"cat /opt/one /opt/two > /opt/both\"\n")
+	id5 := create("--template", "ontop")
+	if got := d.must("exec", id5, "--", "cat", "/opt/both"); got != "one\nthree\n" {
+		t.Errorf("a sandbox of a template built on a template: %q", got)
+	}
+	d.must("rm", id5)
+	checkGone(ctx, t, c, id5)
+
+	// A restarted daemon finds the images in the registry.
+	d.stop()
+	d.start()
+	id4 := create("--template", "pushed")
+	if got := d.must("exec", id4, "--", "cat", "/opt/t/out"); got != "built\n" {
+		t.Fatalf("after a restart: %q", got)
+	}
+	if !strings.Contains(d.log.String(), "image already in the registry") {
+		t.Error("the restarted daemon did not find the template's image in the registry")
+	}
+	for _, s := range []string{id, id2, id3, id4} {
+		d.must("rm", s)
+		checkGone(ctx, t, c, s)
+	}
+
+	// Credentials the registry refuses fail the create and say why (the
+	// restarted daemon asks the registry whether it has busybox).
+	if err := os.WriteFile(creds, []byte(`{"auths":{"`+reg.host+`":{"username":"paddock","password":"wrong"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.stop()
+	d.start()
+	out, errOut, code := d.run("create", "--image", "busybox")
+	if code == 0 || !strings.Contains(out+errOut, "refused the credentials") {
+		t.Errorf("create with refused credentials: exit %d\n%s%s", code, out, errOut)
+	}
+	var left struct {
+		Sandboxes []struct {
+			ID, State string
+			Reason    string `json:"error_reason"`
+		}
+	}
+	if err := json.Unmarshal([]byte(d.must("--json", "ls")), &left); err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Sandboxes) != 1 || left.Sandboxes[0].State != "error" || !strings.Contains(left.Sandboxes[0].Reason, "refused the credentials") {
+		t.Errorf("after the refused push: %+v", left.Sandboxes)
+	}
+	for _, sb := range left.Sandboxes {
+		d.must("rm", sb.ID)
+		checkGone(ctx, t, c, sb.ID)
+	}
+}
+
+// startPushingPaddock starts a registry (startPushRegistry), a pull
+// Secret for it in the namespace (reg.secret), and a daemon with
+// --kube-image-push under its prefix /paddock, whose credentials are the
+// file reg.creds. args go to the daemon.
+func startPushingPaddock(ctx context.Context, t *testing.T, c *cluster.Cluster, args ...string) (*pushRegistry, *paddockd) {
+	t.Helper()
+	reg := startPushRegistry(t)
+	secret := "paddock-pull-" + strings.Split(reg.host, ":")[1]
+	_, err := c.Client.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: secret, Namespace: "default"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: reg.dockerConfig()},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.CoreV1().Secrets("default").Delete(context.Background(), secret, metav1.DeleteOptions{})
+	})
+	creds := filepath.Join(t.TempDir(), "registry.json")
+	if err := os.WriteFile(creds, reg.dockerConfig(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PADDOCK_KUBE_IMAGE_PREFIX=" + reg.host + "/paddock", "PADDOCK_KUBE_REGISTRY_CONFIG=" + creds, "PADDOCK_KUBE_IMAGE_PULL_SECRET=" + secret}
+	d := startPaddockEnv(t, c, env, append([]string{"--kube-image-push"}, args...)...)
+	reg.secret, reg.creds = secret, creds
+	return reg, d
+}
+
