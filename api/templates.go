@@ -97,6 +97,11 @@ type Template struct {
 	BuildID   string    `json:"build_id"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Spawns counts the sandboxes created from it (a warm pool's counted
+	// when handed out), across rebuilds; LastSpawnedAt is the last one's
+	// time, absent before the first.
+	Spawns        int64      `json:"spawns"`
+	LastSpawnedAt *time.Time `json:"last_spawned_at,omitempty"`
 }
 
 // TemplateTag is one tag of a template's name: the build it names. The

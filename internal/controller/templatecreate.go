@@ -79,6 +79,25 @@ func (c *Controller) createTemplated(ctx context.Context, req api.CreateSandboxR
 			}
 		}
 	}
+	sb, err := c.spawnTemplated(ctx, req, pool, tpl)
+	if err == nil {
+		c.countSpawn(ctx, tpl.Name)
+	}
+	return sb, err
+}
+
+// countSpawn counts a sandbox handed out from template (E2B's spawnCount
+// and lastSpawnedAt); a count that fails is logged, not the create's
+// failure.
+func (c *Controller) countSpawn(ctx context.Context, template string) {
+	if err := c.opts.Store.TemplateSpawned(context.WithoutCancel(ctx), template, c.opts.Clock()); err != nil {
+		c.log.Warn("count a sandbox of a template", "template", template, "err", err)
+	}
+}
+
+// spawnTemplated creates req's sandbox from tpl: from a ready sandbox of
+// pool (or of a pool of tpl of its size) when one is, otherwise cold.
+func (c *Controller) spawnTemplated(ctx context.Context, req api.CreateSandboxRequest, pool *store.Pool, tpl *store.Template) (*api.Sandbox, error) {
 	if pool == nil && poolable(req) {
 		pool = c.poolFor(ctx, req.Template, req.Resources)
 	}

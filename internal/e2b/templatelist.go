@@ -18,9 +18,10 @@ import (
 //	GET /templates/{templateID}    one template with its builds
 //
 // A template is a name with all its tags (templates.Family); a key sees the
-// names it built every tag of, a key of scope all every name. Paddock does
-// not count spawns, so spawnCount is 0 and lastSpawnedAt null; the sizes
-// are the daemon's defaults for a create (a template does not fix them).
+// names it built every tag of, a key of scope all every name. spawnCount
+// and lastSpawnedAt are the sandboxes created from any of its tags; the
+// sizes are the daemon's defaults for a create (a template does not fix
+// them).
 
 // e2bTemplate is E2B's Template.
 type e2bTemplate struct {
@@ -99,7 +100,22 @@ func (h *Handler) toE2BTemplate(f templates.Family) e2bTemplate {
 			out.UpdatedAt = t.UpdatedAt
 		}
 	}
+	out.SpawnCount, out.LastSpawnedAt = spawns(f)
 	return out
+}
+
+// spawns is how many sandboxes were created from any of f's tags, and
+// when the last was (nil: never).
+func spawns(f templates.Family) (int64, *time.Time) {
+	var n int64
+	var last *time.Time
+	for _, t := range f.Templates {
+		n += t.Spawns
+		if t.LastSpawnedAt != nil && (last == nil || t.LastSpawnedAt.After(*last)) {
+			last = t.LastSpawnedAt
+		}
+	}
+	return n, last
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -189,7 +205,7 @@ func (h *Handler) templateBuilds(w http.ResponseWriter, r *http.Request) {
 	t := h.toE2BTemplate(fams[i])
 	out := e2bTemplateWithBuilds{
 		TemplateID: t.TemplateID, Aliases: t.Aliases, Names: t.Names, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-		Builds: []e2bTemplateBuild{},
+		LastSpawnedAt: t.LastSpawnedAt, SpawnCount: t.SpawnCount, Builds: []e2bTemplateBuild{},
 	}
 	bs := builds(fams[i])
 	if after != "" {

@@ -22,6 +22,10 @@ type Template struct {
 	Owner     string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Spawns counts the sandboxes created from it (TemplateSpawned), the
+	// last at LastSpawnedAt (zero: none yet). PutTemplate keeps both.
+	Spawns        int64
+	LastSpawnedAt time.Time
 }
 
 // BuildCacheEntry is the result of one build step, found again by the
@@ -51,6 +55,8 @@ type TemplateStore interface {
 	GetTemplate(ctx context.Context, name string) (*Template, error)
 	// ListTemplates lists templates by name.
 	ListTemplates(ctx context.Context) ([]*Template, error)
+	// TemplateSpawned counts a sandbox created from the template at at.
+	TemplateSpawned(ctx context.Context, name string, at time.Time) error
 	// DeleteTemplate removes the template and its build cache entries.
 	DeleteTemplate(ctx context.Context, name string) error
 

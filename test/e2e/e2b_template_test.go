@@ -119,6 +119,8 @@ func TestE2BTemplateBuildPullsItsBase(t *testing.T) {
 		BuildID     string `json:"buildID"`
 		BuildCount  int    `json:"buildCount"`
 		BuildStatus string `json:"buildStatus"`
+		SpawnCount  int64      `json:"spawnCount"`
+		LastSpawned *time.Time `json:"lastSpawnedAt"`
 		Builds      []struct {
 			BuildID string `json:"buildID"`
 			Status  string `json:"status"`
@@ -162,8 +164,26 @@ func TestE2BTemplateBuildPullsItsBase(t *testing.T) {
 	other.do("GET", "/templates/"+tname, nil, nil).errCode(t, 404)
 	c.do("GET", "/v2/templates?limit=0", nil, nil).errCode(t, 400)
 
+	if one.SpawnCount != 0 || one.LastSpawned != nil {
+		t.Errorf("a template nothing was created from: spawnCount %d, lastSpawnedAt %v", one.SpawnCount, one.LastSpawned)
+	}
+	before := time.Now()
 	sb := c.create(map[string]any{"templateID": tname})
 	t.Cleanup(func() { c.do("DELETE", "/sandboxes/"+sb.SandboxID, nil, nil) })
+	// The create counts, in the listing and the template's own.
+	for _, path := range []string{"/templates", "/templates/" + tname} {
+		res := c.do("GET", path, nil, nil)
+		var got []listed
+		if path == "/templates" {
+			res.json(t, &got)
+		} else {
+			got = make([]listed, 1)
+			res.json(t, &got[0])
+		}
+		if len(got) != 1 || got[0].SpawnCount != 1 || got[0].LastSpawned == nil || got[0].LastSpawned.Before(before.Add(-time.Second)) {
+			t.Errorf("GET %s after a create: %+v", path, got)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out := func(cmd string) string {

@@ -98,11 +98,16 @@ func New(o Options) *Service {
 }
 
 func templateAPI(t *store.Template) *api.Template {
-	return &api.Template{
+	out := &api.Template{
 		Name: t.Name, Spec: t.Spec, Image: t.Image, ImageDigest: t.ImageDigest,
 		Layers: append([]string{}, t.Layers...), BuildID: t.BuildID,
-		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Spawns: t.Spawns,
 	}
+	if !t.LastSpawnedAt.IsZero() {
+		at := t.LastSpawnedAt
+		out.LastSpawnedAt = &at
+	}
+	return out
 }
 
 // Get returns a template by name.

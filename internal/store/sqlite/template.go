@@ -65,8 +65,9 @@ func scanTemplate(sc scanner) (*store.Template, error) {
 		t                store.Template
 		data             string
 		created, updated sql.NullInt64
+		spawned          sql.NullInt64
 	)
-	if err := sc.Scan(&t.Name, &data, &created, &updated); err != nil {
+	if err := sc.Scan(&t.Name, &data, &created, &updated, &t.Spawns, &spawned); err != nil {
 		return nil, err
 	}
 	var doc templateDoc
@@ -78,6 +79,9 @@ func scanTemplate(sc scanner) (*store.Template, error) {
 	}
 	t.Image, t.ImageDigest, t.Layers, t.BuildID, t.Owner = doc.Image, doc.ImageDigest, doc.Layers, doc.BuildID, doc.Owner
 	t.CreatedAt, t.UpdatedAt = fromNanos(created), fromNanos(updated)
+	if spawned.Valid {
+		t.LastSpawnedAt = fromNanos(spawned)
+	}
 	return &t, nil
 }
 
@@ -86,7 +90,7 @@ func (st *Store) GetTemplate(ctx context.Context, name string) (*store.Template,
 	if err := checkRecordName("template name", name); err != nil {
 		return nil, err
 	}
-	t, err := scanTemplate(st.r.QueryRowContext(ctx, `SELECT name, data, created_at, updated_at FROM templates WHERE name = ?`, name))
+	t, err := scanTemplate(st.r.QueryRowContext(ctx, `SELECT name, data, created_at, updated_at, spawns, last_spawned_at FROM templates WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errdefs.NotFound("template %q", name)
 	}
@@ -98,7 +102,7 @@ func (st *Store) GetTemplate(ctx context.Context, name string) (*store.Template,
 
 // ListTemplates lists templates by name.
 func (st *Store) ListTemplates(ctx context.Context) ([]*store.Template, error) {
-	rows, err := st.r.QueryContext(ctx, `SELECT name, data, created_at, updated_at FROM templates ORDER BY name`)
+	rows, err := st.r.QueryContext(ctx, `SELECT name, data, created_at, updated_at, spawns, last_spawned_at FROM templates ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list templates: %w", ctxErr(ctx, err))
 	}
@@ -112,6 +116,23 @@ func (st *Store) ListTemplates(ctx context.Context) ([]*store.Template, error) {
 		out = append(out, t)
 	}
 	return out, ctxErr(ctx, rows.Err())
+}
+
+// TemplateSpawned counts a sandbox created from the template name at at.
+func (st *Store) TemplateSpawned(ctx context.Context, name string, at time.Time) error {
+	if err := checkRecordName("template name", name); err != nil {
+		return err
+	}
+	return st.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE templates SET spawns = spawns + 1, last_spawned_at = max(coalesce(last_spawned_at, 0), ?) WHERE name = ?`, nanos(at), name)
+		if err != nil {
+			return fmt.Errorf("store: count a spawn of template %q: %w", name, ctxErr(ctx, err))
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return errdefs.NotFound("template %q", name)
+		}
+		return nil
+	})
 }
 
 // DeleteTemplate removes a template and its build cache.

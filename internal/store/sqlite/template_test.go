@@ -73,3 +73,39 @@ func TestTemplatesCacheAndPoolsPersist(t *testing.T) {
 		t.Fatalf("empty name: %v", err)
 	}
 }
+
+// TestTemplateSpawns: each spawn counts and moves the last time forward
+// (an earlier time does not move it back); a rebuild keeps both; a
+// template that is not there is not found; a reopened store has them.
+func TestTemplateSpawns(t *testing.T) {
+	st, path := openTemp(t)
+	ctx := context.Background()
+	tpl := &store.Template{Name: "sp", Spec: api.TemplateSpec{Name: "sp", Image: "base"}, Image: "base", ImageDigest: "sha256:aa", BuildID: "b1"}
+	if err := st.PutTemplate(ctx, tpl); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.GetTemplate(ctx, "sp"); err != nil || got.Spawns != 0 || !got.LastSpawnedAt.IsZero() {
+		t.Fatalf("a new template: %+v %v", got, err)
+	}
+	t1 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for _, at := range []time.Time{t1, t1.Add(time.Hour), t1.Add(-time.Hour)} {
+		if err := st.TemplateSpawned(ctx, "sp", at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tpl.BuildID = "b2"
+	if err := st.PutTemplate(ctx, tpl); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.TemplateSpawned(ctx, "gone", t1); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a spawn of a missing template: %v", err)
+	}
+	st.Close()
+	ls, err := openAt(t, path).ListTemplates(ctx)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("list: %v %v", ls, err)
+	}
+	if got := ls[0]; got.BuildID != "b2" || got.Spawns != 3 || !got.LastSpawnedAt.Equal(t1.Add(time.Hour)) {
+		t.Errorf("after three spawns and a rebuild: build %s, %d spawns, last %s", got.BuildID, got.Spawns, got.LastSpawnedAt)
+	}
+}
