@@ -115,10 +115,10 @@ func TestE2BTemplateBuildPullsItsBase(t *testing.T) {
 	// The listing shows a key its own templates; another key's are not
 	// there, nor found by id.
 	type listed struct {
-		TemplateID  string `json:"templateID"`
-		BuildID     string `json:"buildID"`
-		BuildCount  int    `json:"buildCount"`
-		BuildStatus string `json:"buildStatus"`
+		TemplateID  string     `json:"templateID"`
+		BuildID     string     `json:"buildID"`
+		BuildCount  int        `json:"buildCount"`
+		BuildStatus string     `json:"buildStatus"`
 		SpawnCount  int64      `json:"spawnCount"`
 		LastSpawned *time.Time `json:"lastSpawnedAt"`
 		Builds      []struct {

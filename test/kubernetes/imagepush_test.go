@@ -247,4 +247,3 @@ func startPushingPaddock(ctx context.Context, t *testing.T, c *cluster.Cluster, 
 	reg.secret, reg.creds = secret, creds
 	return reg, d
 }
-
