@@ -101,30 +101,30 @@ func (p *Pusher) Push(ctx context.Context, img *Image) error {
 		p.mu.Unlock()
 		return nil
 	}
-	if c, ok := p.flight[ref]; ok {
-		p.mu.Unlock()
-		select {
-		case <-c.done:
-			return c.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	c := &pushCall{done: make(chan struct{})}
-	p.flight[ref] = c
-	p.mu.Unlock()
-
-	// The push goes on if the caller gives up: a later create of the
-	// image waits for it instead of starting over.
-	c.err = p.push(context.WithoutCancel(ctx), img, ref)
-	p.mu.Lock()
-	delete(p.flight, ref)
-	if c.err == nil {
-		p.pushed[ref] = true
+	c, ok := p.flight[ref]
+	if !ok {
+		c = &pushCall{done: make(chan struct{})}
+		p.flight[ref] = c
+		// The push goes on if its callers give up: a later create of
+		// the image waits for it instead of starting over.
+		go func(ctx context.Context) {
+			c.err = p.push(ctx, img, ref)
+			p.mu.Lock()
+			delete(p.flight, ref)
+			if c.err == nil {
+				p.pushed[ref] = true
+			}
+			p.mu.Unlock()
+			close(c.done)
+		}(context.WithoutCancel(ctx))
 	}
 	p.mu.Unlock()
-	close(c.done)
-	return c.err
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return fmt.Errorf("image push: %s: %w (the push goes on)", ref, ctx.Err())
+	}
 }
 
 // pushTimeout bounds one image's push: its layers' tars and uploads.

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -261,5 +262,53 @@ func TestRegistryConfigKeychainBounds(t *testing.T) {
 	}
 	if _, err := RegistryConfigKeychain(filepath.Join(dir, "missing")); err == nil {
 		t.Error("a missing file was accepted")
+	}
+}
+
+// TestPusherCallerGivesUp: a create that gives up while the registry is
+// slow gets its own error at once; the push goes on, and the next caller
+// of the same image waits for it rather than pushing again.
+func TestPusherCallerGivesUp(t *testing.T) {
+	release := make(chan struct{})
+	var manifests atomic.Int64
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/manifests/") {
+			<-release
+			manifests.Add(1)
+		}
+		inner.ServeHTTP(w, req)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	agentBin := filepath.Join(dir, "agent")
+	if err := os.WriteFile(agentBin, []byte("agent"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "l"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPusher(PusherOptions{Prefix: strings.TrimPrefix(srv.URL, "http://"), AgentBinary: agentBin, TempDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := &Image{Name: "slow", Digest: "sha256:" + strings.Repeat("4", 64), Layers: []string{filepath.Join(dir, "l")}}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := p.Push(ctx, img); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a caller that gave up: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the caller waited %s for a push it gave up on", d)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Push(context.Background(), img) }()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := manifests.Load(); n != 1 {
+		t.Errorf("%d manifests written; want the one push", n)
 	}
 }
