@@ -362,10 +362,10 @@ func bodyShareKey(ctx context.Context) string {
 
 // pullFor pulls an image for ctx's caller into images, as the API's pull
 // does (the caller's owner and quota), for E2B's template builds.
-func pullFor(images *image.Store, svc *imagesvc.Service) func(context.Context, string, func(string)) (string, error) {
-	return func(ctx context.Context, ref string, progress func(string)) (string, error) {
+func pullFor(images *image.Store, svc *imagesvc.Service) func(context.Context, string, *image.RegistryAuth, func(string)) (string, error) {
+	return func(ctx context.Context, ref string, auth *image.RegistryAuth, progress func(string)) (string, error) {
 		opts := svc.ImportOptions(ctx)
-		opts.Progress = progress
+		opts.Progress, opts.Auth = progress, auth
 		img, err := images.Pull(ctx, ref, opts)
 		if err != nil {
 			return "", err

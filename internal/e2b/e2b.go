@@ -24,6 +24,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 	"github.com/paddock-dev/paddock/internal/httpbody"
+	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -44,8 +45,9 @@ type Options struct {
 	// PullImage pulls an image reference for ctx's caller (as
 	// `paddock images pull` does), its progress by line, and returns its
 	// digest: a template build from an image this daemon does not have
-	// pulls it first. nil: such a build fails.
-	PullImage func(ctx context.Context, ref string, progress func(string)) (digest string, err error)
+	// pulls it first, with the registry credentials the build gave (nil:
+	// anonymously). nil: such a build fails.
+	PullImage func(ctx context.Context, ref string, auth *image.RegistryAuth, progress func(string)) (digest string, err error)
 	// Context is the daemon's lifetime: template builds, which outlive
 	// their requests, end with it (nil: never).
 	Context context.Context

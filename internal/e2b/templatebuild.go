@@ -21,6 +21,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/controller/templates"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 	"github.com/paddock-dev/paddock/internal/lazyre"
 )
@@ -475,7 +476,10 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 	}
 	maps.Copy(shared, b.uploads) // its own first
 	spec, bc, origin, err := e2bSpec(rules.TemplateName(b.name, b.tags[0]), def, shared)
+	var auth *image.RegistryAuth
 	if err == nil {
+		// Checked by e2bSpec; kept in memory for the pull alone.
+		auth, _ = registryAuth(def.FromImageRegistry)
 		b.started, b.status = true, "building"
 	}
 	b.mu.Unlock()
@@ -489,7 +493,7 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 	// The build outlives the request; it keeps the caller's identity and
 	// ends with the daemon.
 	ctx := controller.WithCaller(h.opts.Context, controller.Caller(r.Context()), h.opts.Controller.KeyScope(r.Context(), controller.Caller(r.Context())))
-	go h.runBuild(ctx, b, spec, bc, origin)
+	go h.runBuild(ctx, b, spec, bc, origin, auth)
 	h.log.Info("e2b template build started", "template", b.name, "build", b.id, "steps", len(spec.Steps))
 	w.WriteHeader(http.StatusAccepted)
 }
@@ -498,7 +502,7 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 // a failure name the step of E2B's definition they belong to (origin maps
 // Paddock's steps to E2B's): "base" before the first, as E2B names the
 // base's, so that the SDKs point at the line of the template that failed.
-func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec, bc *templates.BuildContext, origin []int) {
+func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec, bc *templates.BuildContext, origin []int, auth *image.RegistryAuth) {
 	defer h.builds.release(b)
 	step := "base"
 	var out strings.Builder // run output, logged by line
@@ -533,7 +537,7 @@ func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec
 		}
 		return nil
 	}
-	err := h.pullBase(ctx, b, spec)
+	err := h.pullBase(ctx, b, spec, auth)
 	var tpl *api.Template
 	if err == nil {
 		tpl, err = h.opts.Templates.Build(ctx, *spec, bc, emit)
@@ -595,9 +599,10 @@ func (h *Handler) buildStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 // pullBase pulls the build's base image when the daemon does not have it
-// (for the caller, as `paddock images pull` would), and builds from the
-// digest pulled.
-func (h *Handler) pullBase(ctx context.Context, b *build, spec *api.TemplateSpec) error {
+// (for the caller, as `paddock images pull` would, with the build's
+// registry credentials if it gave some), and builds from the digest
+// pulled.
+func (h *Handler) pullBase(ctx context.Context, b *build, spec *api.TemplateSpec, auth *image.RegistryAuth) error {
 	if spec.Image == "" || h.opts.PullImage == nil {
 		return nil
 	}
@@ -606,7 +611,7 @@ func (h *Handler) pullBase(ctx context.Context, b *build, spec *api.TemplateSpec
 		return err
 	}
 	b.log("info", "pulling "+spec.Image)
-	digest, err := h.opts.PullImage(ctx, spec.Image, func(line string) { b.log("info", line) })
+	digest, err := h.opts.PullImage(ctx, spec.Image, auth, func(line string) { b.log("info", line) })
 	if err != nil {
 		return fmt.Errorf("base image %s: %w", truncate(spec.Image), err)
 	}

@@ -238,8 +238,6 @@ func placeCopy(entries []uploadEntry, src, dest, workdir string) (placed, error)
 // baseOf maps E2B's fromImage/fromTemplate to a Paddock template's base.
 func baseOf(b buildStart) (img, tpl string, err error) {
 	switch {
-	case len(b.FromImageRegistry) > 0 && string(b.FromImageRegistry) != "null":
-		return "", "", errdefs.Invalid("fromImageRegistry: registry credentials are not served; pull the image with `paddock images pull` and build from its name")
 	case b.FromImage != "" && b.FromTemplate != "":
 		return "", "", errdefs.Invalid("give fromImage or fromTemplate, not both")
 	case b.FromTemplate != "":
@@ -257,6 +255,60 @@ func baseOf(b buildStart) (img, tpl string, err error) {
 	}
 }
 
+// Bounds of fromImageRegistry's fields.
+const (
+	maxRegistryUser    = 1024
+	maxRegistrySecret  = 16 << 10 // a token or password
+	maxRegistryGCPKey  = 64 << 10 // a service account's JSON key
+	gcpJSONKeyUsername = "_json_key"
+	registryAWSAdvice  = "give type registry with username AWS and the password `aws ecr get-login-password` prints"
+)
+
+// registryAuth reads E2B's fromImageRegistry: the credentials a build
+// from a private image pulls it with. Type registry gives a user name
+// and password; gcp a service account's JSON key, which Google's
+// registries take as the password of the user _json_key. aws (access
+// keys, which only AWS's API turns into a registry password) is refused
+// with how to give that password instead. null or absent: none.
+func registryAuth(raw json.RawMessage) (*image.RegistryAuth, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var r struct {
+		Type               string          `json:"type"`
+		Username           string          `json:"username"`
+		Password           string          `json:"password"`
+		ServiceAccountJSON json.RawMessage `json:"serviceAccountJson"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, errdefs.Invalid("fromImageRegistry: %v", err)
+	}
+	switch r.Type {
+	case "registry":
+		if r.Username == "" || r.Password == "" {
+			return nil, errdefs.Invalid("fromImageRegistry: type registry needs a username and a password")
+		}
+		if len(r.Username) > maxRegistryUser || len(r.Password) > maxRegistrySecret {
+			return nil, errdefs.Invalid("fromImageRegistry: username or password too long (%d and %d bytes at most)", maxRegistryUser, maxRegistrySecret)
+		}
+		return &image.RegistryAuth{Username: r.Username, Password: r.Password}, nil
+	case "gcp":
+		key := r.ServiceAccountJSON
+		var s string
+		if json.Unmarshal(key, &s) == nil {
+			key = json.RawMessage(s) // the SDKs send the key as a string
+		}
+		if len(key) == 0 || len(key) > maxRegistryGCPKey || !json.Valid(key) {
+			return nil, errdefs.Invalid("fromImageRegistry: type gcp needs serviceAccountJson, a service account's JSON key of at most %d bytes", maxRegistryGCPKey)
+		}
+		return &image.RegistryAuth{Username: gcpJSONKeyUsername, Password: string(key)}, nil
+	case "aws":
+		return nil, errdefs.Invalid("fromImageRegistry: type aws (access keys) is not served; %s", registryAWSAdvice)
+	default:
+		return nil, errdefs.Invalid("fromImageRegistry: type %q: want registry, gcp or aws", truncate(r.Type))
+	}
+}
+
 // e2bSpec turns E2B's definition into a Paddock build request (the
 // definition and its context) for the template name, with the files
 // uploaded for each copy step by hash. origin says, for each of the
@@ -266,6 +318,11 @@ func e2bSpec(name string, b buildStart, uploads map[string][]uploadEntry) (spec 
 	img, base, err := baseOf(b)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if auth, err := registryAuth(b.FromImageRegistry); err != nil {
+		return nil, nil, nil, err
+	} else if auth != nil && (b.FromImage == "" || base != "") {
+		return nil, nil, nil, errdefs.Invalid("fromImageRegistry: credentials go with fromImage, the image they pull")
 	}
 	spec = &api.TemplateSpec{Name: name, Image: img, Template: base}
 	user, workdir := e2bUser, e2bWorkdir

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -206,6 +207,9 @@ func TestE2BSpec(t *testing.T) {
 		{ReadyCmd: "true"},
 		{FromImage: "a", FromTemplate: "b"},
 		{FromImageRegistry: []byte(`{"type":"registry"}`)},
+		{FromImage: "r.example/x:1", FromImageRegistry: []byte(`{"type":"aws","awsAccessKeyId":"a","awsSecretAccessKey":"b","awsRegion":"c"}`)},
+		{FromTemplate: "t", FromImageRegistry: []byte(`{"type":"registry","username":"u","password":"p"}`)},
+		{FromImageRegistry: []byte(`{"type":"registry","username":"u","password":"p"}`)},
 	} {
 		if _, _, _, err := e2bSpec("tpl", bad, uploads); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("%+v: err %v, want invalid", bad, err)
@@ -300,5 +304,43 @@ func TestBuildTableSharedUploads(t *testing.T) {
 	tb.release(older)
 	if tb.upBytes != 5+7 {
 		t.Fatalf("held %d bytes once both ended, want %d", tb.upBytes, 5+7)
+	}
+}
+
+// TestRegistryAuth: E2B's three kinds of registry credentials: a user and
+// password as given, a GCP key (as a string or an object) as Google's
+// registries take it, AWS keys refused with what to give instead; every
+// field bounded.
+func TestRegistryAuth(t *testing.T) {
+	key := `{"type":"service_account","private_key":"k"}`
+	quoted, _ := json.Marshal(key)
+	for _, tc := range []struct {
+		raw        string
+		user, pass string
+		err        string
+	}{
+		{raw: ``},
+		{raw: `null`},
+		{raw: `{"type":"registry","username":"u","password":"p"}`, user: "u", pass: "p"},
+		{raw: `{"type":"gcp","serviceAccountJson":` + string(quoted) + `}`, user: "_json_key", pass: key},
+		{raw: `{"type":"gcp","serviceAccountJson":` + key + `}`, user: "_json_key", pass: key},
+		{raw: `{"type":"gcp","serviceAccountJson":"not json"}`, err: "serviceAccountJson"},
+		{raw: `{"type":"aws","awsAccessKeyId":"a","awsSecretAccessKey":"b","awsRegion":"r"}`, err: "get-login-password"},
+		{raw: `{"type":"registry","username":"u"}`, err: "needs a username and a password"},
+		{raw: `{"type":"registry","username":"u","password":"` + strings.Repeat("p", maxRegistrySecret+1) + `"}`, err: "too long"},
+		{raw: `{"type":"ftp"}`, err: "want registry, gcp or aws"},
+		{raw: `[1]`, err: "fromImageRegistry"},
+	} {
+		a, err := registryAuth(json.RawMessage(tc.raw))
+		switch {
+		case tc.err != "":
+			if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%.60s: %v, want an invalid naming %q", tc.raw, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%.60s: %v", tc.raw, err)
+		case tc.user == "" && a != nil, tc.user != "" && (a == nil || a.Username != tc.user || a.Password != tc.pass):
+			t.Errorf("%.60s: %+v", tc.raw, a)
+		}
 	}
 }

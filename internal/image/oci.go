@@ -167,10 +167,11 @@ func (s *Store) listImported(ctx context.Context) ([]*Image, error) {
 	return out, ctx.Err()
 }
 
-// Pull fetches ref from an OCI registry anonymously (the daemon's own
-// credentials are never offered to a registry a caller names) and stores
-// it under its manifest digest, for opts.Owner and within its cap
-// (opts.Source and opts.MaxArchive are not used).
+// Pull fetches ref from an OCI registry, anonymously or with the
+// caller's opts.Auth (the daemon's own credentials are never offered to a
+// registry a caller names), and stores it under its manifest digest, for
+// opts.Owner and within its cap (opts.Source and opts.MaxArchive are not
+// used).
 func (s *Store) Pull(ctx context.Context, ref string, opts ImportOptions) (*Image, error) {
 	if ref == "" || len(ref) > maxSourceLen {
 		return nil, errdefs.Invalid("image reference must be 1 to %d bytes", maxSourceLen)
@@ -181,7 +182,11 @@ func (s *Store) Pull(ctx context.Context, ref string, opts ImportOptions) (*Imag
 	}
 	progress := orNop(opts.Progress)
 	progress("resolving " + r.String())
-	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithAuth(authn.Anonymous),
+	var auth authn.Authenticator = authn.Anonymous
+	if a := opts.Auth; a != nil {
+		auth = &authn.Basic{Username: a.Username, Password: a.Password}
+	}
+	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithAuth(auth),
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: goruntime.GOARCH}))
 	if err != nil {
 		return nil, fmt.Errorf("pulling %s: %v: %w", printable(ref), err, errdefs.ErrUnavailable)

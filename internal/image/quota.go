@@ -29,6 +29,16 @@ type ImportOptions struct {
 	// this import included; 0 means no cap.
 	MaxOwnerBytes int64
 	Progress      Progress
+	// Auth, on a pull, is the registry's credentials for this pull alone
+	// (offered to the registry named by the reference only, and kept
+	// nowhere); nil pulls anonymously.
+	Auth *RegistryAuth
+}
+
+// RegistryAuth is a user name and password for a registry's basic or
+// token login.
+type RegistryAuth struct {
+	Username, Password string
 }
 
 // OwnerUsage is the bytes the images owner imported or pulled wrote to
