@@ -21,8 +21,8 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/rules"
 	"github.com/paddock-dev/paddock/internal/controller/templates"
 	"github.com/paddock-dev/paddock/internal/errdefs"
-	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
+	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/lazyre"
 )
 
