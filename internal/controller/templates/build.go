@@ -77,7 +77,7 @@ func (s *Service) Build(ctx context.Context, spec api.TemplateSpec, bc *BuildCon
 	if err := s.core.CanKeepLayers(); err != nil {
 		return nil, err
 	}
-	if err := s.mayChangeFamily(ctx, spec.Name); err != nil { // tags.go
+	if err := s.mayBuildIn(ctx, spec.Name); err != nil { // tags.go
 		return nil, err
 	}
 	// A copy of a path missing from the context fails before any image
@@ -187,7 +187,7 @@ func (s *Service) MayBuild(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return s.mayChangeFamily(ctx, name)
+	return s.mayBuildIn(ctx, name)
 }
 
 // record stores a built template, checking again, with no other record
@@ -195,7 +195,7 @@ func (s *Service) MayBuild(ctx context.Context, name string) error {
 func (s *Service) record(ctx context.Context, rec *store.Template) error {
 	s.recording.Lock()
 	defer s.recording.Unlock()
-	if err := s.mayChangeFamily(ctx, rec.Name); err != nil {
+	if err := s.mayBuildIn(ctx, rec.Name); err != nil {
 		return err
 	}
 	if old, err := s.st.GetTemplate(ctx, rec.Name); err == nil {

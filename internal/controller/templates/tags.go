@@ -3,6 +3,7 @@ package templates
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +22,27 @@ import (
 // All the tags of one name are one family: a key of scope own may build,
 // tag or untag in a family only when it built every template in it, so no
 // tenant adds a tag under a name another tenant's sandboxes use.
+
+// MaxTags is how many tags one name may have (the plain name counts as
+// the tag "default"): each is a template record, which builds, lists and
+// pool tending read.
+const MaxTags = 100
+
+// roomForTags refuses adding names to fam past MaxTags; names already in
+// it are replaced, not added.
+func roomForTags(fam []*store.Template, names []string) error {
+	n := len(fam)
+	for _, name := range names {
+		if !slices.ContainsFunc(fam, func(t *store.Template) bool { return t.Name == name }) {
+			n++
+		}
+	}
+	if n > MaxTags {
+		base, _ := rules.SplitTemplateTag(names[0])
+		return fmt.Errorf("template %s would have %d tags; a name has at most %d (remove some first): %w", base, n, MaxTags, errdefs.ErrResourceExhausted)
+	}
+	return nil
+}
 
 // family lists the templates of name's family, by name.
 func (s *Service) family(ctx context.Context, name string) ([]*store.Template, error) {
@@ -53,6 +75,20 @@ func (s *Service) mayChangeFamily(ctx context.Context, name string) error {
 	return nil
 }
 
+// mayBuildIn refuses ctx's caller a build of name (a template's name,
+// with its tag if any) that it may not record: a family it may not change
+// (mayChangeFamily), or a new tag past MaxTags.
+func (s *Service) mayBuildIn(ctx context.Context, name string) error {
+	if err := s.mayChangeFamily(ctx, name); err != nil {
+		return err
+	}
+	fam, err := s.family(ctx, name)
+	if err != nil {
+		return err
+	}
+	return roomForTags(fam, []string{name})
+}
+
 // Tag gives the build of target (a template's name, with its tag if any)
 // every tag of tags too: each becomes a template of that name and tag with
 // target's definition, image, layers and build id, replacing what the tag
@@ -78,6 +114,17 @@ func (s *Service) Tag(ctx context.Context, target string, tags []string) (string
 		return "", nil, err
 	}
 	base, _ := rules.SplitTemplateTag(target)
+	fam, err := s.family(ctx, target)
+	if err != nil {
+		return "", nil, err
+	}
+	names := make([]string, len(tags))
+	for i, tag := range tags {
+		names[i] = rules.TemplateName(base, tag)
+	}
+	if err := roomForTags(fam, names); err != nil {
+		return "", nil, err
+	}
 	for _, tag := range tags {
 		name := rules.TemplateName(base, tag)
 		if name == target {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -178,5 +179,34 @@ func TestFamilies(t *testing.T) {
 	}
 	if _, err := s.Families(bg); err == nil {
 		t.Error("no caller listed families")
+	}
+}
+
+// TestTagsCapped: a name takes at most MaxTags tags, by Tag or by a
+// build under a new tag (refused before it runs, by MayBuild); retagging
+// a tag it has, and building it again, still work at the cap.
+func TestTagsCapped(t *testing.T) {
+	s, st, _ := newTagService(t)
+	ctx := controller.WithCaller(context.Background(), "ka", api.KeyScopeOwn)
+	putTemplate(t, st, "big", "ka", "b0")
+	for i := 1; i < MaxTags; i++ {
+		if _, _, err := s.Tag(ctx, "big", []string{"t" + strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.Tag(ctx, "big", []string{"one-more"}); !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "at most 100") {
+		t.Errorf("a tag past the cap: %v", err)
+	}
+	if err := s.MayBuild(ctx, "big:new"); !errors.Is(err, errdefs.ErrResourceExhausted) {
+		t.Errorf("a build of a new tag past the cap: %v", err)
+	}
+	if _, _, err := s.Tag(ctx, "big", []string{"t1", "t2"}); err != nil {
+		t.Errorf("retagging tags the name has: %v", err)
+	}
+	if err := s.MayBuild(ctx, "big:t5"); err != nil {
+		t.Errorf("a build of a tag the name has: %v", err)
+	}
+	if err := s.MayBuild(ctx, "other"); err != nil {
+		t.Errorf("another name: %v", err)
 	}
 }
