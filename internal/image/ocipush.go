@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,7 @@ type Pusher struct {
 	pushed map[string]bool          // references the registry has
 	flight map[string]*pushCall     // pushes under way, by reference
 	known  map[string]ociDescriptor // layer directory -> its blob
+	cache  string                   // the file known is kept in, or ""
 }
 
 type pushCall struct {
@@ -60,7 +62,11 @@ type PusherOptions struct {
 	Auth authn.Keychain
 	// Transport is the HTTP transport (nil: the default).
 	Transport http.RoundTripper
-	Logger    *slog.Logger
+	// LayerCache, if set, is a file that keeps the layers' blob digests
+	// across restarts, so that a daemon started again does not read a
+	// layer the registry has (a template's base image) to learn it.
+	LayerCache string
+	Logger     *slog.Logger
 }
 
 // NewPusher returns a Pusher.
@@ -83,10 +89,65 @@ func NewPusher(o PusherOptions) (*Pusher, error) {
 	if o.Transport != nil {
 		opts = append(opts, remote.WithTransport(o.Transport))
 	}
-	return &Pusher{
+	p := &Pusher{
 		prefix: o.Prefix, agent: o.AgentBinary, tmp: o.TempDir, auth: auth, log: log, options: opts,
 		pushed: map[string]bool{}, flight: map[string]*pushCall{}, known: map[string]ociDescriptor{},
-	}, nil
+		cache: o.LayerCache,
+	}
+	p.loadCache()
+	return p, nil
+}
+
+// maxCachedLayers bounds the layer cache file's entries.
+const maxCachedLayers = 1 << 16
+
+// loadCache reads the layer cache file, if any. A file that cannot be
+// read is logged and left to be written anew: it only saves reading.
+func (p *Pusher) loadCache() {
+	if p.cache == "" {
+		return
+	}
+	f, err := os.Open(p.cache)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		defer f.Close()
+		var m map[string]ociDescriptor
+		err = json.NewDecoder(io.LimitReader(f, maxCachedLayers*512)).Decode(&m)
+		if err == nil && len(m) > maxCachedLayers {
+			err = fmt.Errorf("%d entries", len(m))
+		}
+		for k, d := range m {
+			if _, herr := v1.NewHash(d.Digest); herr != nil || d.Size < 0 || d.MediaType != mediaLayer {
+				err = fmt.Errorf("entry %q is not a layer's descriptor", k)
+				break
+			}
+		}
+		if err == nil {
+			p.known = m
+			return
+		}
+	}
+	p.log.Warn("image push: layer cache not read; layers are read again to learn their digests", "file", p.cache, "err", err)
+}
+
+// saveCache writes the layer cache file (p.mu held), through a temporary
+// file and a rename.
+func (p *Pusher) saveCache() {
+	if p.cache == "" || len(p.known) > maxCachedLayers {
+		return
+	}
+	data, err := json.Marshal(p.known)
+	if err == nil {
+		tmp := p.cache + ".tmp"
+		if err = os.WriteFile(tmp, data, 0o600); err == nil {
+			err = os.Rename(tmp, p.cache)
+		}
+	}
+	if err != nil {
+		p.log.Warn("image push: layer cache not written", "file", p.cache, "err", err)
+	}
 }
 
 // Ref is the reference img is pushed under.
@@ -166,12 +227,34 @@ func (p *Pusher) push(ctx context.Context, img *Image, ref string) error {
 	}
 	p.log.Info("pushing image", "image", img.Name, "ref", ref, "layers", len(oi.layers), "bytes", size)
 	if err := remote.Write(tag, pushedImage(ctx, oi), opts...); err != nil {
-		return fmt.Errorf("image push: %s: %w", ref, registryErr(err))
+		reused := slices.ContainsFunc(oi.layers, func(b blob) bool { return b.dir != "" })
+		if !reused || ctx.Err() != nil || errors.Is(registryErr(err), errdefs.ErrPermissionDenied) {
+			return fmt.Errorf("image push: %s: %w", ref, registryErr(err))
+		}
+		// A layer written again from its directory by a digest learnt
+		// before may differ (its files touched since): write every layer
+		// anew, once, and forget what was learnt.
+		p.log.Warn("image push failed with layers known from before; writing them anew", "image", img.Name, "err", err)
+		p.mu.Lock()
+		p.known = map[string]ociDescriptor{}
+		p.mu.Unlock()
+		known = map[string]ociDescriptor{}
+		again, err := os.MkdirTemp(tmp, "again-")
+		if err != nil {
+			return fmt.Errorf("image push: %w", err)
+		}
+		if oi, err = buildOCI(ctx, img, p.agent, again, known); err != nil {
+			return fmt.Errorf("image push: %s: %w", img.Name, err)
+		}
+		if err := remote.Write(tag, pushedImage(ctx, oi), opts...); err != nil {
+			return fmt.Errorf("image push: %s: %w", ref, registryErr(err))
+		}
 	}
 	p.mu.Lock()
 	for k, v := range known {
 		p.known[k] = v
 	}
+	p.saveCache()
 	p.mu.Unlock()
 	p.log.Info("image pushed", "image", img.Name, "ref", ref, "bytes", size, "took", time.Since(start).Round(time.Millisecond))
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -310,5 +311,71 @@ func TestPusherCallerGivesUp(t *testing.T) {
 	}
 	if n := manifests.Load(); n != 1 {
 		t.Errorf("%d manifests written; want the one push", n)
+	}
+}
+
+// TestPusherLayerCache: a pusher started again with the layer cache file
+// knows the layers' digests without reading them; a cache whose digest
+// for a layer is wrong (its files changed since) fails the registry's
+// check once, and the push writes every layer anew and succeeds; a
+// cache file that is not one is ignored.
+func TestPusherLayerCache(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	layer := filepath.Join(dir, "layer")
+	if err := os.MkdirAll(filepath.Join(layer, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(layer, "etc", "f"), []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agentBin := filepath.Join(dir, "agent")
+	if err := os.WriteFile(agentBin, []byte("agent"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, "layers.json")
+	img := &Image{Name: "cached", Digest: "sha256:" + strings.Repeat("5", 64), Layers: []string{layer}}
+	newPusher := func(reg *testRegistry) *Pusher {
+		p, err := NewPusher(PusherOptions{Prefix: reg.host, AgentBinary: agentBin, TempDir: dir, Auth: writeCreds(t, reg.host, "user", "secret"), LayerCache: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if err := newPusher(newTestRegistry(t)).Push(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	p := newPusher(newTestRegistry(t))
+	if len(p.known) != 2 {
+		t.Fatalf("a pusher started again knows %d layers, want the image's and the agent's", len(p.known))
+	}
+	if err := p.Push(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+
+	// The layer changes under the cache's nose.
+	if err := os.WriteFile(filepath.Join(layer, "etc", "f"), []byte("two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img2 := &Image{Name: "cached", Digest: "sha256:" + strings.Repeat("6", 64), Layers: []string{layer}}
+	var logged strings.Builder
+	stale := newPusher(newTestRegistry(t))
+	stale.log = slog.New(slog.NewTextHandler(&logged, nil))
+	if err := stale.Push(ctx, img2); err != nil {
+		t.Fatalf("a push with a stale cache: %v", err)
+	}
+	if !strings.Contains(logged.String(), "writing them anew") {
+		t.Errorf("the stale layer was not written anew:\n%s", logged.String())
+	}
+
+	if err := os.WriteFile(cache, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p = newPusher(newTestRegistry(t))
+	if len(p.known) != 0 {
+		t.Errorf("a broken cache gave %d layers", len(p.known))
+	}
+	if err := p.Push(ctx, img2); err != nil {
+		t.Fatal(err)
 	}
 }
