@@ -149,7 +149,7 @@ func imagePusher(cfg config.Config, images *image.Store, agentBin string, log *s
 	p, err := image.NewPusher(image.PusherOptions{
 		Prefix: cfg.Kubernetes.ImagePrefix, AgentBinary: agentBin, TempDir: images.Dir(), Auth: auth,
 		LayerCache: filepath.Join(cfg.StateDir, "pushed-layers.json"),
-		Logger: log.With("part", "images", "registry", cfg.Kubernetes.ImagePrefix),
+		Logger:     log.With("part", "images", "registry", cfg.Kubernetes.ImagePrefix),
 	})
 	if err != nil {
 		return nil, err
