@@ -181,9 +181,13 @@ func newTemplateCmd(g *globals) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), api.TemplateList{Templates: nonNil(ts)})
 			}
 			now := time.Now()
-			t := newTable(cmd.OutOrStdout(), "NAME", "IMAGE", "STEPS", "BUILD", "UPDATED")
+			t := newTable(cmd.OutOrStdout(), "NAME", "IMAGE", "STEPS", "BUILD", "UPDATED", "SANDBOXES", "LAST CREATE")
 			for _, tp := range ts {
-				t.row(tp.Name, tp.Image, fmt.Sprint(len(tp.Spec.Steps)), shortDigest("build:"+tp.BuildID), ago(tp.UpdatedAt, now))
+				last := "-"
+				if tp.LastSpawnedAt != nil {
+					last = ago(*tp.LastSpawnedAt, now)
+				}
+				t.row(tp.Name, tp.Image, fmt.Sprint(len(tp.Spec.Steps)), shortDigest("build:"+tp.BuildID), ago(tp.UpdatedAt, now), fmt.Sprint(tp.Spawns), last)
 			}
 			return t.flush()
 		},

@@ -138,8 +138,19 @@ run = "echo about-to-fail; exit 3"
 	if _, err := d.client.Template(ctxT(t, time.Minute), "broken"); !errors.Is(err, paddock.ErrNotFound) {
 		t.Fatalf("failed build left a template: %v", err)
 	}
-	if ls := d.must("template", "ls"); strings.Contains(ls, "broken") || !strings.Contains(ls, "web") {
+	ls := d.must("template", "ls")
+	if strings.Contains(ls, "broken") || !strings.Contains(ls, "web") {
 		t.Fatalf("template ls:\n%s", ls)
+	}
+	// The two sandboxes created from web count, across its rebuild.
+	counted := false
+	for _, line := range strings.Split(ls, "\n") {
+		if f := strings.Fields(line); len(f) > 3 && f[0] == "web" {
+			counted = f[len(f)-3] == "2" && f[len(f)-1] == "ago"
+		}
+	}
+	if !counted {
+		t.Errorf("template ls does not count web's two sandboxes:\n%s", ls)
 	}
 	list, err := d.client.List(ctxT(t, time.Minute), nil)
 	if err != nil {
