@@ -117,6 +117,9 @@ func TestImagePushOnKubernetes(t *testing.T) {
 		}
 		return sb.ID
 	}
+	if info := d.must("info"); !strings.Contains(info, "images pushed to "+prefix) {
+		t.Errorf("paddock info does not say where images go:\n%s", info)
+	}
 	start := time.Now()
 	id := create("--image", "busybox")
 	t.Logf("figure: first create of busybox, pushed and pulled on the way: %s", time.Since(start).Round(time.Millisecond))

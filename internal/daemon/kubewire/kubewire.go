@@ -47,6 +47,11 @@ func Runtimes(ctx context.Context, cfg config.Config, log *slog.Logger, names []
 			what += " (RuntimeClass " + class + ")"
 			note = "kubernetes, RuntimeClass " + class
 		}
+		if cfg.Kubernetes.ImagePush {
+			note += "; images pushed to " + cfg.Kubernetes.ImagePrefix
+		} else {
+			note += "; images found on the nodes as " + cfg.Kubernetes.ImagePrefix + "/NAME:DIGEST"
+		}
 		infos = append(infos, api.RuntimeInfo{Name: rt, Binary: what, Path: cl.Server, Version: cl.Version, Available: true, Note: note})
 	}
 	log.Info("kubernetes backend", "server", cl.Server, "version", cl.Version, "namespace", cfg.Kubernetes.Namespace, "instance", cfg.KubeInstance())
