@@ -135,7 +135,18 @@ func (p *Pusher) loadCache() {
 // saveCache writes the layer cache file (p.mu held), through a temporary
 // file and a rename.
 func (p *Pusher) saveCache() {
-	if p.cache == "" || len(p.known) > maxCachedLayers {
+	if p.cache == "" {
+		return
+	}
+	if len(p.known) > maxCachedLayers/16 {
+		// Layers collected since (and agents replaced) are forgotten.
+		for k := range p.known {
+			if _, err := os.Lstat(strings.TrimPrefix(k, "agent:")); err != nil {
+				delete(p.known, k)
+			}
+		}
+	}
+	if len(p.known) > maxCachedLayers {
 		return
 	}
 	data, err := json.Marshal(p.known)
