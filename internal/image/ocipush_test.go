@@ -68,6 +68,21 @@ func newTestRegistry(t *testing.T) *testRegistry {
 	return r
 }
 
+// pushFixture is a directory holding a stand-in agent binary (returned)
+// and an empty layer directory "l".
+func pushFixture(t *testing.T) (dir, agentBin string) {
+	t.Helper()
+	dir = t.TempDir()
+	agentBin = filepath.Join(dir, "agent")
+	if err := os.WriteFile(agentBin, []byte("agent"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "l"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, agentBin
+}
+
 func writeCreds(t *testing.T, host, user, pass string) authn.Keychain {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.json")
@@ -221,14 +236,7 @@ func TestPusherPushesOnce(t *testing.T) {
 // so, and nothing is marked pushed.
 func TestPusherRefusedCredentials(t *testing.T) {
 	reg := newTestRegistry(t)
-	dir := t.TempDir()
-	agentBin := filepath.Join(dir, "agent")
-	if err := os.WriteFile(agentBin, []byte("agent"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "l"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, agentBin := pushFixture(t)
 	img := &Image{Name: "base", Digest: "sha256:" + strings.Repeat("3", 64), Layers: []string{filepath.Join(dir, "l")}}
 	for _, kc := range []authn.Keychain{writeCreds(t, reg.host, "user", "wrong"), nil} {
 		p, err := NewPusher(PusherOptions{Prefix: reg.host, AgentBinary: agentBin, TempDir: dir, Auth: kc})
@@ -281,14 +289,7 @@ func TestPusherCallerGivesUp(t *testing.T) {
 		inner.ServeHTTP(w, req)
 	}))
 	defer srv.Close()
-	dir := t.TempDir()
-	agentBin := filepath.Join(dir, "agent")
-	if err := os.WriteFile(agentBin, []byte("agent"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "l"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, agentBin := pushFixture(t)
 	p, err := NewPusher(PusherOptions{Prefix: strings.TrimPrefix(srv.URL, "http://"), AgentBinary: agentBin, TempDir: dir})
 	if err != nil {
 		t.Fatal(err)
