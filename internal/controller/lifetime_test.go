@@ -44,13 +44,15 @@ func TestLifetimeEndsOnTime(t *testing.T) {
 		}
 		el := time.Since(set)
 		if gone {
-			if el < d-50*time.Millisecond || el > d+300*time.Millisecond {
+			// Late by scheduling at most (a loaded two-core host took
+			// 320 ms); the minute-long idle check would be a minute late.
+			if el < d-50*time.Millisecond || el > d+900*time.Millisecond {
 				t.Fatalf("ended %v after SetTimeout(%v)", el, d)
 			}
 			t.Logf("ended %v after SetTimeout(%v)", el, d)
 			return
 		}
-		if el > d+time.Second {
+		if el > d+2*time.Second {
 			t.Fatalf("still there %v after SetTimeout(%v)", el, d)
 		}
 		time.Sleep(10 * time.Millisecond)
