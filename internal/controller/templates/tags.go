@@ -61,28 +61,26 @@ func (s *Service) family(ctx context.Context, name string) ([]*store.Template, e
 }
 
 // mayChangeFamily refuses ctx's caller a change in name's family unless
-// it may replace every template in it (mayReplace).
-func (s *Service) mayChangeFamily(ctx context.Context, name string) error {
+// it may replace every template in it (mayReplace), and returns the
+// family.
+func (s *Service) mayChangeFamily(ctx context.Context, name string) ([]*store.Template, error) {
 	fam, err := s.family(ctx, name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, t := range fam {
 		if err := mayReplace(ctx, t); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return fam, nil
 }
 
 // mayBuildIn refuses ctx's caller a build of name (a template's name,
 // with its tag if any) that it may not record: a family it may not change
 // (mayChangeFamily), or a new tag past MaxTags.
 func (s *Service) mayBuildIn(ctx context.Context, name string) error {
-	if err := s.mayChangeFamily(ctx, name); err != nil {
-		return err
-	}
-	fam, err := s.family(ctx, name)
+	fam, err := s.mayChangeFamily(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -110,14 +108,11 @@ func (s *Service) Tag(ctx context.Context, target string, tags []string) (string
 	if err != nil {
 		return "", nil, err
 	}
-	if err := s.mayChangeFamily(ctx, target); err != nil {
-		return "", nil, err
-	}
-	base, _ := rules.SplitTemplateTag(target)
-	fam, err := s.family(ctx, target)
+	fam, err := s.mayChangeFamily(ctx, target)
 	if err != nil {
 		return "", nil, err
 	}
+	base, _ := rules.SplitTemplateTag(target)
 	names := make([]string, len(tags))
 	for i, tag := range tags {
 		names[i] = rules.TemplateName(base, tag)
