@@ -90,8 +90,20 @@ func TestE2BTemplateBuildPullsPrivateBase(t *testing.T) {
 }
 
 // runE2BBuild requests and starts an E2B build of tname with body and
-// waits for its end: its status and its log and reason as text.
+// waits for its end: its status and its status answers (log and reason)
+// as text.
 func runE2BBuild(t *testing.T, c *e2bClient, tname string, body map[string]any) (string, string) {
+	t.Helper()
+	buildPath, statusPath := requestE2BBuild(t, c, tname)
+	if res := c.do("POST", buildPath, body, nil); res.status != http.StatusAccepted {
+		t.Fatalf("start build: %d %s", res.status, res.body)
+	}
+	return waitE2BBuild(t, c, statusPath)
+}
+
+// requestE2BBuild asks for a build of tname (E2B's POST /v3/templates)
+// and returns the paths that start it and tell its status.
+func requestE2BBuild(t *testing.T, c *e2bClient, tname string) (buildPath, statusPath string) {
 	t.Helper()
 	var req struct {
 		TemplateID string `json:"templateID"`
@@ -102,14 +114,20 @@ func runE2BBuild(t *testing.T, c *e2bClient, tname string, body map[string]any) 
 		t.Fatalf("request build: %d %s", res.status, res.body)
 	}
 	res.json(t, &req)
-	if res = c.do("POST", "/v2/templates/"+req.TemplateID+"/builds/"+req.BuildID, body, nil); res.status != http.StatusAccepted {
-		t.Fatalf("start build: %d %s", res.status, res.body)
+	if req.TemplateID != tname || req.BuildID == "" {
+		t.Fatalf("request build: %s", res.body)
 	}
-	statusPath := "/templates/" + req.TemplateID + "/builds/" + req.BuildID + "/status"
+	return "/v2/templates/" + req.TemplateID + "/builds/" + req.BuildID, "/templates/" + req.TemplateID + "/builds/" + req.BuildID + "/status"
+}
+
+// waitE2BBuild polls a started build's status until it ends, and returns
+// its status and every status answer (log and reason) as text.
+func waitE2BBuild(t *testing.T, c *e2bClient, statusPath string) (string, string) {
+	t.Helper()
 	var text strings.Builder
 	deadline := time.Now().Add(3 * time.Minute)
 	for offset := 0; ; {
-		res = c.do("GET", statusPath+"?logsOffset="+strconv.Itoa(offset), nil, nil)
+		res := c.do("GET", statusPath+"?logsOffset="+strconv.Itoa(offset), nil, nil)
 		if res.status != http.StatusOK {
 			t.Fatalf("status: %d %s", res.status, res.body)
 		}

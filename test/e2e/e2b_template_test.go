@@ -6,7 +6,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,26 +40,13 @@ func TestE2BTemplateBuildPullsItsBase(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var req struct {
-		TemplateID string `json:"templateID"`
-		BuildID    string `json:"buildID"`
-	}
 	tname := "pulled-base"
-	res := c.do("POST", "/v3/templates", map[string]any{"name": tname, "cpuCount": 1, "memoryMB": 512}, nil)
-	if res.status != http.StatusAccepted {
-		t.Fatalf("request build: %d %s", res.status, res.body)
-	}
-	res.json(t, &req)
-	if req.TemplateID != tname || req.BuildID == "" {
-		t.Fatalf("request build: %s", res.body)
-	}
-	buildPath := "/v2/templates/" + req.TemplateID + "/builds/" + req.BuildID
-	statusPath := "/templates/" + req.TemplateID + "/builds/" + req.BuildID + "/status"
+	buildPath, statusPath := requestE2BBuild(t, c, tname)
 	// Another key can neither start nor watch this build.
 	other.do("POST", buildPath, map[string]any{}, nil).errCode(t, 404)
 	other.do("GET", statusPath, nil, nil).errCode(t, 404)
 
-	res = c.do("POST", buildPath, map[string]any{
+	res := c.do("POST", buildPath, map[string]any{
 		"fromImage": ref,
 		"steps": []map[string]any{
 			{"type": "RUN", "args": []string{"id -u > /home/user/uid && pwd > /home/user/cwd"}},
@@ -73,39 +59,12 @@ func TestE2BTemplateBuildPullsItsBase(t *testing.T) {
 	// Starting it twice is refused.
 	c.do("POST", buildPath, map[string]any{"fromImage": ref}, nil).errCode(t, 400)
 
-	var st struct {
-		Status     string `json:"status"`
-		LogEntries []struct {
-			Message string `json:"message"`
-		} `json:"logEntries"`
-		Reason *struct {
-			Message string `json:"message"`
-		} `json:"reason"`
+	status, logs := waitE2BBuild(t, c, statusPath)
+	if status != "ready" {
+		t.Fatalf("build failed:\n%s", logs)
 	}
-	var logs []string
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		res = c.do("GET", statusPath+"?logsOffset="+strconv.Itoa(len(logs)), nil, nil)
-		if res.status != http.StatusOK {
-			t.Fatalf("status: %d %s", res.status, res.body)
-		}
-		res.json(t, &st)
-		for _, e := range st.LogEntries {
-			logs = append(logs, e.Message)
-		}
-		if st.Status == "ready" || st.Status == "error" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("build still %s; log:\n%s", st.Status, strings.Join(logs, "\n"))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if st.Status != "ready" {
-		t.Fatalf("build failed: %+v; log:\n%s", st.Reason, strings.Join(logs, "\n"))
-	}
-	if joined := strings.Join(logs, "\n"); !strings.Contains(joined, "pulling "+ref) || !strings.Contains(joined, "run") {
-		t.Fatalf("the log says nothing of the pull or the steps:\n%s", joined)
+	if !strings.Contains(logs, "pulling "+ref) || !strings.Contains(logs, "run") {
+		t.Fatalf("the log says nothing of the pull or the steps:\n%s", logs)
 	}
 	if res := c.do("GET", "/templates/aliases/"+tname, nil, nil); res.status != http.StatusOK {
 		t.Fatalf("alias of a built template: %d %s", res.status, res.body)
