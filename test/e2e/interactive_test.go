@@ -491,9 +491,14 @@ func takeUnread(r io.Reader) string {
 // output up to and including it; the rest is kept for the next read.
 func readUntil(t *testing.T, r io.Reader, want string) string {
 	t.Helper()
-	var buf bytes.Buffer
+	var (
+		mu  sync.Mutex // buf is written by the reader below and read on a timeout
+		buf bytes.Buffer
+	)
 	buf.WriteString(takeUnread(r))
 	split := func() string {
+		mu.Lock()
+		defer mu.Unlock()
 		s := buf.String()
 		i := strings.Index(s, want)
 		if i < 0 {
@@ -513,8 +518,11 @@ func readUntil(t *testing.T, r io.Reader, want string) string {
 		b := make([]byte, 4096)
 		for {
 			n, err := r.Read(b)
+			mu.Lock()
 			buf.Write(b[:n])
-			if strings.Contains(buf.String(), want) {
+			found := strings.Contains(buf.String(), want)
+			mu.Unlock()
+			if found {
 				done <- nil
 				return
 			}
@@ -527,10 +535,15 @@ func readUntil(t *testing.T, r io.Reader, want string) string {
 	select {
 	case err := <-done:
 		if err != nil {
+			mu.Lock()
+			defer mu.Unlock()
 			t.Fatalf("terminal output ended (%v) before %q: %q", err, want, buf.String())
 		}
 	case <-time.After(time.Minute):
-		t.Fatalf("no %q in terminal output within a minute", want)
+		mu.Lock()
+		defer mu.Unlock()
+		// What was read says whether the output stopped or went another way.
+		t.Fatalf("no %q in terminal output within a minute; read since the last match: %q", want, buf.String())
 	}
 	return split()
 }
