@@ -101,10 +101,8 @@ func (p *poolingBackend) lastStart() runtime.Spec {
 // TestPoolOnAWarmPoolingBackend: on a backend that keeps warm pools, the
 // pool loop sizes the backend's pool instead of starting sandboxes; a
 // create from the pool takes from it when it has one ready (its first
-// start names the pool) and is cold otherwise; a template's start
-// command goes with its pool; a template with build layers keeps
-// Paddock's own pool on a backend that stacks layers itself (this one:
-// the cluster's case is test/kubernetes); pools the store no longer has are
+// start names the pool) and is cold otherwise; a template with a start
+// command keeps Paddock's own pool; pools the store no longer has are
 // removed from the backend, and a deleted pool goes from it at once.
 func TestPoolOnAWarmPoolingBackend(t *testing.T) {
 	var pb *poolingBackend
@@ -152,7 +150,7 @@ func TestPoolOnAWarmPoolingBackend(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if _, ok := pb.size("own"); ok {
-		t.Error("a template with build layers went to the pool of a backend that stacks layers itself")
+		t.Error("a template with build layers went to the backend's pool")
 	}
 	// A start command goes with the pool, for its agents to run at boot.
 	deadline = time.Now().Add(30 * time.Second)
