@@ -19,15 +19,8 @@ import (
 // The sandbox is recorded at the claim, under its caller, as a cold create
 // is. A template's start command is run by the pool's agents at boot,
 // which check its readiness themselves (runtime.Spec.Start); a claim waits
-// for the same check.
-//
-// A template whose files come from build steps has its pool there too on
-// a backend that does not stack this host's layers (Kubernetes): the
-// pool's pods run the template's image (its layers stacked on its base,
-// templateimage.go), and the claim writes the layers' home files in, which
-// the pod's home volume hides (the backend's restore of ImageLayers). Its
-// start command is run after that, by the claim, since it may need them.
-// On a backend that stacks layers itself the pool stays Paddock's own.
+// for the same check. Templates whose files come from build steps keep
+// Paddock's own pool: their layers are made on this host.
 
 // labelClusterPool marks a sandbox taken from a backend's warm pool, with
 // the pool's name; its first start claims from that pool.
@@ -35,25 +28,15 @@ const labelClusterPool = "paddock.dev/cluster-pool"
 
 // clusterPool returns the backend that keeps p's pool, if one does.
 func (c *Controller) clusterPool(p *store.Pool, tpl *store.Template) (runtime.WarmPooler, bool) {
-	if tpl == nil {
+	if tpl == nil || len(tpl.Layers) > 0 {
 		return nil, false
 	}
 	b, err := c.backend(c.templateRuntime(tpl))
 	if err != nil {
 		return nil, false
 	}
-	if len(tpl.Layers) > 0 && stacksLayers(b) { // templates.go
-		return nil, false
-	}
 	wp, ok := b.(runtime.WarmPooler)
 	return wp, ok
-}
-
-// poolPodsStart says whether the pods of tpl's pool on a backend run its
-// start command from boot: not when build steps made the template, whose
-// home files only a claim writes in.
-func poolPodsStart(tpl *store.Template) bool {
-	return len(tpl.Spec.Start) > 0 && len(tpl.Layers) == 0
 }
 
 func (c *Controller) templateRuntime(tpl *store.Template) string {
@@ -92,16 +75,12 @@ func (c *Controller) tendClusterPool(ctx context.Context, wp runtime.WarmPooler,
 }
 
 // clusterPoolSpec is what the backend's pool keeps ready: the template's
-// image (with its build layers, as podImage picks for a cold create), env
-// and the pool's size, as a cold create from the template would start.
+// image, env and the pool's size, as a cold create from the template
+// would start.
 func (c *Controller) clusterPoolSpec(ctx context.Context, p *store.Pool, tpl *store.Template) (runtime.Spec, error) {
-	base, err := c.image(ctx, tpl.ImageDigest)
+	img, err := c.image(ctx, tpl.ImageDigest)
 	if err != nil {
 		return runtime.Spec{}, fmt.Errorf("pool %s: its template's image: %w", p.Name, err)
-	}
-	img, err := c.stackLayers(base, tpl.Name, tpl.Layers) // templateimage.go
-	if err != nil {
-		return runtime.Spec{}, fmt.Errorf("pool %s: template %s: %w", p.Name, tpl.Name, err)
 	}
 	if err := c.pushImage(ctx, img); err != nil { // templateimage.go
 		return runtime.Spec{}, fmt.Errorf("pool %s: %w", p.Name, err)
@@ -112,10 +91,10 @@ func (c *Controller) clusterPoolSpec(ctx context.Context, p *store.Pool, tpl *st
 	}
 	spec := runtime.Spec{
 		Image:     runtime.ImageRef{Name: img.Name, Digest: img.Digest},
-		Env:       withDefaults(imageEnv(base, tpl.Spec.Env), tpl.Spec.User, tpl.Spec.Cwd), // images.go
+		Env:       withDefaults(imageEnv(img, tpl.Spec.Env), tpl.Spec.User, tpl.Spec.Cwd), // images.go
 		Resources: runtimeResources(res),
 	}
-	if poolPodsStart(tpl) {
+	if len(tpl.Spec.Start) > 0 {
 		st := &wire.StartSpec{Cmd: tpl.Spec.Start, Cwd: tpl.Spec.Cwd, User: startUser(tpl)}
 		if r := tpl.Spec.Ready; r != nil {
 			st.ReadyPort, st.ReadyLog = r.Port, r.Log

@@ -287,10 +287,10 @@ func (c *Controller) createFromTemplate(ctx context.Context, req api.CreateSandb
 	if len(tpl.Spec.Start) == 0 {
 		return sb, nil
 	}
-	// A sandbox of the cluster's pool may run its start command from boot
+	// A sandbox of the cluster's pool runs its start command from boot
 	// (clusterpools.go); it is waited for all the same.
 	_, fromCluster := extra[labelClusterPool]
-	if err := c.startAndWait(ctx, sb.ID, tpl, !fromCluster || !poolPodsStart(tpl)); err != nil {
+	if err := c.startAndWait(ctx, sb.ID, tpl, !fromCluster); err != nil {
 		if derr := c.destroy(context.WithoutCancel(ctx), sb.ID, "readiness check failed"); derr != nil {
 			c.log.Warn("destroy unready sandbox", "sandbox", sb.ID, "err", derr)
 		}

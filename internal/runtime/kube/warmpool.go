@@ -433,35 +433,9 @@ func (b *Backend) claim(ctx context.Context, spec runtime.Spec, token string) (r
 	if err := g.Wait(); err != nil {
 		return runtime.Info{}, err
 	}
-	if len(spec.SnapshotLayers) > 0 {
-		// A template made by build steps: its pool's pods run its image,
-		// whose home files the home volume hides (snapshot.go).
-		if err := b.restoreClaimed(ctx, id, name, info, spec); err != nil {
-			return runtime.Info{}, err
-		}
-	}
 	b.o.Logger.Info("sandbox taken from warm pool", "sandbox", id, "pool", pool, "pod", name, "agent", info.AgentAddr,
 		"claim_satisfied_ms", satisfied.Sub(start).Milliseconds(), "total_ms", time.Since(start).Milliseconds())
 	return info, nil
-}
-
-// restoreClaimed writes spec's layers into the claimed Sandbox name's
-// home, marked pending first as a cold create's Sandbox is, so that a
-// start after a restore that failed writes them again.
-func (b *Backend) restoreClaimed(ctx context.Context, id, name string, info runtime.Info, spec runtime.Spec) error {
-	var sb sandboxv1.Sandbox
-	if err := b.o.Client.Get(ctx, b.nsName(name), &sb); err != nil {
-		return fmt.Errorf("sandbox %s: its claimed Sandbox %s: %w", id, name, apiErr(err))
-	}
-	patch := client.MergeFrom(sb.DeepCopy())
-	if sb.Annotations == nil {
-		sb.Annotations = map[string]string{}
-	}
-	sb.Annotations[annotationRestore] = "pending"
-	if err := b.o.Client.Patch(ctx, &sb, patch); err != nil {
-		return fmt.Errorf("sandbox %s: mark its claimed Sandbox %s for its files: %w", id, name, apiErr(err))
-	}
-	return b.restoreLayers(ctx, &sb, info, spec.SnapshotLayers, spec.ImageLayers) // snapshot.go
 }
 
 // poolToken is the token of pool's pods: the one kept, or its Secret's.
