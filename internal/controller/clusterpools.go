@@ -20,7 +20,15 @@ import (
 // is. A template's start command is run by the pool's agents at boot,
 // which check its readiness themselves (runtime.Spec.Start); a claim waits
 // for the same check. Templates whose files come from build steps keep
-// Paddock's own pool: their layers are made on this host.
+// Paddock's own pool: their layers are made on this host, and their home
+// files, which a pod's home volume hides, are written in through the
+// agent after the pod starts, before the start command runs. A claim from
+// a cluster pool would do that at the claim (reading every layer through
+// to find its home files) and only then run the start command and wait
+// for it: slower than a cold create's pod already made. Paddock's own
+// pool hands out sandboxes with both done. (The way to the cluster's
+// pool: the template's image carrying its home files where the agent
+// copies them into an empty home volume at boot.)
 
 // labelClusterPool marks a sandbox taken from a backend's warm pool, with
 // the pool's name; its first start claims from that pool.
