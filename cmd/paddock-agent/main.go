@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, serve func(ctx co
 	socket := fs.String("socket", agent.SocketFromEnv(), "unix socket to listen on")
 	listen := fs.String("listen", "", "TCP address to listen on instead of the socket (needs "+agent.EnvToken+", or "+agent.EnvPoolToken+" for a warm pool)")
 	debug := fs.Bool("debug", agent.DebugFromEnv(), "log at debug level")
+	seed := fs.String("seed-home", "", "copy the directory FROM into the fresh home volume TO (FROM:TO) and exit, instead of serving")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -45,6 +46,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, serve func(ctx co
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "paddock-agent: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	if *seed != "" {
+		if err := agent.SeedHomeCommand(*seed, stderr); err != nil {
+			fmt.Fprintln(stderr, "paddock-agent:", err)
+			return 1
+		}
+		return 0
 	}
 	opts := agent.RunOptions{Socket: *socket, Listen: *listen, Debug: *debug}
 	opts.TokensFromEnv()

@@ -14,6 +14,7 @@ func newAgentCmd() *cobra.Command {
 		socket string
 		listen string
 		debug  bool
+		seed   string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -24,6 +25,9 @@ func newAgentCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The command's context ends on SIGTERM or SIGINT (see Main):
 			// Run then stops every process group and returns.
+			if seed != "" {
+				return agent.SeedHomeCommand(seed, cmd.ErrOrStderr())
+			}
 			opts := agent.RunOptions{Socket: socket, Listen: listen, Debug: debug}
 			opts.TokensFromEnv()
 			return agent.RunWith(cmd.Context(), opts)
@@ -32,5 +36,6 @@ func newAgentCmd() *cobra.Command {
 	cmd.Flags().StringVar(&socket, "socket", agent.SocketFromEnv(), "unix socket to listen on")
 	cmd.Flags().StringVar(&listen, "listen", "", "TCP address to listen on instead of the socket (needs "+agent.EnvToken+", or "+agent.EnvPoolToken+" for a warm pool)")
 	cmd.Flags().BoolVar(&debug, "debug", agent.DebugFromEnv(), "log at debug level")
+	cmd.Flags().StringVar(&seed, "seed-home", "", "copy the directory FROM into the fresh home volume TO (FROM:TO) and exit, instead of serving")
 	return cmd
 }

@@ -19,16 +19,15 @@ import (
 // The sandbox is recorded at the claim, under its caller, as a cold create
 // is. A template's start command is run by the pool's agents at boot,
 // which check its readiness themselves (runtime.Spec.Start); a claim waits
-// for the same check. Templates whose files come from build steps keep
-// Paddock's own pool: their layers are made on this host, and their home
-// files, which a pod's home volume hides, are written in through the
-// agent after the pod starts, before the start command runs. A claim from
-// a cluster pool would do that at the claim (reading every layer through
-// to find its home files) and only then run the start command and wait
-// for it: slower than a cold create's pod already made. Paddock's own
-// pool hands out sandboxes with both done. (The way to the cluster's
-// pool: the template's image carrying its home files where the agent
-// copies them into an empty home volume at boot.)
+// for the same check.
+//
+// A template whose files come from build steps has its pool there too on
+// a backend that does not stack this host's layers (Kubernetes): the
+// pool's pods run the template's image (its layers stacked on its base,
+// templateimage.go, ImageLayers saying how many), whose home files the
+// backend puts into each pod's home before the agent starts, so the start
+// command finds them. On a backend that stacks layers itself the pool
+// stays Paddock's own.
 
 // labelClusterPool marks a sandbox taken from a backend's warm pool, with
 // the pool's name; its first start claims from that pool.
@@ -36,11 +35,14 @@ const labelClusterPool = "paddock.dev/cluster-pool"
 
 // clusterPool returns the backend that keeps p's pool, if one does.
 func (c *Controller) clusterPool(p *store.Pool, tpl *store.Template) (runtime.WarmPooler, bool) {
-	if tpl == nil || len(tpl.Layers) > 0 {
+	if tpl == nil {
 		return nil, false
 	}
 	b, err := c.backend(c.templateRuntime(tpl))
 	if err != nil {
+		return nil, false
+	}
+	if len(tpl.Layers) > 0 && stacksLayers(b) { // templates.go
 		return nil, false
 	}
 	wp, ok := b.(runtime.WarmPooler)
@@ -83,12 +85,16 @@ func (c *Controller) tendClusterPool(ctx context.Context, wp runtime.WarmPooler,
 }
 
 // clusterPoolSpec is what the backend's pool keeps ready: the template's
-// image, env and the pool's size, as a cold create from the template
-// would start.
+// image (with its build layers, as podImage picks for a cold create), env
+// and the pool's size, as a cold create from the template would start.
 func (c *Controller) clusterPoolSpec(ctx context.Context, p *store.Pool, tpl *store.Template) (runtime.Spec, error) {
-	img, err := c.image(ctx, tpl.ImageDigest)
+	base, err := c.image(ctx, tpl.ImageDigest)
 	if err != nil {
 		return runtime.Spec{}, fmt.Errorf("pool %s: its template's image: %w", p.Name, err)
+	}
+	img, err := c.stackLayers(base, tpl.Name, tpl.Layers) // templateimage.go
+	if err != nil {
+		return runtime.Spec{}, fmt.Errorf("pool %s: template %s: %w", p.Name, tpl.Name, err)
 	}
 	if err := c.pushImage(ctx, img); err != nil { // templateimage.go
 		return runtime.Spec{}, fmt.Errorf("pool %s: %w", p.Name, err)
@@ -98,9 +104,10 @@ func (c *Controller) clusterPoolSpec(ctx context.Context, p *store.Pool, tpl *st
 		return runtime.Spec{}, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	spec := runtime.Spec{
-		Image:     runtime.ImageRef{Name: img.Name, Digest: img.Digest},
-		Env:       withDefaults(imageEnv(img, tpl.Spec.Env), tpl.Spec.User, tpl.Spec.Cwd), // images.go
-		Resources: runtimeResources(res),
+		Image:       runtime.ImageRef{Name: img.Name, Digest: img.Digest},
+		ImageLayers: len(tpl.Layers),
+		Env:         withDefaults(imageEnv(base, tpl.Spec.Env), tpl.Spec.User, tpl.Spec.Cwd), // images.go
+		Resources:   runtimeResources(res),
 	}
 	if len(tpl.Spec.Start) > 0 {
 		st := &wire.StartSpec{Cmd: tpl.Spec.Start, Cwd: tpl.Spec.Cwd, User: startUser(tpl)}

@@ -158,7 +158,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		for i, rt := range knownRuntimes {
 			names[i] = rt.api
 		}
-		if backends, probes, err = kubeRuntimes(ctx, cfg, log, names); err != nil { // runtimes.go
+		agentID, err := image.AgentID(agentBin)
+		if err != nil {
+			return err
+		}
+		if backends, probes, err = kubeRuntimes(ctx, cfg, log, names, agentID); err != nil { // runtimes.go
 			return err
 		}
 		if pushImage, err = imagePusher(cfg, images, agentBin, log); err != nil { // runtimes.go

@@ -102,8 +102,9 @@ func loadPolicy(ctrl *controller.Controller, cfg config.Config) error {
 }
 
 // KubernetesRuntimes builds the Kubernetes backends (kubewire.Runtimes)
-// for the runtimes names lists, in that order.
-type KubernetesRuntimes func(ctx context.Context, cfg config.Config, log *slog.Logger, names []string) (map[string]runtime.Backend, []api.RuntimeInfo, error)
+// for the runtimes names lists, in that order, whose pods' images carry
+// the agent agentID names (image.AgentID).
+type KubernetesRuntimes func(ctx context.Context, cfg config.Config, log *slog.Logger, names []string, agentID string) (map[string]runtime.Backend, []api.RuntimeInfo, error)
 
 // kubeRuntimes is the binary's Kubernetes backend, if it links one.
 var kubeRuntimes KubernetesRuntimes

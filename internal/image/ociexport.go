@@ -41,9 +41,12 @@ type OCIExport struct {
 }
 
 // OCIRef is the reference an image is exported under: the registry and
-// path prefix, the image's name made a valid repository name, and its
-// content digest as the tag, so a changed image never reuses a name.
-func OCIRef(prefix string, img *Image) string {
+// path prefix, the image's name made a valid repository name, and as the
+// tag its content digest (32 hex digits) and the agent's (agent, from
+// AgentID: 12 hex digits), so a changed image, or the same image with
+// another version's agent, never reuses a name: a node or registry
+// holding an earlier export never serves it for a newer daemon.
+func OCIRef(prefix string, img *Image, agent string) string {
 	var b strings.Builder
 	dash := false
 	for _, r := range strings.ToLower(img.Name) {
@@ -67,7 +70,28 @@ func OCIRef(prefix string, img *Image) string {
 	if len(tag) > 32 {
 		tag = tag[:32]
 	}
+	if len(agent) > 12 {
+		agent = agent[:12]
+	}
+	if agent != "" {
+		tag += "-" + agent
+	}
 	return strings.TrimSuffix(prefix, "/") + "/" + repo + ":" + tag
+}
+
+// AgentID is the hex SHA-256 of the agent binary at path, which names the
+// agent in image references (OCIRef).
+func AgentID(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 const (

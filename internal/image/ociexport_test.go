@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -41,9 +42,16 @@ func TestExportOCIRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	img := &Image{Name: "docker.io/Library/Python:3.12", Digest: "sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Layers: []string{layer}}
-	ref := OCIRef("paddock.local/", img)
-	if ref != "paddock.local/docker-io-library-python-3-12:0123456789abcdef0123456789abcdef" {
-		t.Fatalf("OCIRef = %q", ref)
+	agentID, err := AgentID(agentBin)
+	if err != nil || len(agentID) != 64 {
+		t.Fatalf("AgentID = %q, %v", agentID, err)
+	}
+	ref := OCIRef("paddock.local/", img, agentID)
+	if want := "paddock.local/docker-io-library-python-3-12:0123456789abcdef0123456789abcdef-" + agentID[:12]; ref != want {
+		t.Fatalf("OCIRef = %q, want %q", ref, want)
+	}
+	if other := OCIRef("paddock.local", img, strings.Repeat("f", 64)); other == ref || !strings.HasSuffix(other, "-ffffffffffff") {
+		t.Errorf("another agent's reference: %q (this one's %q)", other, ref)
 	}
 	archive := filepath.Join(dir, "image.tar")
 	f, err := os.Create(archive)

@@ -33,6 +33,7 @@ import (
 type Pusher struct {
 	prefix  string
 	agent   string
+	agentID string // AgentID(agent)
 	tmp     string
 	auth    authn.Keychain
 	log     *slog.Logger
@@ -89,8 +90,12 @@ func NewPusher(o PusherOptions) (*Pusher, error) {
 	if o.Transport != nil {
 		opts = append(opts, remote.WithTransport(o.Transport))
 	}
+	agentID, err := AgentID(o.AgentBinary)
+	if err != nil {
+		return nil, fmt.Errorf("image push: %w", err)
+	}
 	p := &Pusher{
-		prefix: o.Prefix, agent: o.AgentBinary, tmp: o.TempDir, auth: auth, log: log, options: opts,
+		prefix: o.Prefix, agent: o.AgentBinary, agentID: agentID, tmp: o.TempDir, auth: auth, log: log, options: opts,
 		pushed: map[string]bool{}, flight: map[string]*pushCall{}, known: map[string]ociDescriptor{},
 		cache: o.LayerCache,
 	}
@@ -162,7 +167,7 @@ func (p *Pusher) saveCache() {
 }
 
 // Ref is the reference img is pushed under.
-func (p *Pusher) Ref(img *Image) string { return OCIRef(p.prefix, img) }
+func (p *Pusher) Ref(img *Image) string { return OCIRef(p.prefix, img, p.agentID) }
 
 // Push makes sure the registry holds img under p.Ref(img). Concurrent
 // pushes of one image wait for one push.

@@ -74,10 +74,11 @@ type Spec struct {
 	// ignore it.
 	SnapshotLayers []string
 	// ImageLayers is how many of the lowest SnapshotLayers Image already
-	// holds (a template's build layers in the template's image): a
-	// backend that writes SnapshotLayers in through the agent writes only
-	// their part its image cannot give (the home directory, on a volume
-	// of its own).
+	// holds (a template's build layers in the template's image; a warm
+	// pool's spec sets it without SnapshotLayers): a backend whose home
+	// directory is a volume of its own copies the image's home into it
+	// before the agent starts (Kubernetes) and writes in through the
+	// agent only the layers above.
 	ImageLayers int
 	// SecretEnv are variables of the sandbox-wide environment that carry a
 	// credential (its egress proxy's, on a cluster). Backends that write

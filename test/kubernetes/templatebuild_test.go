@@ -6,9 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestTemplateBuildOnKubernetes: a template's build steps run in a pod
@@ -71,9 +74,32 @@ func TestTemplateBuildOnKubernetes(t *testing.T) {
 	}
 	id := create()
 	check(id, "made\ntwo\nnotes\n")
+	// The home file came with the pod's seed container, not through the
+	// agent; the Sandbox's later pods run without it.
+	initContainers := func() []string {
+		t.Helper()
+		pod, err := c.Client.CoreV1().Pods("default").Get(ctx, "paddock-"+id, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, ic := range pod.Spec.InitContainers {
+			names = append(names, ic.Name)
+		}
+		return names
+	}
+	if got := initContainers(); !slices.Equal(got, []string{"seed-home"}) {
+		t.Errorf("the first pod's init containers: %v; want seed-home", got)
+	}
+	if strings.Contains(d.log.String(), "snapshot restored into the home directory") {
+		t.Error("the template's home files were written through the agent as well")
+	}
 	d.must("stop", id)
 	d.must("start", id)
 	check(id, "made\ntwo\nnotes\n")
+	if got := initContainers(); len(got) != 0 {
+		t.Errorf("a later pod's init containers: %v; want none", got)
+	}
 
 	build("echo three >> /opt/tool/out")
 	id2 := create()

@@ -247,7 +247,11 @@ func (s *Service) export(ctx context.Context, what, prefix string, resolve func(
 	if err != nil {
 		return "", err
 	}
-	name := image.OCIRef(prefix, img)
+	agent, err := image.AgentID(s.agentBinary)
+	if err != nil {
+		return "", err
+	}
+	name := image.OCIRef(prefix, img, agent)
 	tmp := "" // the layers' tars wait beside the layers, not in a small /tmp
 	if d, ok := s.images.(interface{ Dir() string }); ok {
 		tmp = d.Dir()

@@ -19,7 +19,7 @@ import (
 // Kubernetes backend per runtime of names (in that order) that the config
 // maps to a RuntimeClass. Unlike a local runtime, a cluster that cannot be
 // reached is fatal: nothing would run.
-func Runtimes(ctx context.Context, cfg config.Config, log *slog.Logger, names []string) (map[string]runtime.Backend, []api.RuntimeInfo, error) {
+func Runtimes(ctx context.Context, cfg config.Config, log *slog.Logger, names []string, agentID string) (map[string]runtime.Backend, []api.RuntimeInfo, error) {
 	cl, err := kube.Connect(ctx, cfg.Kubernetes.Kubeconfig, cfg.Kubernetes.QPS)
 	if err != nil {
 		return nil, nil, err
@@ -33,7 +33,7 @@ func Runtimes(ctx context.Context, cfg config.Config, log *slog.Logger, names []
 		}
 		b, err := kube.New(kube.Options{
 			Name: rt, Client: cl.Client, Watcher: cl.Watcher, Namespace: cfg.Kubernetes.Namespace, Instance: cfg.KubeInstance(),
-			ImagePrefix: cfg.Kubernetes.ImagePrefix, ImagePullSecret: cfg.Kubernetes.ImagePullSecret, RuntimeClass: class,
+			ImagePrefix: cfg.Kubernetes.ImagePrefix, AgentID: agentID, ImagePullSecret: cfg.Kubernetes.ImagePullSecret, RuntimeClass: class,
 			HomeVolume: cfg.Kubernetes.HomeVolume, HomeStorageClass: cfg.Kubernetes.HomeStorageClass,
 			StartTimeout: cfg.Kubernetes.StartTimeout,
 			Logger:       log.With("part", "runtime", "runtime", rt, "backend", config.BackendKubernetes),
@@ -50,7 +50,7 @@ func Runtimes(ctx context.Context, cfg config.Config, log *slog.Logger, names []
 		if cfg.Kubernetes.ImagePush {
 			note += "; images pushed to " + cfg.Kubernetes.ImagePrefix
 		} else {
-			note += "; images found on the nodes as " + cfg.Kubernetes.ImagePrefix + "/NAME:DIGEST"
+			note += "; images found on the nodes as " + cfg.Kubernetes.ImagePrefix + "/NAME:DIGEST-AGENT"
 		}
 		infos = append(infos, api.RuntimeInfo{Name: rt, Binary: what, Path: cl.Server, Version: cl.Version, Available: true, Note: note})
 	}

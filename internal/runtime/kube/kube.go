@@ -76,6 +76,9 @@ type Options struct {
 	// (image.OCIRef): a registry the nodes pull from, or the name the
 	// images were imported under on the nodes.
 	ImagePrefix string
+	// AgentID names the agent the images carry (image.AgentID), as image
+	// references do (image.OCIRef).
+	AgentID string
 	// ImagePullSecret names the Secret the pods pull their image with
 	// ("": none).
 	ImagePullSecret string
@@ -108,6 +111,9 @@ type Backend struct {
 	// poolStarts says, by pool object, whether the pool's pods run a
 	// start command (adopt takes it out of a claimed Sandbox).
 	poolStarts sync.Map
+	// poolSeeds says, by pool object, whether the pool's pods seed their
+	// home volume from their image (seedhome.go).
+	poolSeeds sync.Map
 	// watchRefused is set once a watch was refused (follow.go).
 	watchRefused atomic.Bool
 	// pods follows the pods of running sandboxes for Wait (podwatch.go),
@@ -208,7 +214,7 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 	switch err := sbErr; {
 	case apierrors.IsNotFound(err):
 		sb = b.sandboxObject(spec)
-		if len(spec.SnapshotLayers) > 0 {
+		if layers, _ := b.layersToWrite(spec); len(layers) > 0 {
 			sb.Annotations = map[string]string{annotationRestore: "pending"} // snapshot.go
 		}
 		if err := b.o.Client.Create(ctx, &sb); err != nil {
@@ -220,7 +226,7 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 		if name != objectName(spec.ID) {
 			// Taken from a warm pool: its next pod must start with the
 			// sandbox's token even if the claim was cut before it said so.
-			if err := b.adopt(ctx, spec.ID, name, false); err != nil { // warmpool.go
+			if err := b.adopt(ctx, spec.ID, name, false, false); err != nil { // warmpool.go
 				return runtime.Info{}, err
 			}
 			if err := b.o.Client.Get(ctx, b.nsName(name), &sb); err != nil {
@@ -241,10 +247,14 @@ func (b *Backend) Start(ctx context.Context, spec runtime.Spec) (runtime.Info, e
 	// A sandbox restored from a snapshot gets its files on its first
 	// start only (or again after a restore that failed): later starts
 	// find its home newer than the snapshot.
-	if sb.Annotations[annotationRestore] != "" && len(spec.SnapshotLayers) > 0 {
-		if err := b.restoreLayers(ctx, &sb, info, spec.SnapshotLayers, spec.ImageLayers); err != nil { // snapshot.go
+	layers, inImage := b.layersToWrite(spec) // seedhome.go
+	if sb.Annotations[annotationRestore] != "" && len(layers) > 0 {
+		if err := b.restoreLayers(ctx, &sb, info, layers, inImage); err != nil { // snapshot.go
 			return runtime.Info{}, err
 		}
+	}
+	if err := b.seeded(ctx, spec.ID, &sb); err != nil { // seedhome.go
+		return runtime.Info{}, err
 	}
 	b.o.Logger.Info("sandbox started", "sandbox", spec.ID, "pod_ip", ip)
 	return info, nil
@@ -316,6 +326,11 @@ func (b *Backend) podSpec(spec runtime.Spec, token corev1.EnvVar) (corev1.PodSpe
 		claims, mounts = b.homeClaim(spec.Resources.DiskBytes)
 		env = append(env, corev1.EnvVar{Name: wire.EnvOwnHome, Value: "1"})
 	}
+	ref := image.OCIRef(b.o.ImagePrefix, &image.Image{Name: spec.Image.Name, Digest: spec.Image.Digest}, b.o.AgentID)
+	sec := &corev1.SecurityContext{
+		Privileged:     &no,
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
 	pod := corev1.PodSpec{
 		AutomountServiceAccountToken:  &no,
 		EnableServiceLinks:            &no,
@@ -323,17 +338,17 @@ func (b *Backend) podSpec(spec runtime.Spec, token corev1.EnvVar) (corev1.PodSpe
 		RestartPolicy:                 corev1.RestartPolicyNever,
 		Containers: []corev1.Container{{
 			Name:            containerName,
-			Image:           image.OCIRef(b.o.ImagePrefix, &image.Image{Name: spec.Image.Name, Digest: spec.Image.Digest}),
+			Image:           ref,
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			Env:             env,
 			VolumeMounts:    mounts,
 			Ports:           []corev1.ContainerPort{{Name: "agent", ContainerPort: agentPort, Protocol: corev1.ProtocolTCP}},
 			Resources:       corev1.ResourceRequirements{Requests: requests, Limits: limits},
-			SecurityContext: &corev1.SecurityContext{
-				Privileged:     &no,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
+			SecurityContext: sec,
 		}},
+	}
+	if b.seedsHome(spec) { // seedhome.go
+		pod.InitContainers = []corev1.Container{seedContainer(ref, pod.Containers[0].Resources, sec)}
 	}
 	if b.o.ImagePullSecret != "" {
 		pod.ImagePullSecrets = []corev1.LocalObjectReference{{Name: b.o.ImagePullSecret}}
@@ -498,6 +513,14 @@ func imageMissing(reason string) bool {
 
 // podReason says in a few words why a pod is where it is.
 func podReason(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" {
+			return w.Reason + ": " + w.Message
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf("%s: %s (exit %d): %s", cs.Name, t.Reason, t.ExitCode, strings.TrimSpace(t.Message))
+		}
+	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil && w.Reason != "" {
 			return w.Reason + ": " + w.Message

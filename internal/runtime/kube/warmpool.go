@@ -101,6 +101,7 @@ func (b *Backend) SetWarmPool(ctx context.Context, name string, spec runtime.Spe
 	}
 	b.poolReadyIn.Store(obj, readyIn)
 	b.poolStarts.Store(obj, spec.Start != nil)
+	b.poolSeeds.Store(obj, b.seedsHome(spec)) // seedhome.go
 	np := b.policy(meta, map[string]string{LabelWarmPool: obj, LabelInstance: b.o.Instance})
 	if err := b.o.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("pool %s: create NetworkPolicy: %w", name, apiErr(err))
@@ -409,7 +410,8 @@ func (b *Backend) claim(ctx context.Context, spec runtime.Spec, token string) (r
 		return nil
 	})
 	started, _ := b.poolStarts.Load(obj)
-	g.Go(func() error { return b.adopt(gctx, id, name, started == true) })
+	seeds, _ := b.poolSeeds.Load(obj)
+	g.Go(func() error { return b.adopt(gctx, id, name, started == true, seeds == true) })
 	g.Go(func() error {
 		// The claim mirrors its pod's address once the pod runs (a warm
 		// pool's pods do); otherwise the pod is waited for.
@@ -511,7 +513,7 @@ func firstIPv4(ips []string) string {
 // it (the pool's token first in the agent's environment, the start
 // command second, which the patch tests); otherwise the Sandbox is read
 // and patched where they are.
-func (b *Backend) adopt(ctx context.Context, id, name string, started bool) error {
+func (b *Backend) adopt(ctx context.Context, id, name string, started, seeds bool) error {
 	const ctr = "/spec/podTemplate/spec/containers/0"
 	ops := []map[string]any{
 		{"op": "test", "path": ctr + "/env/0/name", "value": wire.EnvPoolToken},
@@ -521,6 +523,12 @@ func (b *Backend) adopt(ctx context.Context, id, name string, started bool) erro
 		ops = append(ops,
 			map[string]any{"op": "test", "path": ctr + "/env/1/name", "value": wire.EnvStart},
 			map[string]any{"op": "remove", "path": ctr + "/env/1"})
+	}
+	if seeds {
+		const init = "/spec/podTemplate/spec/initContainers"
+		ops = append(ops,
+			map[string]any{"op": "test", "path": init + "/0/name", "value": seedName},
+			map[string]any{"op": "remove", "path": init})
 	}
 	ops = append(ops, map[string]any{"op": "remove", "path": ctr + "/readinessProbe"})
 	for k, v := range b.labels(id) {
@@ -546,6 +554,7 @@ func (b *Backend) adopt(ctx context.Context, id, name string, started bool) erro
 	for k, v := range b.labels(id) {
 		sb.Labels[k] = v
 	}
+	sb.Spec.PodTemplate.Spec.InitContainers, _ = withoutSeed(sb.Spec.PodTemplate.Spec.InitContainers) // seedhome.go
 	cs := sb.Spec.PodTemplate.Spec.Containers
 	for i := range cs {
 		for j := range cs[i].Env {

@@ -224,17 +224,30 @@ func TestAdoptPatchesOnce(t *testing.T) {
 		name      string
 		start     *wire.StartSpec // the pool's
 		told      bool            // adopt is told the pool has one
+		seeds     bool            // the pool's pods seed their home
+		toldSeeds bool
 		wantReads int32
 	}{
-		{"plain pool", nil, false, 0},
-		{"start command", start, true, 0},
-		{"start command, not told", start, false, 0},
-		{"told, but none", nil, true, 1},
+		{"plain pool", nil, false, false, false, 0},
+		{"start command", start, true, false, false, 0},
+		{"start command, not told", start, false, false, false, 0},
+		{"told, but none", nil, true, false, false, 1},
+		{"seeded home", start, true, true, true, 0},
+		{"seeded home, not told", nil, false, true, false, 0},
+		{"told of a seed, but none", nil, false, false, true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, cl := fakeBackend(t, "runc", "pd-a")
+			b.o.HomeVolume = true
 			obj := b.poolObject("py")
-			pod, _ := b.poolPodSpec(runtime.Spec{Image: busybox, Env: []string{"A=1"}, Start: tc.start}, obj)
+			spec := runtime.Spec{Image: busybox, Env: []string{"A=1"}, Start: tc.start}
+			if tc.seeds {
+				spec.ImageLayers = 2 // a template's stacked image
+			}
+			pod, _ := b.poolPodSpec(spec, obj)
+			if got := len(pod.InitContainers) == 1 && pod.InitContainers[0].Name == seedName; got != tc.seeds {
+				t.Fatalf("the pool's pods seed their home: %v, want %v (init containers %+v)", got, tc.seeds, pod.InitContainers)
+			}
 			sb := &sandboxv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "paddock-pool-abc-q2", Namespace: "ns", Labels: b.poolLabels(obj)}}
 			sb.Spec.PodTemplate.Spec = pod
 			if p := pod.Containers[0].ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != wire.StartedPath {
@@ -245,7 +258,7 @@ func TestAdoptPatchesOnce(t *testing.T) {
 			}
 			cc := &countingClient{WithWatch: cl.(client.WithWatch)}
 			b.o.Client = cc
-			if err := b.adopt(ctx, "s5", sb.Name, tc.told); err != nil {
+			if err := b.adopt(ctx, "s5", sb.Name, tc.told, tc.toldSeeds); err != nil {
 				t.Fatal(err)
 			}
 			if n := cc.gets.Load(); n != tc.wantReads {
@@ -273,6 +286,11 @@ func TestAdoptPatchesOnce(t *testing.T) {
 			if ctr.ReadinessProbe != nil {
 				t.Errorf("the pool's readiness probe stayed: %+v", ctr.ReadinessProbe)
 			}
+			// Told, or read, the seed container goes: later pods of the
+			// sandbox find its home its own.
+			if seedStays := len(sb.Spec.PodTemplate.Spec.InitContainers) > 0; seedStays != (tc.seeds && !tc.toldSeeds) {
+				t.Errorf("init containers after adopt: %+v", sb.Spec.PodTemplate.Spec.InitContainers)
+			}
 			if sb.Labels[LabelSandbox] != "s5" || sb.Labels[LabelWarmPool] != obj || sb.Labels[LabelInstance] != "pd-a" {
 				t.Errorf("labels %v", sb.Labels)
 			}
@@ -293,7 +311,7 @@ func TestAdoptReadsWhenPatchFails(t *testing.T) {
 	if err := cl.Create(ctx, sb); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.adopt(ctx, "s6", sb.Name, true); err != nil {
+	if err := b.adopt(ctx, "s6", sb.Name, true, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := cl.Get(ctx, b.nsName(sb.Name), sb); err != nil {

@@ -1,0 +1,118 @@
+package kubernetes_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestLayeredTemplatePoolOnKubernetes: a pool of a template made by build
+// steps is kept by the cluster too (a SandboxWarmPool whose pods run the
+// template's image, its build layer stacked on busybox). Each pool pod
+// first copies the image's home into its home volume (an init container
+// of the image's agent), so the template's start command, run by the
+// pool's agents at boot, finds the step's home file. A claim has the
+// step's files outside the home and in it, the start command's output
+// says what it read, and the Sandbox it took no longer seeds its home: a
+// change to the home survives a stop and start.
+func TestLayeredTemplatePoolOnKubernetes(t *testing.T) {
+	c, d, dc, ctx := poolTest(t)
+	d.buildTemplate("klayer", `name = "klayer"
+image = "busybox"
+start = ["sh", "-c", "echo read-$(cat /home/user/notes); cat /home/user/notes > /tmp/started-with; echo serving; exec sleep 3600"]
+
+[ready]
+log = "^serving$"
+timeout = "60s"
+
+[[step]]
+run = "mkdir -p /opt/tool && echo made > /opt/tool/out && echo notes > /home/user/notes"
+`)
+	archive := filepath.Join(d.dir, "klayer.tar")
+	if out := d.must("template", "export", "klayer", "-o", archive); !strings.Contains(out, "paddock.local/template-klayer:") {
+		t.Fatalf("template export: %q", out)
+	}
+	err := c.ImportImages(ctx, archive)
+	os.Remove(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	d.must("pool", "set", "klayer", "--min-ready", "1")
+	poolReady(t, d, "klayer", 1)
+	obj := clusterPool(ctx, t, dc, "klayer").GetName()
+	unclaimed := poolPods(ctx, t, c, obj, false)
+	if len(unclaimed) == 0 {
+		t.Fatal("no unclaimed pod of the pool runs")
+	}
+	ctr := unclaimed[0].Spec.Containers[0]
+	if !strings.Contains(ctr.Image, "paddock.local/template-klayer:") {
+		t.Errorf("the pool's pods run %s, not the template's image", ctr.Image)
+	}
+	if ic := unclaimed[0].Spec.InitContainers; len(ic) != 1 || ic[0].Image != ctr.Image {
+		t.Errorf("the pool's pods' init containers: %+v; want the image's agent seeding the home", ic)
+	}
+
+	var sb struct {
+		ID     string
+		Labels map[string]string
+	}
+	if err := json.Unmarshal([]byte(d.must("--json", "create", "--pool", "klayer")), &sb); err != nil {
+		t.Fatal(err)
+	}
+	if sb.Labels["paddock.dev/cluster-pool"] != "klayer" {
+		t.Fatalf("the create from the pool was not a claim: labels %v", sb.Labels)
+	}
+	claim, err := dc.Resource(claimResource).Namespace("default").Get(ctx, "paddock-"+sb.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the sandbox's SandboxClaim: %v", err)
+	}
+	const want = "made\nnotes\nnotes\n"
+	check := func(what string) {
+		t.Helper()
+		if got := d.must("exec", sb.ID, "--", "cat", "/opt/tool/out", "/home/user/notes", "/tmp/started-with"); got != want {
+			t.Errorf("%s: %q, want %q", what, got, want)
+		}
+	}
+	check("the claimed sandbox's files and what its start command read")
+	var claimed struct {
+		Spec struct {
+			PodTemplate struct {
+				Spec struct{ InitContainers []any }
+			}
+		}
+	}
+	name, _, _ := unstructured.NestedString(claim.Object, "status", "sandbox", "name")
+	taken, err := dc.Resource(sandboxResource).Namespace("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the claim's Sandbox %q: %v", name, err)
+	}
+	raw, _ := taken.MarshalJSON()
+	if err := json.Unmarshal(raw, &claimed); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(claimed.Spec.PodTemplate.Spec.InitContainers); n != 0 {
+		t.Errorf("the claimed Sandbox still seeds its later pods' home (%d init containers)", n)
+	}
+	// It ran in the pool's pod before the claim, the home already seeded.
+	if logs := d.must("proc", "logs", sb.ID, "start"); !strings.Contains(logs, "read-notes\nserving\n") {
+		t.Errorf("the start process's output: %q", logs)
+	}
+	d.must("exec", sb.ID, "--", "sh", "-c", "echo changed > /home/user/notes")
+	d.must("stop", sb.ID)
+	d.must("start", sb.ID)
+	// The home is the sandbox's now: a later start does not write the
+	// template's files over it. The start command does not run again.
+	if got := d.must("exec", sb.ID, "--", "cat", "/opt/tool/out", "/home/user/notes"); got != "made\nchanged\n" {
+		t.Errorf("after a stop and start: %q", got)
+	}
+
+	d.must("pool", "rm", "klayer")
+	d.must("rm", sb.ID)
+	checkGone(ctx, t, c, sb.ID)
+}
