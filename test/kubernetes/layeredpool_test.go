@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // TestLayeredTemplatePoolOnKubernetes: a pool of a template made by build
@@ -87,12 +86,15 @@ run = "mkdir -p /opt/tool && echo made > /opt/tool/out && echo notes > /home/use
 			}
 		}
 	}
-	name, _, _ := unstructured.NestedString(claim.Object, "status", "sandbox", "name")
-	taken, err := dc.Resource(sandboxResource).Namespace("default").Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the claim's Sandbox %q: %v", name, err)
+	// The pool's Sandbox the claim took carries the sandbox's label now.
+	taken, err := dc.Resource(sandboxResource).Namespace("default").List(ctx, metav1.ListOptions{LabelSelector: "paddock.dev/sandbox=" + sb.ID})
+	if err != nil || len(taken.Items) != 1 {
+		t.Fatalf("the Sandbox of sandbox %s: %v (%d found; the claim says %v)", sb.ID, err, len(taken.Items), claim.Object["status"])
 	}
-	raw, _ := taken.MarshalJSON()
+	if !strings.HasPrefix(taken.Items[0].GetName(), obj+"-") {
+		t.Errorf("the claim's Sandbox %s is not one of the pool's (%s-...)", taken.Items[0].GetName(), obj)
+	}
+	raw, _ := taken.Items[0].MarshalJSON()
 	if err := json.Unmarshal(raw, &claimed); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,8 @@ run = "mkdir -p /opt/tool && echo made > /opt/tool/out && echo notes > /home/use
 	if logs := d.must("proc", "logs", sb.ID, "start"); !strings.Contains(logs, "read-notes\nserving\n") {
 		t.Errorf("the start process's output: %q", logs)
 	}
-	d.must("exec", sb.ID, "--", "sh", "-c", "echo changed > /home/user/notes")
+	// The step ran as root: its file is root's, in the user's home.
+	d.must("exec", sb.ID, "--", "sh", "-c", "rm -f /home/user/notes && echo changed > /home/user/notes")
 	d.must("stop", sb.ID)
 	d.must("start", sb.ID)
 	// The home is the sandbox's now: a later start does not write the
