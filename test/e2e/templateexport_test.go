@@ -31,7 +31,7 @@ run = "mkdir -p /opt/tool && echo made > /opt/tool/out && rm /bin/vi && mkdir -p
 	dir := t.TempDir()
 	archive := filepath.Join(dir, "exp.tar")
 	out := d.must("template", "export", "exp", "-o", archive)
-	ref := regexp.MustCompile(`as (paddock\.local/template-exp:[0-9a-f]{32}) to`).FindStringSubmatch(out)
+	ref := regexp.MustCompile(`as (paddock\.local/template-exp:[0-9a-f]{32}-[0-9a-f]{12}) to`).FindStringSubmatch(out)
 	if ref == nil {
 		t.Fatalf("template export: %q", out)
 	}
