@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -61,9 +62,27 @@ run = "mkdir -p /opt/tool && echo made > /opt/tool/out && echo notes > /home/use
 		ID     string
 		Labels map[string]string
 	}
+	start := time.Now()
 	if err := json.Unmarshal([]byte(d.must("--json", "create", "--pool", "klayer")), &sb); err != nil {
 		t.Fatal(err)
 	}
+	if out := d.must("exec", sb.ID, "--", "cat", "/home/user/notes"); out != "notes\n" {
+		t.Fatalf("the claimed sandbox's home file: %q", out)
+	}
+	warm := time.Since(start)
+	// A cold create from the template: its pod seeds its home too, then
+	// starts the command and waits for its check.
+	start = time.Now()
+	var cold struct{ ID string }
+	if err := json.Unmarshal([]byte(d.must("--json", "create", "--template", "klayer")), &cold); err != nil {
+		t.Fatal(err)
+	}
+	if out := d.must("exec", cold.ID, "--", "cat", "/home/user/notes", "/tmp/started-with"); out != "notes\nnotes\n" {
+		t.Errorf("the cold sandbox's home file and what its start command read: %q", out)
+	}
+	t.Logf("figure: kubernetes backend, claim from a pool of a template with a build step to first exec %v, cold create from it (seeded home, start command) %v",
+		warm.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	d.must("rm", cold.ID)
 	if sb.Labels["paddock.dev/cluster-pool"] != "klayer" {
 		t.Fatalf("the create from the pool was not a claim: labels %v", sb.Labels)
 	}
