@@ -24,16 +24,21 @@ import (
 // found and done again rather than taken for the sandbox's own files.
 const seedWork = ".paddock-seeding"
 
-// SeedHome copies the directory tree from into the directory to, when to
-// holds nothing yet (besides a filesystem's lost+found and a seed cut
-// short), and reports whether it did. Directories, regular files and
-// symlinks are copied with their owners, permission bits and times;
-// symlinks are copied, never followed; other kinds of file (devices,
-// sockets, fifos) are left out and counted in skipped; a file linked
-// twice is copied twice.
+// SeedHome copies the directory tree from (where it leads, if a symlink)
+// into the directory to, when to holds nothing yet (besides a
+// filesystem's lost+found and a seed cut short), and reports whether it
+// did. Directories, regular files and symlinks are copied with their
+// owners, permission bits and times; symlinks within the tree are copied,
+// never followed; other kinds of file (devices, sockets, fifos) are left
+// out and counted in skipped; a file linked twice is copied twice.
 func SeedHome(from, to string) (seeded bool, skipped int, err error) {
 	if !filepath.IsAbs(from) || !filepath.IsAbs(to) {
 		return false, 0, fmt.Errorf("seed home: %s and %s must be absolute paths", from, to)
+	}
+	// An image whose home is a symlink has its home where the link
+	// leads, in the image's own tree (where the volume is mounted too).
+	if resolved, err := filepath.EvalSymlinks(from); err == nil {
+		from = resolved
 	}
 	st, err := os.Lstat(from)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -106,6 +106,17 @@ func TestSeedHome(t *testing.T) {
 		t.Errorf("the work directory is left: %v", err)
 	}
 
+	// An image whose home is a symlink seeds from where it leads.
+	linked := filepath.Join(t.TempDir(), "home-link")
+	must(os.Symlink(from, linked))
+	viaLink := t.TempDir()
+	if seeded, _, err := SeedHome(linked, viaLink); err != nil || !seeded {
+		t.Fatalf("SeedHome through a symlinked home = %v, %v", seeded, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(viaLink, "app", "deep", "notes")); err != nil || string(b) != "notes\n" {
+		t.Errorf("seeded through a symlinked home: %q, %v", b, err)
+	}
+
 	// An image without the home seeds nothing; paths must be absolute.
 	if seeded, _, err := SeedHome(filepath.Join(from, "absent"), t.TempDir()); err != nil || seeded {
 		t.Errorf("SeedHome of an absent home = %v, %v", seeded, err)
