@@ -165,7 +165,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		if backends, probes, err = kubeRuntimes(ctx, cfg, log, names, agentID); err != nil { // runtimes.go
 			return err
 		}
-		if pushImage, err = imagePusher(cfg, images, agentBin, log); err != nil { // runtimes.go
+		if pushImage, err = imagePusher(cfg, images, agentBin, agentID, log); err != nil { // runtimes.go
 			return err
 		}
 	} else {

@@ -139,7 +139,7 @@ func egressApplier(backends map[string]runtime.Backend) func(ctx context.Context
 
 // imagePusher is what pushes the images pods run to the cluster's
 // registry when the config asks for it (kubernetes.image_push), or nil.
-func imagePusher(cfg config.Config, images *image.Store, agentBin string, log *slog.Logger) (func(context.Context, *image.Image) error, error) {
+func imagePusher(cfg config.Config, images *image.Store, agentBin, agentID string, log *slog.Logger) (func(context.Context, *image.Image) error, error) {
 	if !cfg.Kubernetes.ImagePush {
 		return nil, nil
 	}
@@ -148,7 +148,7 @@ func imagePusher(cfg config.Config, images *image.Store, agentBin string, log *s
 		return nil, err
 	}
 	p, err := image.NewPusher(image.PusherOptions{
-		Prefix: cfg.Kubernetes.ImagePrefix, AgentBinary: agentBin, TempDir: images.Dir(), Auth: auth,
+		Prefix: cfg.Kubernetes.ImagePrefix, AgentBinary: agentBin, AgentID: agentID, TempDir: images.Dir(), Auth: auth,
 		LayerCache: filepath.Join(cfg.StateDir, "pushed-layers.json"),
 		Logger:     log.With("part", "images", "registry", cfg.Kubernetes.ImagePrefix),
 	})

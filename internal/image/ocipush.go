@@ -57,6 +57,9 @@ type PusherOptions struct {
 	Prefix string
 	// AgentBinary is the static agent added to every image.
 	AgentBinary string
+	// AgentID is AgentID(AgentBinary), if the caller has it already ("":
+	// NewPusher reads the binary for it).
+	AgentID string
 	// TempDir holds layers' tars while they are pushed ("" is the system's).
 	TempDir string
 	// Auth gives the registry's credentials; nil is anonymous.
@@ -90,9 +93,12 @@ func NewPusher(o PusherOptions) (*Pusher, error) {
 	if o.Transport != nil {
 		opts = append(opts, remote.WithTransport(o.Transport))
 	}
-	agentID, err := AgentID(o.AgentBinary)
-	if err != nil {
-		return nil, fmt.Errorf("image push: %w", err)
+	agentID := o.AgentID
+	if agentID == "" {
+		var err error
+		if agentID, err = AgentID(o.AgentBinary); err != nil {
+			return nil, fmt.Errorf("image push: %w", err)
+		}
 	}
 	p := &Pusher{
 		prefix: o.Prefix, agent: o.AgentBinary, agentID: agentID, tmp: o.TempDir, auth: auth, log: log, options: opts,

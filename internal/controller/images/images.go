@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
@@ -71,6 +72,7 @@ type Service struct {
 	st          Store
 	images      controller.Images
 	agentBinary string
+	agentID     func() (string, error) // image.AgentID(agentBinary), read once
 	maxPerKey   int64
 	log         *slog.Logger
 }
@@ -81,7 +83,8 @@ func New(o Options) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{core: o.Core, st: o.Store, images: o.Images, agentBinary: o.AgentBinary, maxPerKey: o.MaxPerKey, log: log}
+	return &Service{core: o.Core, st: o.Store, images: o.Images, agentBinary: o.AgentBinary, maxPerKey: o.MaxPerKey, log: log,
+		agentID: sync.OnceValues(func() (string, error) { return image.AgentID(o.AgentBinary) })}
 }
 
 func (s *Service) collector() (Collector, error) {
@@ -247,7 +250,7 @@ func (s *Service) export(ctx context.Context, what, prefix string, resolve func(
 	if err != nil {
 		return "", err
 	}
-	agent, err := image.AgentID(s.agentBinary)
+	agent, err := s.agentID()
 	if err != nil {
 		return "", err
 	}
