@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -152,40 +153,48 @@ func grepLines(s, sub string) string {
 // and deletes them when the test ends.
 func applyManifests(ctx context.Context, t *testing.T, c *cluster.Cluster, files ...string) {
 	t.Helper()
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		o, err := cluster.ReadObjects(filepath.Join("../../deploy/kubernetes", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, o...)
+	}
+	applyObjects(ctx, t, c, objs)
+}
+
+// applyObjects creates objs in order, each deleted at the test's end.
+func applyObjects(ctx context.Context, t *testing.T, c *cluster.Cluster, objs []*unstructured.Unstructured) {
+	t.Helper()
 	dc, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Client.Discovery()))
-	for _, f := range files {
-		objs, err := cluster.ReadObjects(filepath.Join("../../deploy/kubernetes", f))
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, o := range objs {
-			gvk := o.GroupVersionKind()
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ri dynamic.ResourceInterface = dc.Resource(m.Resource)
-			if ns := o.GetNamespace(); ns != "" {
-				ri = dc.Resource(m.Resource).Namespace(ns)
-			}
-			name := o.GetName()
-			if err := poll(ctx, func() error {
-				_, err := ri.Create(ctx, o, metav1.CreateOptions{})
-				if apierrors.IsAlreadyExists(err) {
-					return fmt.Errorf("%s %s is still there (being deleted)", gvk.Kind, name)
-				}
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = ri.Delete(context.Background(), name, metav1.DeleteOptions{})
-			})
+		var ri dynamic.ResourceInterface = dc.Resource(m.Resource)
+		if ns := o.GetNamespace(); ns != "" {
+			ri = dc.Resource(m.Resource).Namespace(ns)
 		}
+		name := o.GetName()
+		if err := poll(ctx, func() error {
+			_, err := ri.Create(ctx, o, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("%s %s is still there (being deleted)", gvk.Kind, name)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = ri.Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
 	}
 }
 

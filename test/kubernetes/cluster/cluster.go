@@ -260,7 +260,9 @@ func (c *Cluster) makePKI() (*pki, error) {
 		orgs     []string
 		hosts    []string
 	}{
-		{"apiserver", "kube-apiserver", nil, []string{"127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}},
+		// The node's address too: pods reach the API server there
+		// (ForwardAPIServer).
+		{"apiserver", "kube-apiserver", nil, []string{"127.0.0.1", c.subnet.gateway().String(), "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}},
 		{"apiserver-kubelet", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil},
 		{"admin", "paddock-test-admin", []string{"system:masters"}, nil},
 		{"node", "system:node:" + c.NodeName, []string{"system:nodes"}, nil},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -32,13 +33,51 @@ const pauseScript = `trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; d
 
 // writeTestImages writes an OCI image layout tar holding BusyboxImage and
 // PauseImage, both made of one uncompressed layer built from the host's
-// static busybox at busyboxPath. Paddock cannot export its own images as OCI
-// archives yet; this is the stand-in until it can.
+// static busybox at busyboxPath.
 func writeTestImages(path, busyboxPath string) error {
 	layer, err := busyboxLayer(busyboxPath)
 	if err != nil {
 		return err
 	}
+	return writeLayout(path, layer, []imageDef{
+		{name: BusyboxImage, env: []string{"PATH=/bin"}, cmd: []string{"sh"}},
+		{name: PauseImage, env: []string{"PATH=/bin"}, entrypoint: []string{"/bin/sh", "-c", pauseScript}},
+	})
+}
+
+// WriteBinaryImage writes an OCI image layout tar holding the image name:
+// one layer with the executable at bin as /<base name of bin>, which is its
+// entrypoint, as deploy/kubernetes/Dockerfile makes the daemon's image.
+func WriteBinaryImage(path, name, bin string) error {
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	base := filepath.Base(bin)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: base, Mode: 0o755, Size: int64(len(b)), ModTime: time.Unix(0, 0)}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(b); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return writeLayout(path, buf.Bytes(), []imageDef{{name: name, entrypoint: []string{"/" + base}}})
+}
+
+// imageDef is one image of a layout writeLayout writes.
+type imageDef struct {
+	name            string
+	env             []string
+	entrypoint, cmd []string
+}
+
+// writeLayout writes an OCI image layout tar whose images are each the one
+// uncompressed layer with its own configuration.
+func writeLayout(path string, layer []byte, imgs []imageDef) error {
 	blobs := map[string][]byte{}
 	add := func(b []byte) string {
 		d := fmt.Sprintf("sha256:%x", sha256.Sum256(b))
@@ -55,20 +94,13 @@ func writeTestImages(path, busyboxPath string) error {
 		Platform    map[string]string `json:"platform,omitempty"`
 	}
 	var manifests []descriptor
-	for _, img := range []struct {
-		name       string
-		entrypoint []string
-		cmd        []string
-	}{
-		{BusyboxImage, nil, []string{"sh"}},
-		{PauseImage, []string{"/bin/sh", "-c", pauseScript}, nil},
-	} {
+	for _, img := range imgs {
 		cfg, err := json.Marshal(map[string]any{
 			"architecture": runtime.GOARCH,
 			"os":           "linux",
 			"created":      time.Unix(0, 0).UTC(),
 			"config": map[string]any{
-				"Env":        []string{"PATH=/bin"},
+				"Env":        img.env,
 				"Entrypoint": img.entrypoint,
 				"Cmd":        img.cmd,
 			},

@@ -1,0 +1,213 @@
+package kubernetes_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/paddock-dev/paddock/test/kubernetes/cluster"
+)
+
+// TestDeploymentOnKubernetes runs the daemon as deploy/kubernetes ships
+// it: its image made as the Dockerfile makes it (the static binary alone),
+// the namespaces, RBAC, NetworkPolicy and paddock.yaml applied for real,
+// with only what this cluster lacks changed (the image is imported into the
+// node, not pulled; no registry, so no push; no kube-proxy, so the API
+// server's address is given to the pod). The daemon then runs in its pod as
+// a user gets it: its state on the PVC, a read-only root filesystem, no
+// capabilities, the service account's own credentials. A first API key is
+// made through the unix socket in the pod (as docs/kubernetes.md says), and
+// the unmodified CLI, over TCP with that key, imports an image, creates a
+// sandbox in paddock-sandboxes, runs a command in it and removes it.
+func TestDeploymentOnKubernetes(t *testing.T) {
+	c := clusterFor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	const (
+		system    = "paddock-system"
+		sandboxes = "paddock-sandboxes"
+		ref       = "docker.io/paddock-test/paddock:deploy"
+		prefix    = "registry.example.com/paddock-images" // paddock.yaml's
+	)
+	host := startPaddock(t, c) // exports the sandboxes' image
+	bin := buildPaddock(t)
+	archive := filepath.Join(host.dir, "paddock-image.tar")
+	if err := cluster.WriteBinaryImage(archive, ref, bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ImportImages(ctx, archive); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(archive)
+	api, stopForward, err := c.ForwardAPIServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopForward)
+
+	applyManifests(ctx, t, c, "namespaces.yaml", "rbac.yaml", "networkpolicy.yaml")
+	// The registry credentials paddock.yaml mounts, as the docs say to
+	// make them for a registry that takes anonymous pushes.
+	reg := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "paddock-registry", Namespace: system}, Data: map[string][]byte{"config.json": []byte("{}")}}
+	if _, err := c.Client.CoreV1().Secrets(system).Create(ctx, reg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := cluster.ReadObjects("../../deploy/kubernetes/paddock.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" {
+			deployForTestCluster(t, o, ref, map[string]string{
+				"KUBERNETES_SERVICE_HOST": api.Addr().String(),
+				"KUBERNETES_SERVICE_PORT": strconv.Itoa(int(api.Port())),
+				"PADDOCK_KUBE_IMAGE_PUSH": "false",
+			})
+		}
+	}
+	applyObjects(ctx, t, c, objs)
+
+	pod := deployedPod(ctx, t, c, system)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := c.Client.CoreV1().Pods(system).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(context.Background())
+			t.Logf("the deployed daemon's log:\n%s", logs)
+		}
+	})
+	out, err := execIn(ctx, c, system, pod.Name, "/paddock", "--json", "keys", "create", "deploy-test", "--scope", "all")
+	if err != nil {
+		t.Fatalf("keys create in the daemon's pod: %v: %s", err, out)
+	}
+	var key struct{ Secret string }
+	if err := json.Unmarshal([]byte(out), &key); err != nil || key.Secret == "" {
+		t.Fatalf("keys create: %v %q", err, out)
+	}
+	remote := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), "PADDOCK_URL=http://"+net.JoinHostPort(pod.Status.PodIP, "8080"), "PADDOCK_API_KEY="+key.Secret)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("paddock %s (the deployed daemon): %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		}
+		return stdout.String()
+	}
+	if info := remote("info"); !strings.Contains(info, "kubernetes") {
+		t.Fatalf("info of the deployed daemon does not name its backend:\n%s", info)
+	}
+
+	// The daemon in its pod builds no base image: it gets busybox as a
+	// user would bring an image, and its export goes to the node.
+	src := filepath.Join(host.dir, "busybox-src.tar")
+	host.must("images", "export", "busybox", "-o", src)
+	var img struct{ Name string }
+	if err := json.Unmarshal([]byte(remote("--json", "images", "import", src)), &img); err != nil || img.Name == "" {
+		t.Fatalf("images import: %v %+v", err, img)
+	}
+	out1 := filepath.Join(host.dir, "busybox-node.tar")
+	remote("images", "export", img.Name, "--prefix", prefix, "-o", out1)
+	if err := c.ImportImages(ctx, out1); err != nil {
+		t.Fatal(err)
+	}
+
+	var sb struct{ ID string }
+	if err := json.Unmarshal([]byte(remote("--json", "create", "--image", img.Name)), &sb); err != nil {
+		t.Fatal(err)
+	}
+	if got := remote("exec", sb.ID, "--", "sh", "-c", "echo deployed > /home/user/f; cat /home/user/f"); got != "deployed\n" {
+		t.Fatalf("exec in a sandbox of the deployed daemon: %q", got)
+	}
+	sbs, err := dynamicSandboxes(ctx, c, sandboxes)
+	if err != nil || !strings.Contains(sbs, sb.ID) {
+		t.Fatalf("the sandbox is not a Sandbox in %s: %v %s", sandboxes, err, sbs)
+	}
+	remote("rm", sb.ID)
+	if err := poll(ctx, func() error {
+		sbs, err := dynamicSandboxes(ctx, c, sandboxes)
+		if err == nil && strings.Contains(sbs, sb.ID) {
+			err = fmt.Errorf("the Sandbox of %s is still there after rm", sb.ID)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deployForTestCluster changes paddock.yaml's Deployment o where the test
+// cluster differs from a real one: the daemon's image is the one imported
+// into the node (never pulled), and env's variables are set.
+func deployForTestCluster(t *testing.T, o *unstructured.Unstructured, image string, env map[string]string) {
+	t.Helper()
+	containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+	if err != nil || len(containers) != 1 {
+		t.Fatalf("paddock.yaml's Deployment: want one container: %v", err)
+	}
+	ctr := containers[0].(map[string]any)
+	ctr["image"], ctr["imagePullPolicy"] = image, "Never"
+	vars, _ := ctr["env"].([]any)
+	for name, value := range env {
+		found := false
+		for _, v := range vars {
+			if m := v.(map[string]any); m["name"] == name {
+				m["value"], found = value, true
+			}
+		}
+		if !found {
+			vars = append(vars, map[string]any{"name": name, "value": value})
+		}
+	}
+	ctr["env"] = vars
+	if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deployedPod waits for the Deployment's pod to be Ready.
+func deployedPod(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string) *corev1.Pod {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=paddock"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+					return p
+				}
+			}
+			last = fmt.Sprintf("%s: %s %+v", p.Name, p.Status.Phase, p.Status.ContainerStatuses)
+			if t := c.Client.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: new(int64(20))}); t != nil {
+				if b, err := t.DoRaw(ctx); err == nil && len(b) > 0 {
+					last += "\nlog:\n" + string(b)
+				}
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("the deployed daemon's pod is not Ready in 3 minutes; last: %s", last)
+	return nil
+}
+
+// dynamicSandboxes lists the names and labels of the Sandboxes in ns.
+func dynamicSandboxes(ctx context.Context, c *cluster.Cluster, ns string) (string, error) {
+	b, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/apis/agents.x-k8s.io/v1beta1/namespaces/" + ns + "/sandboxes").DoRaw(ctx)
+	return string(b), err
+}
