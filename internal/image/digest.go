@@ -103,6 +103,12 @@ func (w *treeWalker) walk(p, rel string) error {
 	if err != nil {
 		return fmt.Errorf("image layer: xattrs of %s: %w", name, err)
 	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR && xattrs["SCHILY.xattr."+userOpaqueXattr] == "y" {
+		// The marker as a daemon without CAP_SYS_ADMIN keeps it: the
+		// same layer, the same tar and digest.
+		delete(xattrs, "SCHILY.xattr."+userOpaqueXattr)
+		xattrs["SCHILY.xattr."+opaqueXattr] = "y"
+	}
 	opaque := false
 	if w.oci {
 		opaque = xattrs["SCHILY.xattr."+opaqueXattr] == "y"

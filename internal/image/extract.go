@@ -29,6 +29,11 @@ const (
 	whiteoutPrefix = ".wh."
 	whiteoutOpaque = ".wh..wh..opq"
 	opaqueXattr    = "trusted.overlay.opaque"
+	// userOpaqueXattr is the marker where this process may not set
+	// trusted.* attributes (a daemon without CAP_SYS_ADMIN, as in a
+	// Kubernetes pod): overlayfs's own name under its userxattr option.
+	// The store reads either as an opaque directory (listXattrs).
+	userOpaqueXattr = "user.overlay.opaque"
 )
 
 // ExtractOptions bounds one extraction; zero values take the defaults.
@@ -177,7 +182,11 @@ func (x *extractor) entry(hdr *tar.Header, body io.Reader) error {
 		return err
 	}
 	if base == whiteoutOpaque {
-		if err := unix.Fsetxattr(dfd, opaqueXattr, []byte("y"), 0); err != nil {
+		err := unix.Fsetxattr(dfd, opaqueXattr, []byte("y"), 0)
+		if errors.Is(err, unix.EPERM) {
+			err = unix.Fsetxattr(dfd, userOpaqueXattr, []byte("y"), 0)
+		}
+		if err != nil {
 			return fmt.Errorf("layer entry %q: setting opaque xattr: %w", printable(hdr.Name), err)
 		}
 		return nil

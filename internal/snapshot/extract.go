@@ -286,7 +286,11 @@ func (x *extractor) attrs(fd int, hdr *tar.Header, mode uint32, xattrs map[strin
 		return fmt.Errorf("snapshot: chmod %s: %w", truncate(hdr.Name, 200), err)
 	}
 	for k, v := range xattrs {
-		if err := unix.Fsetxattr(fd, k, []byte(v), 0); err != nil {
+		set := func() error { return unix.Fsetxattr(fd, k, []byte(v), 0) }
+		if k == opaqueXattr {
+			set = func() error { return setOpaque(fd) }
+		}
+		if err := set(); err != nil {
 			// The kernel judges a value's form: what it refuses is the
 			// archive's fault, not the daemon's.
 			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ERANGE) || errors.Is(err, unix.E2BIG) || errors.Is(err, unix.EOVERFLOW) {

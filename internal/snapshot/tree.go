@@ -37,6 +37,36 @@ const xattrPrefix = "SCHILY.xattr."
 // opaqueXattr marks an overlay directory that hides the lower layers' one.
 const opaqueXattr = "trusted.overlay.opaque"
 
+// userOpaqueXattr is the same marker as overlayfs spells it under its
+// userxattr option. A daemon that may not set trusted.* attributes (one
+// without CAP_SYS_ADMIN, as in a Kubernetes pod) keeps the marker of the
+// layers it writes under this name, and a directory's marker under
+// either name reads back as the canonical opaqueXattr
+// (canonicalOpaque), so a layer's tar and digest do not depend on which
+// daemon wrote it.
+const userOpaqueXattr = "user.overlay.opaque"
+
+// canonicalOpaque turns a directory's userOpaqueXattr record of "y" in
+// recs (PAX records) into the opaqueXattr one.
+func canonicalOpaque(recs map[string]string) map[string]string {
+	if recs[xattrPrefix+userOpaqueXattr] != "y" {
+		return recs
+	}
+	delete(recs, xattrPrefix+userOpaqueXattr)
+	recs[xattrPrefix+opaqueXattr] = "y"
+	return recs
+}
+
+// setOpaque marks the open directory fd opaque: with opaqueXattr, or,
+// where this process may not set trusted.* attributes, userOpaqueXattr.
+func setOpaque(fd int) error {
+	err := unix.Fsetxattr(fd, opaqueXattr, []byte("y"), 0)
+	if errors.Is(err, unix.EPERM) {
+		err = unix.Fsetxattr(fd, userOpaqueXattr, []byte("y"), 0)
+	}
+	return err
+}
+
 // keptXattr says which extended attributes a snapshot keeps. Others (for
 // example security.selinux, or overlay's private redirect and metacopy
 // attributes) describe the host, not the sandbox's files.
@@ -212,6 +242,7 @@ func (t *treeWriter) entry(dirfd int, parent, n string, depth int) (bool, error)
 		if hdr.PAXRecords, err = xattrs(cfd); err != nil {
 			return false, err
 		}
+		hdr.PAXRecords = canonicalOpaque(hdr.PAXRecords)
 		if err := t.header(hdr); err != nil {
 			return false, err
 		}

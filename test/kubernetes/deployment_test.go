@@ -31,7 +31,9 @@ import (
 // capabilities, the service account's own credentials. A first API key is
 // made through the unix socket in the pod (as docs/kubernetes.md says), and
 // the unmodified CLI, over TCP with that key, imports an image, creates a
-// sandbox in paddock-sandboxes, runs a command in it and removes it.
+// sandbox in paddock-sandboxes, runs a command in it, snapshots it into the
+// daemon's store, restores the snapshot into a new sandbox and removes
+// both.
 func TestDeploymentOnKubernetes(t *testing.T) {
 	c := clusterFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
@@ -135,11 +137,29 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 	if err != nil || !strings.Contains(sbs, sb.ID) {
 		t.Fatalf("the sandbox is not a Sandbox in %s: %v %s", sandboxes, err, sbs)
 	}
-	remote("rm", sb.ID)
+	// A snapshot is kept in the daemon's store on its PVC, its home
+	// directory an opaque layer: the daemon, without CAP_SYS_ADMIN,
+	// keeps that marker as user.overlay.opaque.
+	var snap struct{ ID string }
+	if err := json.Unmarshal([]byte(remote("--json", "snapshot", "create", sb.ID)), &snap); err != nil {
+		t.Fatal(err)
+	}
+	var rs struct{ ID string }
+	if err := json.Unmarshal([]byte(remote("--json", "create", "--from-snapshot", snap.ID)), &rs); err != nil {
+		t.Fatal(err)
+	}
+	if got := remote("exec", rs.ID, "--", "cat", "/home/user/f"); got != "deployed\n" {
+		t.Fatalf("the restored sandbox's file: %q", got)
+	}
+	for _, id := range []string{sb.ID, rs.ID} {
+		remote("rm", id)
+	}
 	if err := poll(ctx, func() error {
 		sbs, err := dynamicSandboxes(ctx, c, sandboxes)
-		if err == nil && strings.Contains(sbs, sb.ID) {
-			err = fmt.Errorf("the Sandbox of %s is still there after rm", sb.ID)
+		for _, id := range []string{sb.ID, rs.ID} {
+			if err == nil && strings.Contains(sbs, id) {
+				err = fmt.Errorf("the Sandbox of %s is still there after rm", id)
+			}
 		}
 		return err
 	}); err != nil {

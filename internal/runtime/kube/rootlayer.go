@@ -93,11 +93,8 @@ func indexLower(ctx context.Context, layers []string) (map[string]lowerEntry, er
 			if old, ok := idx[rel]; ok && (old.typ == unix.S_IFDIR) != (typ == unix.S_IFDIR) {
 				hide(rel)
 			}
-			if typ == unix.S_IFDIR {
-				var buf [1]byte
-				if n, err := unix.Lgetxattr(p, "trusted.overlay.opaque", buf[:]); err == nil && n == 1 && buf[0] == 'y' {
-					hide(rel)
-				}
+			if typ == unix.S_IFDIR && opaqueDir(p) {
+				hide(rel)
 			}
 			e := lowerEntry{file: p, typ: typ, perm: st.Mode & 0o7777, uid: int(st.Uid), gid: int(st.Gid), size: st.Size, mtime: st.Mtim.Nano()}
 			if typ == unix.S_IFLNK {
@@ -501,4 +498,18 @@ func (b *Backend) podStarted(ctx context.Context, id string) (time.Time, error) 
 		}
 	}
 	return time.Time{}, nil
+}
+
+// opaqueDir says whether the layer directory p is marked opaque: by
+// overlay's trusted.overlay.opaque, or user.overlay.opaque where the
+// daemon that stored it could not set trusted.* attributes (in a pod
+// without CAP_SYS_ADMIN; the image and snapshot stores do so).
+func opaqueDir(p string) bool {
+	for _, name := range []string{"trusted.overlay.opaque", "user.overlay.opaque"} {
+		var buf [1]byte
+		if n, err := unix.Lgetxattr(p, name, buf[:]); err == nil && n == 1 && buf[0] == 'y' {
+			return true
+		}
+	}
+	return false
 }
