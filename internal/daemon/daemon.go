@@ -259,7 +259,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	if cfg.Listen != "" {
 		// E2B's API and data plane share the TCP listener with /v1 and
 		// /mcp, side by side (router.go).
-		e2bHandler := e2b.New(e2b.Options{Controller: ctrl, Secrets: secService, Contexts: cxService, Templates: tplService, PullImage: pullFor(images, imgService), Context: ctx, Keys: st, HashKey: server.HashKey, DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
+		e2bHandler := e2b.New(e2b.Options{Controller: ctrl, Secrets: secService, Contexts: cxService, Templates: tplService, PullImage: pullFor(images, imgService), Context: ctx, Builds: st, Keys: st, HashKey: server.HashKey, DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
 		go e2bHandler.RunMetrics(ctx) // getMetrics' history
 		tcpGate.open(tcpRouter(srv.Handler(true), e2bHandler, con))
 	}

@@ -51,7 +51,10 @@ type Options struct {
 	// Context is the daemon's lifetime: template builds, which outlive
 	// their requests, end with it (nil: never).
 	Context context.Context
-	Keys    Keys
+	// Builds keeps template builds' state across restarts (buildrecords.go);
+	// nil: in memory only (a restart forgets them).
+	Builds store.E2BBuildStore
+	Keys   Keys
 	// HashKey is how key secrets are hashed for lookup (the API server's).
 	HashKey func(secret string) []byte
 	// DefaultNetwork is what a create that says nothing about internet
@@ -98,6 +101,8 @@ func New(opts Options) *Handler {
 		opts.Context = context.Background()
 	}
 	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), bodies: opts.Bodies, samples: newSampler(), builds: newBuildTable()}
+	h.builds.rec, h.builds.log = opts.Builds, opts.Logger
+	h.endUnfinishedBuilds()
 	h.routes()
 	return h
 }

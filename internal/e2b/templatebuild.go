@@ -24,6 +24,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs/errhttp"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/lazyre"
+	"github.com/paddock-dev/paddock/internal/store"
 )
 
 // E2B's template build API, as the SDKs' Template.build drives it:
@@ -39,9 +40,10 @@ import (
 //
 // A build becomes a Paddock template of the same name (templates.Service
 // builds it, cached and owned as any other), so Sandbox.create(name) and
-// Paddock's own API, pools included, create from it. Builds in progress
-// are held in memory: a daemon restart forgets them (their status is then
-// 404), not the templates they finished.
+// Paddock's own API, pools included, create from it. Builds are held in
+// memory with their logs and uploads, and their state is also kept in the
+// daemon's store (buildrecords.go), so a status call after a restart finds
+// them.
 
 // uploadPath is where copy steps' files are uploaded: the URL carries a
 // token of the build's (the SDKs send no API key there, as to E2B's
@@ -87,6 +89,9 @@ type build struct {
 	status   string // waiting, building, ready, error
 	started  bool
 	finished time.Time
+	// restored: read back from the store after a restart (buildrecords.go),
+	// without logs or uploads; it cannot start.
+	restored bool
 	uploads  map[string][]uploadEntry
 	upBytes  int64
 	logs     []logEntry
@@ -110,6 +115,9 @@ type buildTable struct {
 	builds  map[string]*build // by name + "/" + id
 	byToken map[string]*build
 	upBytes int64
+	// rec keeps the builds' state across restarts (nil: memory only).
+	rec store.E2BBuildStore
+	log *slog.Logger
 }
 
 func newBuildTable() *buildTable {
@@ -172,13 +180,17 @@ func (t *buildTable) freeUploads(b *build) {
 	b.mu.Unlock()
 }
 
-// get returns the caller's build; another key's is not found.
+// get returns the caller's build, held or (after a restart) as the store
+// kept it; another key's is not found.
 func (t *buildTable) get(ctx context.Context, name, id string) (*build, error) {
 	t.mu.Lock()
 	b := t.builds[name+"/"+id]
 	t.mu.Unlock()
 	if b == nil || b.owner != controller.Caller(ctx) {
-		return nil, errdefs.NotFound("template build %s of %s (builds in progress are forgotten when the daemon restarts)", truncate(id), truncate(name))
+		if r := t.restored(ctx, controller.Caller(ctx), name, id); r != nil {
+			return r, nil
+		}
+		return nil, errdefs.NotFound("template build %s of %s", truncate(id), truncate(name))
 	}
 	return b, nil
 }
@@ -287,6 +299,8 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	h.builds.pruneRecords(r.Context())
+	h.builds.record(r.Context(), b)
 	h.log.Info("e2b template build requested", "template", name, "tags", tags, "build", b.id)
 	writeJSON(w, http.StatusAccepted, map[string]any{
 		"templateID": name, "buildID": b.id, "aliases": []string{name}, "names": []string{name},
@@ -465,6 +479,10 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if b.restored {
+		writeError(w, fmt.Errorf("template build %s was asked for before the daemon restarted, and its uploads went with the restart: ask for a new build (POST /v3/templates): %w", b.id, errdefs.ErrFailedPrecondition))
+		return
+	}
 	shared := h.builds.sharedUploads(b)
 	// The definition is read with the uploads held still: none lands
 	// once the build has started.
@@ -493,6 +511,7 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 	// The build outlives the request; it keeps the caller's identity and
 	// ends with the daemon.
 	ctx := controller.WithCaller(h.opts.Context, controller.Caller(r.Context()), h.opts.Controller.KeyScope(r.Context(), controller.Caller(r.Context())))
+	h.builds.record(r.Context(), b)
 	go h.runBuild(ctx, b, spec, bc, origin, auth)
 	h.log.Info("e2b template build started", "template", b.name, "build", b.id, "steps", len(spec.Steps))
 	w.WriteHeader(http.StatusAccepted)
@@ -504,6 +523,9 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 // base's, so that the SDKs point at the line of the template that failed.
 func (h *Handler) runBuild(ctx context.Context, b *build, spec *api.TemplateSpec, bc *templates.BuildContext, origin []int, auth *image.RegistryAuth) {
 	defer h.builds.release(b)
+	// Once its end is set (the deferred unlock below runs first); a
+	// daemon shutting down still records how the build ended.
+	defer h.builds.record(context.WithoutCancel(ctx), b)
 	step := "base"
 	var out strings.Builder // run output, logged by line
 	flush := func() {

@@ -71,6 +71,23 @@ func TestE2BTemplateBuildPullsItsBase(t *testing.T) {
 	}
 	c.do("GET", "/templates/aliases/no-such-template", nil, nil).errCode(t, 404)
 
+	// Builds outlive a daemon restart as their status reports them: the
+	// finished one as it ended, one asked for and not started as an error
+	// saying so, which cannot start any more.
+	pendingPath, pendingStatus := requestE2BBuild(t, c, tname)
+	d.stop()
+	d.start()
+	if got, logs := waitE2BBuild(t, c, statusPath); got != "ready" {
+		t.Fatalf("the finished build after a restart: %s\n%s", got, logs)
+	}
+	if got, logs := waitE2BBuild(t, c, pendingStatus); got != "error" || !strings.Contains(logs, "daemon restarted") {
+		t.Fatalf("a build the restart cut short: %s\n%s", got, logs)
+	}
+	other.do("GET", pendingStatus, nil, nil).errCode(t, 404)
+	if res := c.do("POST", pendingPath, map[string]any{"fromImage": ref}, nil); res.status < 400 || !strings.Contains(string(res.body), "restarted") {
+		t.Fatalf("starting a build the restart cut short: %d %s", res.status, res.body)
+	}
+
 	// The listing shows a key its own templates; another key's are not
 	// there, nor found by id.
 	type listed struct {
