@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -32,8 +33,8 @@ import (
 // made through the unix socket in the pod (as docs/kubernetes.md says), and
 // the unmodified CLI, over TCP with that key, imports an image, creates a
 // sandbox in paddock-sandboxes, runs a command in it, snapshots it into the
-// daemon's store, restores the snapshot into a new sandbox and removes
-// both.
+// daemon's store, restores the snapshot into a new sandbox, creates one
+// from a warm pool (agent-sandbox's) and removes them all.
 func TestDeploymentOnKubernetes(t *testing.T) {
 	c := clusterFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
@@ -151,12 +152,51 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 	if got := remote("exec", rs.ID, "--", "cat", "/home/user/f"); got != "deployed\n" {
 		t.Fatalf("the restored sandbox's file: %q", got)
 	}
-	for _, id := range []string{sb.ID, rs.ID} {
+	// A warm pool is agent-sandbox's, and a create from it claims a pod
+	// whose agent the daemon, in its own pod, reaches by the pod's address.
+	tf := filepath.Join(host.dir, "dpool.toml")
+	if err := os.WriteFile(tf, fmt.Appendf(nil, "name = \"dpool\"\nimage = %q\n", img.Name), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	remote("template", "build", "-f", tf)
+	remote("pool", "set", "dpool", "--min-ready", "1", "--cpu", "0.1", "--memory", "128M")
+	pctx, pcancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer pcancel()
+	var pools string
+	if err := poll(pctx, func() error {
+		pools = remote("--json", "pool", "ls")
+		var list struct {
+			Pools []struct {
+				Name  string
+				Ready int
+			}
+		}
+		if err := json.Unmarshal([]byte(pools), &list); err != nil {
+			return err
+		}
+		for _, p := range list.Pools {
+			if p.Name == "dpool" && p.Ready >= 1 {
+				return nil
+			}
+		}
+		return errors.New("not ready")
+	}); err != nil {
+		t.Fatalf("the pool of the deployed daemon never had a sandbox ready: %v\n%s", err, pools)
+	}
+	var ps struct{ ID string }
+	if err := json.Unmarshal([]byte(remote("--json", "create", "--pool", "dpool")), &ps); err != nil {
+		t.Fatal(err)
+	}
+	if got := remote("exec", ps.ID, "--", "echo", "claimed"); got != "claimed\n" {
+		t.Fatalf("exec in a sandbox from the pool: %q", got)
+	}
+	for _, id := range []string{sb.ID, rs.ID, ps.ID} {
 		remote("rm", id)
 	}
+	remote("pool", "rm", "dpool")
 	if err := poll(ctx, func() error {
 		sbs, err := dynamicSandboxes(ctx, c, sandboxes)
-		for _, id := range []string{sb.ID, rs.ID} {
+		for _, id := range []string{sb.ID, rs.ID, ps.ID} {
 			if err == nil && strings.Contains(sbs, id) {
 				err = fmt.Errorf("the Sandbox of %s is still there after rm", id)
 			}
