@@ -32,7 +32,7 @@ const (
 	// userOpaqueXattr is the marker where this process may not set
 	// trusted.* attributes (a daemon without CAP_SYS_ADMIN, as in a
 	// Kubernetes pod): overlayfs's own name under its userxattr option.
-	// The store reads either as an opaque directory (listXattrs).
+	// The store reads either as an opaque directory (treeWalker.walk).
 	userOpaqueXattr = "user.overlay.opaque"
 )
 
