@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,16 +26,21 @@ import (
 // TestDeploymentOnKubernetes runs the daemon as deploy/kubernetes ships
 // it: its image made as the Dockerfile makes it (the static binary alone),
 // the namespaces, RBAC, NetworkPolicy and paddock.yaml applied for real,
-// with only what this cluster lacks changed (the image is imported into the
-// node, not pulled; no registry, so no push; no kube-proxy, so the API
-// server's address is given to the pod). The daemon then runs in its pod as
-// a user gets it: its state on the PVC, a read-only root filesystem, no
-// capabilities, the service account's own credentials. A first API key is
-// made through the unix socket in the pod (as docs/kubernetes.md says), and
-// the unmodified CLI, over TCP with that key, imports an image, creates a
-// sandbox in paddock-sandboxes, runs a command in it, snapshots it into the
-// daemon's store, restores the snapshot into a new sandbox, creates one
-// from a warm pool (agent-sandbox's) and removes them all.
+// with only what this cluster lacks changed (the daemon's image is
+// imported into the node, not pulled; no kube-proxy, so the API server's
+// address is given to the pod; the registry is one on the node's address
+// that wants a password, which the node is told to speak plain HTTP to).
+// The daemon then runs in its pod as a user gets it: its state on the PVC,
+// a read-only root filesystem, five of the runtime's default capabilities,
+// the service account's own credentials, pushing the images pods run with
+// the Secret paddock-registry. A first API key is made through the unix
+// socket in the pod (as docs/kubernetes.md says), and the unmodified CLI,
+// over TCP with that key, imports an image, creates a sandbox in
+// paddock-sandboxes (the daemon pushes the image, the node pulls it with
+// the pull Secret), runs a command in it, snapshots it into the daemon's
+// store, restores the snapshot into a new sandbox, creates one from a warm
+// pool (agent-sandbox's; the template's image pushed too) and removes them
+// all.
 func TestDeploymentOnKubernetes(t *testing.T) {
 	c := clusterFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
@@ -43,7 +49,6 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 		system    = "paddock-system"
 		sandboxes = "paddock-sandboxes"
 		ref       = "docker.io/paddock-test/paddock:deploy"
-		prefix    = "registry.example.com/paddock-images" // paddock.yaml's
 	)
 	host := startPaddock(t, c) // exports the sandboxes' image
 	bin := buildPaddock(t)
@@ -61,13 +66,17 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 	}
 	t.Cleanup(stopForward)
 
+	reg := startPushRegistry(t, netip.AddrPortFrom(c.NodeIP(), 0).String())
+	prefix := reg.host + "/paddock-images"
+
 	applyManifests(ctx, t, c, "namespaces.yaml", "rbac.yaml", "networkpolicy.yaml")
-	// The registry credentials paddock.yaml mounts, as the docs say to
-	// make them for a registry that takes anonymous pushes.
-	reg := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "paddock-registry", Namespace: system}, Data: map[string][]byte{"config.json": []byte("{}")}}
-	if _, err := c.Client.CoreV1().Secrets(system).Create(ctx, reg, metav1.CreateOptions{}); err != nil {
+	// The registry credentials paddock.yaml mounts, made as the docs say,
+	// and the pull Secret the sandboxes' pods name.
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "paddock-registry", Namespace: system}, Data: map[string][]byte{"config.json": reg.dockerConfig()}}
+	if _, err := c.Client.CoreV1().Secrets(system).Create(ctx, creds, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	pullSecret := reg.pullSecret(ctx, t, c, sandboxes)
 	objs, err := cluster.ReadObjects("../../deploy/kubernetes/paddock.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -75,9 +84,10 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 	for _, o := range objs {
 		if o.GetKind() == "Deployment" {
 			deployForTestCluster(t, o, ref, map[string]string{
-				"KUBERNETES_SERVICE_HOST": api.Addr().String(),
-				"KUBERNETES_SERVICE_PORT": strconv.Itoa(int(api.Port())),
-				"PADDOCK_KUBE_IMAGE_PUSH": "false",
+				"KUBERNETES_SERVICE_HOST":        api.Addr().String(),
+				"KUBERNETES_SERVICE_PORT":        strconv.Itoa(int(api.Port())),
+				"PADDOCK_KUBE_IMAGE_PREFIX":      prefix,
+				"PADDOCK_KUBE_IMAGE_PULL_SECRET": pullSecret,
 			})
 		}
 	}
@@ -98,32 +108,53 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &key); err != nil || key.Secret == "" {
 		t.Fatalf("keys create: %v %q", err, out)
 	}
-	remote := func(args ...string) string {
-		t.Helper()
+	run := func(args ...string) (string, string, error) {
 		cmd := exec.CommandContext(ctx, bin, args...)
 		cmd.Env = append(os.Environ(), "PADDOCK_URL=http://"+net.JoinHostPort(pod.Status.PodIP, "8080"), "PADDOCK_API_KEY="+key.Secret)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("paddock %s (the deployed daemon): %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	remote := func(args ...string) string {
+		t.Helper()
+		stdout, stderr, err := run(args...)
+		if err != nil {
+			t.Fatalf("paddock %s (the deployed daemon): %v\n%s%s", strings.Join(args, " "), err, stdout, stderr)
 		}
-		return stdout.String()
+		return stdout
 	}
 	if info := remote("info"); !strings.Contains(info, "kubernetes") {
 		t.Fatalf("info of the deployed daemon does not name its backend:\n%s", info)
 	}
 
+	if info := remote("info"); !strings.Contains(info, "images pushed to "+prefix) {
+		t.Errorf("info of the deployed daemon does not say where images go:\n%s", info)
+	}
+
 	// The daemon in its pod builds no base image: it gets busybox as a
-	// user would bring an image, and its export goes to the node.
+	// user would bring an image. Its first create pushes it, and the node
+	// pulls it from the registry.
 	src := filepath.Join(host.dir, "busybox-src.tar")
 	host.must("images", "export", "busybox", "-o", src)
 	var img struct{ Name string }
 	if err := json.Unmarshal([]byte(remote("--json", "images", "import", src)), &img); err != nil || img.Name == "" {
 		t.Fatalf("images import: %v %+v", err, img)
 	}
-	out1 := filepath.Join(host.dir, "busybox-node.tar")
-	remote("images", "export", img.Name, "--prefix", prefix, "-o", out1)
-	if err := c.ImportImages(ctx, out1); err != nil {
+
+	// Until the node is told the registry speaks plain HTTP, its pulls
+	// fail the same way each time: the create fails after the kubelet's
+	// second try, saying what to do, not at the start timeout.
+	start := time.Now()
+	_, stderr, err := run("create", "--image", img.Name)
+	if err == nil || !strings.Contains(stderr, "cannot pull its image") || !strings.Contains(stderr, "plain HTTP") {
+		t.Fatalf("a create whose image the node cannot pull: %v\n%s", err, stderr)
+	}
+	t.Logf("figure: a create whose image the node pulls over HTTPS from a plain-HTTP registry failed after %s", time.Since(start).Round(time.Second))
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("the create failed after %s", d)
+	}
+	if err := c.TrustPlainHTTPRegistry(netip.MustParseAddrPort(reg.host)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -134,6 +165,7 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 	if got := remote("exec", sb.ID, "--", "sh", "-c", "echo deployed > /home/user/f; cat /home/user/f"); got != "deployed\n" {
 		t.Fatalf("exec in a sandbox of the deployed daemon: %q", got)
 	}
+	checkPulledFrom(ctx, t, c, reg, sandboxes, sb.ID, prefix, pullSecret)
 	sbs, err := dynamicSandboxes(ctx, c, sandboxes)
 	if err != nil || !strings.Contains(sbs, sb.ID) {
 		t.Fatalf("the sandbox is not a Sandbox in %s: %v %s", sandboxes, err, sbs)
@@ -190,15 +222,33 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 	if got := remote("exec", ps.ID, "--", "echo", "claimed"); got != "claimed\n" {
 		t.Fatalf("exec in a sandbox from the pool: %q", got)
 	}
-	for _, id := range []string{sb.ID, rs.ID, ps.ID} {
-		remote("rm", id)
+	// Every sandbox the daemon has: the three above and the create that
+	// failed, in state error with its reason.
+	var left struct {
+		Sandboxes []struct {
+			ID, State string
+			Reason    string `json:"error_reason"`
+		}
+	}
+	if err := json.Unmarshal([]byte(remote("--json", "ls")), &left); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, s := range left.Sandboxes {
+		if s.State == "error" && strings.Contains(s.Reason, "plain HTTP") {
+			failed++
+		}
+		remote("rm", s.ID)
+	}
+	if len(left.Sandboxes) != 4 || failed != 1 {
+		t.Errorf("the deployed daemon's sandboxes: %+v", left.Sandboxes)
 	}
 	remote("pool", "rm", "dpool")
 	if err := poll(ctx, func() error {
 		sbs, err := dynamicSandboxes(ctx, c, sandboxes)
-		for _, id := range []string{sb.ID, rs.ID, ps.ID} {
-			if err == nil && strings.Contains(sbs, id) {
-				err = fmt.Errorf("the Sandbox of %s is still there after rm", id)
+		for _, s := range left.Sandboxes {
+			if err == nil && strings.Contains(sbs, s.ID) {
+				err = fmt.Errorf("the Sandbox of %s is still there after rm", s.ID)
 			}
 		}
 		return err
@@ -270,4 +320,33 @@ func deployedPod(ctx context.Context, t *testing.T, c *cluster.Cluster, ns strin
 func dynamicSandboxes(ctx context.Context, c *cluster.Cluster, ns string) (string, error) {
 	b, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/apis/agents.x-k8s.io/v1beta1/namespaces/" + ns + "/sandboxes").DoRaw(ctx)
 	return string(b), err
+}
+
+// checkPulledFrom checks that the pod of sandbox id in ns runs an image
+// under prefix with the pull Secret secret, and that the node asked the
+// registry for a manifest.
+func checkPulledFrom(ctx context.Context, t *testing.T, c *cluster.Cluster, reg *pushRegistry, ns, id, prefix, secret string) {
+	t.Helper()
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *corev1.Pod
+	for i := range pods.Items {
+		if strings.Contains(pods.Items[i].Name, id) {
+			found = &pods.Items[i]
+		}
+	}
+	if found == nil {
+		t.Fatalf("no pod of sandbox %s in %s", id, ns)
+	}
+	if img := found.Spec.Containers[0].Image; !strings.HasPrefix(img, prefix+"/") {
+		t.Errorf("pod %s runs %q, want an image under %s", found.Name, img, prefix)
+	}
+	if ps := found.Spec.ImagePullSecrets; len(ps) != 1 || ps[0].Name != secret {
+		t.Errorf("pod %s pull secrets %+v, want %s", found.Name, ps, secret)
+	}
+	if len(reg.nodePulls()) == 0 {
+		t.Error("the node asked the registry for no manifest")
+	}
 }

@@ -25,9 +25,10 @@ import (
 	"github.com/paddock-dev/paddock/test/kubernetes/cluster"
 )
 
-// pushRegistry is an OCI registry on the host's loopback, which the
-// node's containerd reaches too (it runs in the host's network), that
-// wants one user's password and notes who read which manifest.
+// pushRegistry is an OCI registry on the host, on its loopback (which the
+// node's containerd reaches too: it runs in the host's network) or on the
+// node's address (which pods reach as well), that wants one user's
+// password and notes who read which manifest.
 type pushRegistry struct {
 	host, user, pass string
 	secret, creds    string // startPushingPaddock's pull Secret and credentials file
@@ -36,7 +37,7 @@ type pushRegistry struct {
 	refused          int
 }
 
-func startPushRegistry(t *testing.T) *pushRegistry {
+func startPushRegistry(t *testing.T, listen string) *pushRegistry {
 	t.Helper()
 	r := &pushRegistry{user: "paddock"}
 	b := make([]byte, 16)
@@ -45,7 +46,7 @@ func startPushRegistry(t *testing.T) *pushRegistry {
 	// Blobs on disk: a base image held in memory would hold the test's
 	// memory too.
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithBlobHandler(registry.NewDiskBlobHandler(t.TempDir())))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +80,26 @@ func (r *pushRegistry) dockerConfig() []byte {
 	auth := base64.StdEncoding.EncodeToString([]byte(r.user + ":" + r.pass))
 	b, _ := json.Marshal(map[string]any{"auths": map[string]any{r.host: map[string]string{"auth": auth}}})
 	return b
+}
+
+// pullSecret makes, in namespace ns, a Secret of the registry's
+// credentials that pods pull with, and returns its name.
+func (r *pushRegistry) pullSecret(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string) string {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(r.host)
+	name := "paddock-pull-" + port
+	_, err := c.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: r.dockerConfig()},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.CoreV1().Secrets(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
 }
 
 // nodePulls is the manifest reads and resolutions the node's containerd
@@ -232,19 +253,8 @@ func TestImagePushOnKubernetes(t *testing.T) {
 // file reg.creds. args go to the daemon.
 func startPushingPaddock(ctx context.Context, t *testing.T, c *cluster.Cluster, args ...string) (*pushRegistry, *paddockd) {
 	t.Helper()
-	reg := startPushRegistry(t)
-	secret := "paddock-pull-" + strings.Split(reg.host, ":")[1]
-	_, err := c.Client.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: secret, Namespace: "default"},
-		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: reg.dockerConfig()},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Client.CoreV1().Secrets("default").Delete(context.Background(), secret, metav1.DeleteOptions{})
-	})
+	reg := startPushRegistry(t, "127.0.0.1:0")
+	secret := reg.pullSecret(ctx, t, c, "default")
 	creds := filepath.Join(t.TempDir(), "registry.json")
 	if err := os.WriteFile(creds, reg.dockerConfig(), 0o600); err != nil {
 		t.Fatal(err)

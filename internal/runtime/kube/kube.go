@@ -451,6 +451,7 @@ func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error
 	defer cancel()
 	var last, ip string
 	var ended error
+	var pull pullWatch
 	err := b.follow(ctx, name, &corev1.Pod{}, &corev1.PodList{}, func(o client.Object, err error) (bool, error) {
 		switch {
 		case err == nil:
@@ -464,6 +465,10 @@ func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error
 				return true, nil
 			}
 			last = podReason(pod)
+			if pull.failing(last, time.Now()) {
+				ended = fmt.Errorf("sandbox %s: its pod cannot pull its image (%s)%s: %w", id, last, hintSuffix(pull.hint), errdefs.ErrUnavailable)
+				return true, ended
+			}
 		case !apierrors.IsNotFound(err):
 			last = err.Error()
 		}
@@ -479,7 +484,11 @@ func (b *Backend) waitPodIP(ctx context.Context, id, name string) (string, error
 		last = "no pod yet" + b.sandboxSays(id, name)
 	}
 	if imageMissing(last) {
-		last += "; the nodes need Paddock's image: `paddock images export` (an image) or `paddock template export` (a template built with steps) writes it for `ctr images import` or a registry"
+		hint, _ := pullFailsForGood(last)
+		if hint == "" {
+			hint = exportHint
+		}
+		last += "; " + hint
 	}
 	return "", fmt.Errorf("sandbox %s: pod not running after %s (%s): %w", id, time.Since(start).Round(time.Second), last, errdefs.ErrUnavailable)
 }
@@ -504,11 +513,6 @@ func (b *Backend) sandboxSays(id, name string) string {
 	}
 	b.o.Logger.Warn("sandbox without a pod", "sandbox", id, "conditions", out)
 	return "; the Sandbox says " + strings.Join(out, "; ")
-}
-
-// imageMissing says whether a pod's reason is its image not found.
-func imageMissing(reason string) bool {
-	return strings.HasPrefix(reason, "ErrImagePull") || strings.HasPrefix(reason, "ImagePullBackOff") || strings.HasPrefix(reason, "ErrImageNeverPull")
 }
 
 // podReason says in a few words why a pod is where it is.

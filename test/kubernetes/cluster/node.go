@@ -55,6 +55,9 @@ func (c *Cluster) startContainerd(ctx context.Context, busyboxPath string) error
 		`      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]`,
 		`        Root = ` + q(filepath.Join(cdir, "runc")),
 		`        SystemdCgroup = false`,
+		// Registries by host: TrustPlainHTTPRegistry writes one there.
+		`  [plugins."io.containerd.grpc.v1.cri".registry]`,
+		`    config_path = ` + q(c.registryHostsDir()),
 		`  [plugins."io.containerd.grpc.v1.cri".cni]`,
 		`    bin_dir = "/usr/lib/cni"`,
 		`    conf_dir = ` + q(filepath.Join(c.Dir, "cni", "net.d")),
