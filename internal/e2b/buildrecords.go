@@ -25,6 +25,9 @@ const (
 	maxRecordedReason = 8 << 10
 	// restartedReason is the error of a build a restart cut short.
 	restartedReason = "the daemon restarted before this build finished: ask for a new build (its files must be uploaded again)"
+	// abandonedReason is the error of a build asked for and not started
+	// within buildKeptFor, let go with its uploads.
+	abandonedReason = "the build was not started within an hour of being asked for, and its uploads were let go: ask for a new build"
 )
 
 // endUnfinishedBuilds, at the daemon's start, ends the builds its earlier

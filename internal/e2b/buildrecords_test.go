@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/errdefs"
+	"github.com/paddock-dev/paddock/internal/httpbody"
 	"github.com/paddock-dev/paddock/internal/store/sqlite"
 )
 
@@ -63,5 +67,43 @@ func TestBuildsAcrossRestart(t *testing.T) {
 	}
 	if _, err := h.builds.get(mine, "other", done.id); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("a build under another template's name: %v", err)
+	}
+}
+
+// TestAbandonedBuildRecorded: a build asked for and never started is let
+// go after buildKeptFor when another is asked for; its record then says
+// so (not that the daemon restarted), and starting it is refused with
+// that reason.
+func TestAbandonedBuildRecorded(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "paddock.db"), slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := &Handler{opts: Options{Builds: st, Context: ctx}, log: slog.Default(), builds: newBuildTable(), bodies: httpbody.NewBudget(0)}
+	h.builds.rec, h.builds.log = st, slog.Default()
+	old, err := h.builds.add("key-a", "py", []string{"default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.builds.record(ctx, old)
+	old.created = time.Now().Add(-buildKeptFor - time.Minute)
+	if _, err := h.builds.add("key-a", "py", []string{"default"}); err != nil {
+		t.Fatal(err)
+	}
+	mine := controller.WithCaller(ctx, "key-a", api.KeyScopeOwn)
+	got, err := h.builds.get(mine, "py", old.id)
+	if err != nil || !got.restored || got.status != "error" || got.reason == nil || got.reason.Message != abandonedReason {
+		t.Fatalf("a build never started, let go: %+v, %v", got, err)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/v2/templates/py/builds/"+old.id, strings.NewReader("{}"))
+	req.SetPathValue("id", "py")
+	req.SetPathValue("build", old.id)
+	req = req.WithContext(mine)
+	rec := httptest.NewRecorder()
+	h.startBuild(rec, req)
+	if rec.Code == http.StatusAccepted || rec.Code < 400 || !strings.Contains(rec.Body.String(), "not started within an hour") || strings.Contains(rec.Body.String(), "restarted") {
+		t.Fatalf("starting a build let go: %d %s", rec.Code, rec.Body.String())
 	}
 }

@@ -127,6 +127,12 @@ func newBuildTable() *buildTable {
 // add holds a new build for owner, dropping finished builds older than
 // buildKeptFor (or, when full, the oldest finished one).
 func (t *buildTable) add(owner, name string, tags []string) (*build, error) {
+	var abandoned []*build
+	defer func() { // after the unlock below
+		for _, b := range abandoned {
+			t.record(context.Background(), b)
+		}
+	}()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	pending := 0
@@ -138,7 +144,17 @@ func (t *buildTable) add(owner, name string, tags []string) (*build, error) {
 		b.mu.Unlock()
 		// Finished builds are kept for a while to be polled; builds never
 		// started (a client that went away) as long, then let go.
-		if (done && time.Since(fin) > buildKeptFor) || (!started && time.Since(b.created) > buildKeptFor) {
+		if done && time.Since(fin) > buildKeptFor {
+			t.drop(k, b)
+			continue
+		}
+		if !started && time.Since(b.created) > buildKeptFor {
+			// Its record says why it can no longer start.
+			b.mu.Lock()
+			b.status, b.finished = "error", time.Now()
+			b.reason = &buildReason{Message: abandonedReason, LogEntries: []logEntry{}}
+			b.mu.Unlock()
+			abandoned = append(abandoned, b)
 			t.drop(k, b)
 			continue
 		}
@@ -480,7 +496,11 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if b.restored {
-		writeError(w, fmt.Errorf("template build %s was asked for before the daemon restarted, and its uploads went with the restart: ask for a new build (POST /v3/templates): %w", b.id, errdefs.ErrFailedPrecondition))
+		why := "it was asked for before the daemon restarted, and its uploads went with the restart: ask for a new build"
+		if b.reason != nil && b.reason.Message != "" {
+			why = b.reason.Message
+		}
+		writeError(w, fmt.Errorf("template build %s cannot start: %s (POST /v3/templates): %w", b.id, why, errdefs.ErrFailedPrecondition))
 		return
 	}
 	shared := h.builds.sharedUploads(b)
