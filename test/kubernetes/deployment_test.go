@@ -28,8 +28,8 @@ import (
 // the namespaces, RBAC, NetworkPolicy and paddock.yaml applied for real,
 // with only what this cluster lacks changed (the daemon's image is
 // imported into the node, not pulled; no kube-proxy, so the API server's
-// address is given to the pod; the registry is one on the node's address
-// that wants a password, which the node is told to speak plain HTTP to).
+// address is given to the pod; the registry is one on the node's address,
+// over TLS with a private authority's certificate, wanting a password).
 // The daemon then runs in its pod as a user gets it: its state on the PVC,
 // a read-only root filesystem, five of the runtime's default capabilities,
 // the service account's own credentials, pushing the images pods run with
@@ -66,7 +66,15 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 	}
 	t.Cleanup(stopForward)
 
-	reg := startPushRegistry(t, netip.AddrPortFrom(c.NodeIP(), 0).String())
+	// The registry is an operator's own: TLS with a certificate of a
+	// private authority, which the daemon is given as paddock.yaml's
+	// comment says (SSL_CERT_FILE from a Secret) and the node as
+	// containerd's hosts.toml.
+	regTLS, regCA, err := cluster.RegistryTLS(filepath.Join(host.dir, "registry-pki"), c.NodeIP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := startPushRegistry(t, netip.AddrPortFrom(c.NodeIP(), 0).String(), regTLS)
 	prefix := reg.host + "/paddock-images"
 
 	applyManifests(ctx, t, c, "namespaces.yaml", "rbac.yaml", "networkpolicy.yaml")
@@ -77,6 +85,10 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	pullSecret := reg.pullSecret(ctx, t, c, sandboxes)
+	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "paddock-registry-ca", Namespace: system}, Data: map[string][]byte{"ca.crt": regCA}}
+	if _, err := c.Client.CoreV1().Secrets(system).Create(ctx, caSecret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	objs, err := cluster.ReadObjects("../../deploy/kubernetes/paddock.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +100,9 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 				"KUBERNETES_SERVICE_PORT":        strconv.Itoa(int(api.Port())),
 				"PADDOCK_KUBE_IMAGE_PREFIX":      prefix,
 				"PADDOCK_KUBE_IMAGE_PULL_SECRET": pullSecret,
+				"SSL_CERT_FILE":                  "/etc/paddock/registry-ca/ca.crt",
 			})
+			mountSecret(t, o, "registry-ca", caSecret.Name, "/etc/paddock/registry-ca")
 		}
 	}
 	applyObjects(ctx, t, c, objs)
@@ -142,19 +156,20 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 		t.Fatalf("images import: %v %+v", err, img)
 	}
 
-	// Until the node is told the registry speaks plain HTTP, its pulls
-	// fail the same way each time: the create fails after the kubelet's
-	// second try, saying what to do, not at the start timeout.
+	// Until the node trusts the registry's authority, its pulls fail the
+	// same way each time: the create fails after the kubelet's second
+	// try, saying what to do, not at the start timeout. (The daemon's
+	// push, with the authority it was given, went through.)
 	start := time.Now()
 	_, stderr, err := run("create", "--image", img.Name)
-	if err == nil || !strings.Contains(stderr, "cannot pull its image") || !strings.Contains(stderr, "plain HTTP") {
+	if err == nil || !strings.Contains(stderr, "cannot pull its image") || !strings.Contains(stderr, "does not trust the registry's certificate") {
 		t.Fatalf("a create whose image the node cannot pull: %v\n%s", err, stderr)
 	}
-	t.Logf("figure: a create whose image the node pulls over HTTPS from a plain-HTTP registry failed after %s", time.Since(start).Round(time.Second))
+	t.Logf("figure: a create whose image's registry the node does not trust failed after %s", time.Since(start).Round(time.Second))
 	if d := time.Since(start); d > time.Minute {
 		t.Errorf("the create failed after %s", d)
 	}
-	if err := c.TrustPlainHTTPRegistry(netip.MustParseAddrPort(reg.host)); err != nil {
+	if err := c.TrustRegistry(netip.MustParseAddrPort(reg.host), regCA); err != nil {
 		t.Fatal(err)
 	}
 
@@ -235,7 +250,7 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 	}
 	failed := 0
 	for _, s := range left.Sandboxes {
-		if s.State == "error" && strings.Contains(s.Reason, "plain HTTP") {
+		if s.State == "error" && strings.Contains(s.Reason, "does not trust") {
 			failed++
 		}
 		remote("rm", s.ID)
@@ -282,6 +297,24 @@ func deployForTestCluster(t *testing.T, o *unstructured.Unstructured, image stri
 	}
 	ctr["env"] = vars
 	if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mountSecret mounts Secret secret read-only at path in the only
+// container of Deployment o, as volume name.
+func mountSecret(t *testing.T, o *unstructured.Unstructured, name, secret, path string) {
+	t.Helper()
+	spec, _, err := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols, _ := spec["volumes"].([]any)
+	spec["volumes"] = append(vols, map[string]any{"name": name, "secret": map[string]any{"secretName": secret}})
+	ctr := spec["containers"].([]any)[0].(map[string]any)
+	mounts, _ := ctr["volumeMounts"].([]any)
+	ctr["volumeMounts"] = append(mounts, map[string]any{"name": name, "mountPath": path, "readOnly": true})
+	if err := unstructured.SetNestedMap(o.Object, spec, "spec", "template", "spec"); err != nil {
 		t.Fatal(err)
 	}
 }

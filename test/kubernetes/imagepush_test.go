@@ -3,6 +3,7 @@ package kubernetes_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -37,7 +38,7 @@ type pushRegistry struct {
 	refused          int
 }
 
-func startPushRegistry(t *testing.T, listen string) *pushRegistry {
+func startPushRegistry(t *testing.T, listen string, tlsConf *tls.Config) *pushRegistry {
 	t.Helper()
 	r := &pushRegistry{user: "paddock"}
 	b := make([]byte, 16)
@@ -49,6 +50,9 @@ func startPushRegistry(t *testing.T, listen string) *pushRegistry {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if u, p, ok := req.BasicAuth(); !ok || u != r.user || p != r.pass {
@@ -253,7 +257,7 @@ func TestImagePushOnKubernetes(t *testing.T) {
 // file reg.creds. args go to the daemon.
 func startPushingPaddock(ctx context.Context, t *testing.T, c *cluster.Cluster, args ...string) (*pushRegistry, *paddockd) {
 	t.Helper()
-	reg := startPushRegistry(t, "127.0.0.1:0")
+	reg := startPushRegistry(t, "127.0.0.1:0", nil)
 	secret := reg.pullSecret(ctx, t, c, "default")
 	creds := filepath.Join(t.TempDir(), "registry.json")
 	if err := os.WriteFile(creds, reg.dockerConfig(), 0o600); err != nil {
