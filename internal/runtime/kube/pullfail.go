@@ -20,12 +20,15 @@ var pullProblems = []struct{ words, hint string }{
 	{"http response to https client", "the registry speaks plain HTTP and the node pulls over HTTPS: serve the registry over TLS, or tell the nodes' container runtime to pull from it over HTTP (containerd: a hosts.toml for the registry's host)"},
 	{"x509:", "the node does not trust the registry's certificate"},
 	{"tls:", "the node cannot make a TLS connection to the registry"},
-	{"401 unauthorized", "the registry refused the node's credentials: check the pull Secret the pods name (PADDOCK_KUBE_IMAGE_PULL_SECRET) in the sandboxes' namespace"},
-	{"403 forbidden", "the registry refused the node's credentials: check the pull Secret the pods name (PADDOCK_KUBE_IMAGE_PULL_SECRET) in the sandboxes' namespace"},
-	{"pull access denied", "the registry refused the node's credentials: check the pull Secret the pods name (PADDOCK_KUBE_IMAGE_PULL_SECRET) in the sandboxes' namespace"},
+	{"401 unauthorized", credsHint},
+	{"403 forbidden", credsHint},
+	{"pull access denied", credsHint},
 	{"not found", exportHint},
 	{"manifest unknown", exportHint},
 }
+
+// credsHint is what to do when the registry refuses the node.
+const credsHint = "the registry refused the node's credentials: check the pull Secret the pods name (PADDOCK_KUBE_IMAGE_PULL_SECRET) in the sandboxes' namespace"
 
 // exportHint is what to do when the nodes lack Paddock's image.
 const exportHint = "the nodes need Paddock's image: `paddock images export` (an image) or `paddock template export` (a template built with steps) writes it for `ctr images import` or a registry"
