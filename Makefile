@@ -41,7 +41,7 @@ unit-race:
 ## runs a subset of it (scripts/test.sh); this target runs all of it.
 test-cgroupv2:
 	@PADDOCK_CGROUPV2_DEPS=1 ./scripts/install-deps.sh
-	PADDOCK_RUNSC=$${PADDOCK_RUNSC:-/var/cache/paddock-test/bin/runsc-$$(cat internal/config/runsc.version)} \
+	PADDOCK_RUNSC=$${PADDOCK_RUNSC:-/var/cache/paddock-test/bin/runsc-$$(cat internal/config/runsc.version)-precompiled} \
 		$(GO) test -tags cgroupv2vm -count=1 -v -timeout 90m -run '^TestCgroupV2$$' ./test/cgroupv2/
 
 ## test-kubernetes: the Kubernetes suite alone, on a one-node cluster it

@@ -19,7 +19,7 @@ export PADDOCK_TEST_S3_SERVER=${PADDOCK_TEST_S3_SERVER:-/var/cache/paddock-test/
 # The pinned runsc, built by scripts/install-deps.sh (PADDOCK_TEST_DEPS=1):
 # every test daemon and the runtime suite run it (Debian's runsc keeps its
 # own run of the runtime suite, internal/runtime/oci).
-export PADDOCK_RUNSC=${PADDOCK_RUNSC:-/var/cache/paddock-test/bin/runsc-$(cat internal/config/runsc.version)}
+export PADDOCK_RUNSC=${PADDOCK_RUNSC:-/var/cache/paddock-test/bin/runsc-$(cat internal/config/runsc.version)-precompiled}
 
 fail=0
 # The suite must leave the host's account files as it found them: a test

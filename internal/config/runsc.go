@@ -27,10 +27,15 @@ const maxRunscLen = 4096
 // Paddock builds, e.g. v0.0.0-20260905035102-160fafc42237.
 func PinnedRunscVersion() string { return strings.TrimSpace(runscVersionFile) }
 
-// PinnedRunscPath is the pinned runsc's path in dir; the name carries the
-// version, so a new pin builds beside the old one instead of over it.
+// PinnedRunscName is the pinned runsc's file name. It carries the version,
+// so a new pin builds beside the old one instead of over it, and how it was
+// built (its seccomp programs precompiled: scripts/install-deps.sh), so a
+// build made before that is not taken for it.
+func PinnedRunscName() string { return "runsc-" + PinnedRunscVersion() + "-precompiled" }
+
+// PinnedRunscPath is the pinned runsc's path in dir.
 func PinnedRunscPath(dir string) string {
-	return filepath.Join(dir, "runsc-"+PinnedRunscVersion())
+	return filepath.Join(dir, PinnedRunscName())
 }
 
 // DefaultRunsc is the default of Config.Runsc: the pinned build.
@@ -88,7 +93,7 @@ func resolveRunsc(setting string, lookPath func(string) (string, error), executa
 		return p, setting + " from PATH"
 	}
 	if executable(setting) {
-		if filepath.Base(setting) == "runsc-"+PinnedRunscVersion() {
+		if filepath.Base(setting) == PinnedRunscName() {
 			return setting, "pinned build " + PinnedRunscVersion()
 		}
 		return setting, ""

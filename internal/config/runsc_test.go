@@ -77,7 +77,7 @@ func TestPinnedRunscVersion(t *testing.T) {
 	if !strings.HasPrefix(v, "v0.0.0-") || strings.ContainsAny(v, " \n/") {
 		t.Fatalf("pinned runsc version %q: want a gvisor.dev/gvisor pseudo-version", v)
 	}
-	if got := DefaultRunsc(); got != DefaultRunscDir+"/runsc-"+v {
+	if got := DefaultRunsc(); got != DefaultRunscDir+"/runsc-"+v+"-precompiled" {
 		t.Fatalf("DefaultRunsc() = %q", got)
 	}
 }

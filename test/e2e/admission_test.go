@@ -58,7 +58,7 @@ func TestInfoRuntimesSizesLimits(t *testing.T) {
 	// Which runsc is in use is shown: the pinned build names its version.
 	if r := byName["gvisor"]; r.Available && r.Path != runscBin() {
 		t.Errorf("gvisor runs %s, want %s", r.Path, runscBin())
-	} else if filepath.Base(r.Path) == "runsc-"+config.PinnedRunscVersion() &&
+	} else if filepath.Base(r.Path) == config.PinnedRunscName() &&
 		(!strings.Contains(r.Version, config.PinnedRunscVersion()) || !strings.HasPrefix(r.Note, "pinned build")) {
 		t.Errorf("gvisor: the pinned build's version and note are not shown: %+v", r)
 	}
