@@ -631,7 +631,7 @@ func (b *Backend) Stop(ctx context.Context, id string) error {
 			return fmt.Errorf("sandbox %s: suspend: %w", id, apiErr(err))
 		}
 	}
-	return b.waitGone(ctx, id, name, &corev1.Pod{}, &corev1.PodList{})
+	return b.waitPodGone(ctx, id, name, false) // lostpod.go
 }
 
 // Destroy deletes the Sandbox (its pod and volumes go with it), and its
@@ -650,7 +650,7 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	if err := b.o.Client.Delete(ctx, &sb, fg); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("sandbox %s: delete Sandbox: %w", id, apiErr(err))
 	}
-	if err := b.waitGone(ctx, id, name, &corev1.Pod{}, &corev1.PodList{}); err != nil {
+	if err := b.waitPodGone(ctx, id, name, true); err != nil { // lostpod.go
 		return err
 	}
 	if err := b.waitGone(ctx, id, homeVolume+"-"+name, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{}); err != nil {

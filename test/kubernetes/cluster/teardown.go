@@ -28,7 +28,8 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		return nil
 	}
 	c.stopped = true
-	_ = c.ThawAPIServer() // fault.go: a frozen server would not stop
+	_ = c.ThawAPIServer() // fault.go: a frozen process would not stop
+	_ = c.ThawKubelet()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	var errs []error
