@@ -127,16 +127,16 @@ func TestPoolOnAWarmPoolingBackend(t *testing.T) {
 	pb.mu.Lock()
 	pb.sizes["left-behind"] = 1 // a pool a previous daemon kept there
 	pb.mu.Unlock()
-	if _, err := c.SetPool(ctx, "wp", api.SetPoolRequest{Template: "plain", MinReady: 3, Resources: api.Resources{CPU: 0.5, MemoryMB: 256}}); err != nil {
+	if _, err := env.Pools.Set(ctx, "wp", api.SetPoolRequest{Template: "plain", MinReady: 3, Resources: api.Resources{CPU: 0.5, MemoryMB: 256}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.SetPool(ctx, "started", api.SetPoolRequest{Template: "served", MinReady: 0}); err != nil {
+	if _, err := env.Pools.Set(ctx, "started", api.SetPoolRequest{Template: "served", MinReady: 0}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.SetPool(ctx, "own", api.SetPoolRequest{Template: "layered", MinReady: 0}); err != nil {
+	if _, err := env.Pools.Set(ctx, "own", api.SetPoolRequest{Template: "layered", MinReady: 0}); err != nil {
 		t.Fatal(err)
 	}
-	go c.RunPools(ctx)
+	go env.Pools.Run(ctx)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		n, ok := pb.size("wp")
@@ -212,7 +212,7 @@ func TestPoolOnAWarmPoolingBackend(t *testing.T) {
 	if out, code := execOut(ctx, t, c, warm.ID, "sh", "-c", "echo $FROM"); code != 0 || out != "template\n" {
 		t.Errorf("exec in the pooled sandbox: %q, exit %d", out, code)
 	}
-	p, err := c.GetPool(ctx, "wp")
+	p, err := env.Pools.Get(ctx, "wp")
 	if err != nil || p.Ready != 2 || p.Served != 1 {
 		t.Errorf("GetPool = %+v, %v; want 2 ready (the backend's) and 1 served", p, err)
 	}
@@ -233,7 +233,7 @@ func TestPoolOnAWarmPoolingBackend(t *testing.T) {
 		t.Error("a create set the reserved label paddock.dev/cluster-pool")
 	}
 
-	if err := c.DeletePool(ctx, "wp"); err != nil {
+	if err := env.Pools.Delete(ctx, "wp"); err != nil {
 		t.Fatal(err)
 	}
 	pb.mu.Lock()
@@ -272,8 +272,8 @@ func TestClusterPoolClaimTakesNoCreateSlot(t *testing.T) {
 	c := env.Controller
 	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 2*time.Minute)
 	defer cancel()
-	putPlainTemplate(ctx, t, env)
-	if _, err := c.SetPool(ctx, "wp", api.SetPoolRequest{Template: "plain", MinReady: 1}); err != nil {
+	env.PutTemplate(ctx, t, "plain", "b1")
+	if _, err := env.Pools.Set(ctx, "wp", api.SetPoolRequest{Template: "plain", MinReady: 1}); err != nil {
 		t.Fatal(err)
 	}
 	pb.mu.Lock()
@@ -335,11 +335,11 @@ func TestClusterPoolGrowsWithDemand(t *testing.T) {
 	c := env.Controller
 	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 2*time.Minute)
 	defer cancel()
-	putPlainTemplate(ctx, t, env)
-	if _, err := c.SetPool(ctx, "grow", api.SetPoolRequest{Template: "plain", MinReady: 1, MaxReady: 3}); err != nil {
+	env.PutTemplate(ctx, t, "plain", "b1")
+	if _, err := env.Pools.Set(ctx, "grow", api.SetPoolRequest{Template: "plain", MinReady: 1, MaxReady: 3}); err != nil {
 		t.Fatal(err)
 	}
-	go c.RunPools(ctx)
+	go env.Pools.Run(ctx)
 	waitSize := func(want int) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
@@ -365,7 +365,7 @@ func TestClusterPoolGrowsWithDemand(t *testing.T) {
 		t.Cleanup(func() { _ = c.Delete(context.WithoutCancel(ctx), sb.ID) })
 	}
 	waitSize(3)
-	if p, err := c.GetPool(ctx, "grow"); err != nil || p.Target != 3 {
+	if p, err := env.Pools.Get(ctx, "grow"); err != nil || p.Target != 3 {
 		t.Fatalf("GetPool = %+v, %v; want target 3", p, err)
 	}
 	// Past the burst's memory, back to min_ready.

@@ -88,7 +88,7 @@ type Controller struct {
 	entries map[string]*entry
 
 	snaps    snapState          // snapshot bookkeeping (snapshots.go)
-	pools    *pools.State       // warm pools' bookkeeping (pools.go tends them)
+	pools    *pools.State       // warm pools' bookkeeping (internal/controller/warmpools tends them)
 	slots    createSlots        // creates starting at once, per caller (createslots.go)
 	adm      admissionState     // policy, quotas and runtime probes (admission.go, info.go)
 	reaps    reclaimer          // files of destroyed sandboxes removed later (reclaim.go)

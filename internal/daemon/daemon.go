@@ -27,6 +27,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/previews"
 	secretsvc "github.com/paddock-dev/paddock/internal/controller/secrets"
 	"github.com/paddock-dev/paddock/internal/controller/templates"
+	"github.com/paddock-dev/paddock/internal/controller/warmpools"
 	"github.com/paddock-dev/paddock/internal/controller/watches"
 	wssvc "github.com/paddock-dev/paddock/internal/controller/workspaces"
 	"github.com/paddock-dev/paddock/internal/e2b"
@@ -236,8 +237,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	defer ctrl.Close()
 	go retention.Run(ctx)          // destroyed sandboxes' ledgers past their retention
 	go ctrl.RunSnapshotExpiry(ctx) // expired snapshots and unused layers
-	go ctrl.RunPools(ctx)          // warm pools: refill, stale replacement, cooldown
-	go ctrl.RunStats(ctx)          // the last hour's figures, for the console
+	poolService := warmpools.New(warmpools.Options{Core: ctrl, Store: st, Logger: log.With("part", "pools")})
+	go ctrl.RemoveOrphanBuilders(ctx) // build sandboxes an earlier run left mid-build
+	go poolService.Run(ctx)           // warm pools: refill, stale replacement, cooldown
+	go ctrl.RunStats(ctx)             // the last hour's figures, for the console
 
 	bodies := httpbody.NewBudget(cfg.RequestBodyMemory) // one budget for every listener
 	// Each API key's bodies hold at most half of it together, so one
@@ -252,7 +255,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	secService := secretsvc.New(ctrl, secOpt, log.With("part", "secrets"))
 	pvService := previews.New(previews.Options{Core: ctrl, Store: st, Listen: cfg.PreviewListen, Domain: cfg.PreviewDomain, Logger: log.With("part", "previews")})
 	tplService := templates.New(templates.Options{Core: ctrl, Store: st, Logger: log.With("part", "templates")})
-	srv := server.New(server.Options{Controller: ctrl, Templates: tplService, Workspaces: wsService, Backups: bkService, Previews: pvService, Secrets: secService, ImageAdmin: imgService, Contexts: cxService, Watches: watches.New(ctrl), Ledgers: ledgers.New(ledgers.Options{Core: ctrl, Store: st}), Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
+	srv := server.New(server.Options{Controller: ctrl, Templates: tplService, Pools: poolService, Workspaces: wsService, Backups: bkService, Previews: pvService, Secrets: secService, ImageAdmin: imgService, Contexts: cxService, Watches: watches.New(ctrl), Ledgers: ledgers.New(ledgers.Options{Core: ctrl, Store: st}), Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
 	go srv.RunRetention(ctx) // expired Idempotency-Key results
 	con := console.New()     // the web console, at / on both listeners
 	apiGate.open(socketRouter(srv.Handler(false), con))

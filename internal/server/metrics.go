@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/paddock-dev/paddock/api"
 	"io"
 	"net/http"
 	"sort"
@@ -19,10 +20,12 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	pools, err := s.opts.Controller.ListPools(ctx)
-	if err != nil {
-		writeError(w, err)
-		return
+	var pools []api.Pool
+	if s.opts.Pools != nil {
+		if pools, err = s.opts.Pools.List(ctx); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	counts := map[[2]string]int{}
 	for _, sb := range sandboxes {

@@ -21,6 +21,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/previews"
 	"github.com/paddock-dev/paddock/internal/controller/secrets"
 	"github.com/paddock-dev/paddock/internal/controller/templates"
+	"github.com/paddock-dev/paddock/internal/controller/warmpools"
 	"github.com/paddock-dev/paddock/internal/controller/watches"
 	"github.com/paddock-dev/paddock/internal/controller/workspaces"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -55,6 +56,9 @@ type Options struct {
 	// Templates builds and serves templates; nil: none (each route says
 	// so).
 	Templates *templates.Service
+	// Pools keeps warm pools; nil: none (each route says so, and the
+	// metrics show none).
+	Pools *warmpools.Service
 	// Ledgers serves reading ledgers and callers' own entries; nil: none
 	// (each route says so).
 	Ledgers *ledgers.Service

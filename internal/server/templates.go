@@ -15,10 +15,11 @@ func (s *Server) routesTemplates(m *http.ServeMux) {
 	m.HandleFunc("DELETE /v1/templates/{template}", s.serves(has, "templates", s.deleteTemplate))
 	m.HandleFunc("GET /v1/templates/{template}/tags", s.serves(has, "templates", s.templateTags))
 	m.HandleFunc("POST /v1/templates/{template}/tags", s.serves(has, "templates", s.tagTemplate))
-	m.HandleFunc("GET /v1/pools", s.listPools)
-	m.HandleFunc("GET /v1/pools/{pool}", s.getPool)
-	m.HandleFunc("PUT /v1/pools/{pool}", s.setPool)
-	m.HandleFunc("DELETE /v1/pools/{pool}", s.deletePool)
+	pools := s.opts.Pools != nil
+	m.HandleFunc("GET /v1/pools", s.serves(pools, "pools", s.listPools))
+	m.HandleFunc("GET /v1/pools/{pool}", s.serves(pools, "pools", s.getPool))
+	m.HandleFunc("PUT /v1/pools/{pool}", s.serves(pools, "pools", s.setPool))
+	m.HandleFunc("DELETE /v1/pools/{pool}", s.serves(pools, "pools", s.deletePool))
 	s.routesIdentifiers(m)
 }
 
@@ -120,7 +121,7 @@ func (s *Server) tagTemplate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.opts.Controller.ListPools(r.Context())
+	ps, err := s.opts.Pools.List(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -129,7 +130,7 @@ func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
-	p, err := s.opts.Controller.GetPool(r.Context(), r.PathValue("pool"))
+	p, err := s.opts.Pools.Get(r.Context(), r.PathValue("pool"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -143,7 +144,7 @@ func (s *Server) setPool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	p, err := s.opts.Controller.SetPool(r.Context(), r.PathValue("pool"), req)
+	p, err := s.opts.Pools.Set(r.Context(), r.PathValue("pool"), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -152,7 +153,7 @@ func (s *Server) setPool(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deletePool(w http.ResponseWriter, r *http.Request) {
-	if err := s.opts.Controller.DeletePool(r.Context(), r.PathValue("pool")); err != nil {
+	if err := s.opts.Pools.Delete(r.Context(), r.PathValue("pool")); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -27,19 +27,7 @@ func TestAPIServerAwayOnKubernetes(t *testing.T) {
 	}
 	t.Cleanup(func() { d.run("rm", a.ID) })
 
-	if err := c.FreezeAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			if err := c.ThawAPIServer(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	t.Cleanup(thaw)
+	thaw := freeze(t, c.FreezeAPIServer, c.ThawAPIServer) // lostnode_test.go
 
 	if got := d.must("exec", a.ID, "--", "sh", "-c", "echo during > /home/user/during; cat /home/user/during"); got != "during\n" {
 		t.Fatalf("exec while the API server is away: %q", got)

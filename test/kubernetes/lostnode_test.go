@@ -39,19 +39,7 @@ func TestLostNodeOnKubernetes(t *testing.T) {
 		t.Fatalf("the sandbox's containers on the node: %v %v", ids, err)
 	}
 
-	if err := c.FreezeKubelet(); err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			if err := c.ThawKubelet(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	t.Cleanup(thaw)
+	thaw := freeze(t, c.FreezeKubelet, c.ThawKubelet)
 
 	start := time.Now()
 	out, errOut, code := d.run("rm", a.ID)
@@ -126,4 +114,24 @@ func waitNodeBack(ctx context.Context, c *cluster.Cluster) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// freeze stops a part of the cluster with stop and returns the function
+// that resumes it with resume, once, which the test's end calls too.
+func freeze(t *testing.T, stop, resume func() error) func() {
+	t.Helper()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	thaw := func() {
+		if !resumed {
+			resumed = true
+			if err := resume(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+	return thaw
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/controller"
+	"github.com/paddock-dev/paddock/internal/controller/warmpools"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/runtime"
@@ -77,9 +78,22 @@ type Options struct {
 // Env is what New built.
 type Env struct {
 	Controller *controller.Controller
-	Backend    *processbackend.Backend
-	Store      store.Store
-	Images     Images
+	// Pools keeps the controller's warm pools; its loop runs only where a
+	// test starts it (Pools.Run).
+	Pools   *warmpools.Service
+	Backend *processbackend.Backend
+	Store   store.Store
+	Images  Images
+}
+
+// PutTemplate records a template name of Image, with no build steps, as
+// build buildID.
+func (e *Env) PutTemplate(ctx context.Context, t testing.TB, name, buildID string) {
+	t.Helper()
+	img := e.Images[Image]
+	if err := e.Store.PutTemplate(ctx, &store.Template{Name: name, Image: img.Name, ImageDigest: img.Digest, BuildID: buildID}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Ledger returns the entries of the ledger of the sandbox ref names, as
@@ -137,7 +151,8 @@ func New(t *testing.T, opts Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close) // runs before the backend's cleanup stops the agents
-	return &Env{Controller: c, Backend: b, Store: st, Images: imgs}
+	pools := warmpools.New(warmpools.Options{Core: c, Store: st, Logger: Logger(t)})
+	return &Env{Controller: c, Pools: pools, Backend: b, Store: st, Images: imgs}
 }
 
 // Logger logs to t, so a failure shows the story.

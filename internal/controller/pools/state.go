@@ -4,9 +4,9 @@
 // a claim takes from (ready.go), the wait after failed refills
 // (retry.go), and the wake-ups of the pool loop (claim.go). Which
 // sandboxes a pool holds is not here: that is in their records' labels,
-// which the controller's core reads and writes when it tends a pool
-// (internal/controller/pools.go) and claims from one
-// (internal/controller/templatecreate.go). Everything here is safe for
+// which the pool loop reads and writes when it tends a pool
+// (internal/controller/warmpools) and the controller's core when it claims
+// from one (internal/controller/templatecreate.go). Everything here is safe for
 // concurrent use and forgotten on restart.
 package pools
 

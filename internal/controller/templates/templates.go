@@ -2,10 +2,9 @@
 // runs a definition's steps in a build sandbox the core starts, commits
 // the sandbox's writable layer after each step that changes files, caches
 // each step's result under the hash of everything it depends on, and
-// records the template. Creating a sandbox from a template, and the warm
-// pools that keep sandboxes of one ready, are the core's
-// (internal/controller): a create claims from a pool in the middle of its
-// own work.
+// records the template. Creating a sandbox from a template is the core's
+// (internal/controller): a create claims from a warm pool in the middle of
+// its own work; the pools are internal/controller/warmpools.
 package templates
 
 import (

@@ -1,4 +1,4 @@
-package controller_test
+package warmpools_test
 
 import (
 	"context"
@@ -28,14 +28,13 @@ func TestPoolRefillWaitsAfterFailures(t *testing.T) {
 			return failing
 		},
 	})
-	c := env.Controller
 	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 2*time.Minute)
 	defer cancel()
-	putPlainTemplate(ctx, t, env)
-	if _, err := c.SetPool(ctx, "broken", api.SetPoolRequest{Template: "plain", MinReady: 2}); err != nil {
+	env.PutTemplate(ctx, t, "plain", "b1")
+	if _, err := env.Pools.Set(ctx, "broken", api.SetPoolRequest{Template: "plain", MinReady: 2}); err != nil {
 		t.Fatal(err)
 	}
-	go c.RunPools(ctx)
+	go env.Pools.Run(ctx)
 
 	// 2.5 s of failures: the first pass's two refills, the retry after
 	// one second and the one after two more; without the wait it was
@@ -45,7 +44,7 @@ func TestPoolRefillWaitsAfterFailures(t *testing.T) {
 	if tries < 2 || tries > 8 {
 		t.Errorf("%d refills started in 2.5 s of failures, want 2 to 8", tries)
 	}
-	p, err := c.GetPool(ctx, "broken")
+	p, err := env.Pools.Get(ctx, "broken")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +57,7 @@ func TestPoolRefillWaitsAfterFailures(t *testing.T) {
 	failing.on.Store(false)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		p, err := c.GetPool(ctx, "broken")
+		p, err := env.Pools.Get(ctx, "broken")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +69,7 @@ func TestPoolRefillWaitsAfterFailures(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := c.DeletePool(ctx, "broken"); err != nil {
+	if err := env.Pools.Delete(ctx, "broken"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package controller_test
+package warmpools_test
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/runtime/processbackend"
-	"github.com/paddock-dev/paddock/internal/store"
 )
 
 // TestPoolGrowsAfterABurst: a pool with max_ready above min_ready grows to
@@ -37,29 +36,29 @@ func TestPoolGrowsAfterABurst(t *testing.T) {
 	c := env.Controller
 	ctx, cancel := context.WithTimeout(controller.System(context.Background()), 3*time.Minute)
 	defer cancel()
-	putPlainTemplate(ctx, t, env)
+	env.PutTemplate(ctx, t, "plain", "b1")
 	for _, bad := range []api.SetPoolRequest{
 		{Template: "plain", MinReady: 2, MaxReady: 1},
 		{Template: "plain", MinReady: 1, MaxReady: api.MaxPoolMaxReady + 1},
 		{Template: "plain", MinReady: 1, MaxReady: -1},
 	} {
-		if _, err := c.SetPool(ctx, "burst", bad); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := env.Pools.Set(ctx, "burst", bad); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("SetPool(%+v) = %v, want invalid", bad, err)
 		}
 	}
-	p, err := c.SetPool(ctx, "burst", api.SetPoolRequest{Template: "plain", MinReady: 1, MaxReady: 4})
+	p, err := env.Pools.Set(ctx, "burst", api.SetPoolRequest{Template: "plain", MinReady: 1, MaxReady: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.MaxReady != 4 || p.Target != 1 {
 		t.Fatalf("new pool: %+v, want max_ready 4 and target 1", p)
 	}
-	go c.RunPools(ctx)
+	go env.Pools.Run(ctx)
 	waitPool := func(what string, ok func(*api.Pool) bool) *api.Pool {
 		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			p, err := c.GetPool(ctx, "burst")
+			p, err := env.Pools.Get(ctx, "burst")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +104,7 @@ func TestPoolGrowsAfterABurst(t *testing.T) {
 	// It stays at four while the burst is remembered.
 	skew.Store(int64(9 * time.Minute))
 	time.Sleep(6 * time.Second) // a pass of the pool loop
-	if p, err := c.GetPool(ctx, "burst"); err != nil || p.Target != 4 || p.Ready != 4 {
+	if p, err := env.Pools.Get(ctx, "burst"); err != nil || p.Target != 4 || p.Ready != 4 {
 		t.Errorf("nine minutes on: %+v, %v; want target 4 and four ready", p, err)
 	}
 
@@ -142,7 +141,7 @@ func TestPoolGrowsAfterABurst(t *testing.T) {
 	waitPool("a refill in flight", func(p *api.Pool) bool { return p.Starting > 0 })
 	// Deleting waits for the refills in flight, which go on meanwhile.
 	time.AfterFunc(200*time.Millisecond, func() { close(held.release) })
-	if err := c.DeletePool(ctx, "burst"); err != nil {
+	if err := env.Pools.Delete(ctx, "burst"); err != nil {
 		t.Fatal(err)
 	}
 	all, err := c.List(ctx, nil)
@@ -176,14 +175,4 @@ func (h *heldRefills) Start(ctx context.Context, spec runtime.Spec) (runtime.Inf
 		}
 	}
 	return h.Backend.Start(ctx, spec)
-}
-
-// putPlainTemplate stores the template "plain" (build b1) on the test
-// image, for pools to be made of.
-func putPlainTemplate(ctx context.Context, t *testing.T, env *controllertest.Env) {
-	t.Helper()
-	img := env.Images[controllertest.Image]
-	if err := env.Store.PutTemplate(ctx, &store.Template{Name: "plain", Image: img.Name, ImageDigest: img.Digest, BuildID: "b1"}); err != nil {
-		t.Fatal(err)
-	}
 }
