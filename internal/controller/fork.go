@@ -2,11 +2,9 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
@@ -15,24 +13,31 @@ import (
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
+// The core's side of a fork (the copies are made by
+// internal/controller/forks): the moment the copies start from, taken
+// under the source's lock, and each copy created from it.
+
 // forkSnapshotTTL: sandboxes made by a fork name their layers themselves,
 // so the fork's snapshot record only needs to outlive the fork for a user
 // who wants to make more copies of that moment.
 const forkSnapshotTTL = 24 * time.Hour
 
-// forkParallel bounds how many copies start at once.
-const forkParallel = 4
-
-// Fork snapshots a sandbox's files now and restores them into count new,
-// independent sandboxes with the source's runtime, size, environment and
-// idle policy. If any copy fails, the copies made are destroyed.
-func (c *Controller) Fork(ctx context.Context, ref string, req api.ForkRequest) (*api.ForkResult, error) {
-	return c.fork(ctx, ref, req, nil)
+// ForkPoint is the moment a fork copies: its source as it was, the
+// snapshot taken of it, and the create request every copy starts from.
+type ForkPoint struct {
+	Source   *api.Sandbox
+	Snapshot *api.Snapshot
+	// Copy restores Snapshot with the source's runtime, size, environment,
+	// labels (with the fork's own over them) and idle policy.
+	Copy api.CreateSandboxRequest
+	// Count is how many copies the fork makes.
+	Count int
 }
 
-// fork is Fork; each, when set, adjusts every copy's create request
-// (forkeach.go).
-func (c *Controller) fork(ctx context.Context, ref string, req api.ForkRequest, each ForkCopyFunc) (*api.ForkResult, error) {
+// StartFork validates req and snapshots the sandbox ref's files now (with
+// req.Memory, its memory too: a memory snapshot, memsnapshot.go), under the
+// sandbox's lock, as its owner's snapshot.
+func (c *Controller) StartFork(ctx context.Context, ref string, req api.ForkRequest) (*ForkPoint, error) {
 	n := req.Count
 	if n == 0 {
 		n = 1
@@ -54,9 +59,6 @@ func (c *Controller) fork(ctx context.Context, ref string, req api.ForkRequest, 
 	}
 	c.touch(rec.ID)
 	src := c.toAPI(rec)
-	// The fork's snapshot is the source sandbox's owner's, like the
-	// sandbox it copies. With memory, it is a memory snapshot and every
-	// copy is restored from it (memsnapshot.go).
 	var snap *store.Snapshot
 	if req.Memory {
 		snap, err = c.memorySnapshotLocked(ctx, e, rec, "", forkSnapshotTTL, rec.KeyID)
@@ -84,45 +86,18 @@ func (c *Controller) fork(ctx context.Context, ref string, req api.ForkRequest, 
 	if rec.SleepAfter > 0 && !rec.KeepAlive {
 		base.SleepAfter = rec.SleepAfter.String()
 	}
-	ctx = withForkOf(ctx, rec.ID) // named in each copy's restore entry (restoreledger.go)
-	res := &api.ForkResult{Snapshot: *c.snapshotAPI(snap), Sandboxes: make([]api.Sandbox, n)}
-	errs := make([]error, n)
-	sem := make(chan struct{}, forkParallel)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			r := base
-			if req.NamePrefix != "" {
-				r.Name = fmt.Sprintf("%s-%d", req.NamePrefix, i+1)
-			}
-			if each != nil {
-				r.Labels = maps.Clone(r.Labels)
-				each(src, i, &r)
-			}
-			sb, err := c.Create(ctx, r)
-			if err != nil {
-				errs[i] = fmt.Errorf("fork copy %d: %w", i+1, err)
-				return
-			}
-			res.Sandboxes[i] = *sb
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		for _, sb := range res.Sandboxes {
-			if sb.ID == "" {
-				continue
-			}
-			if derr := c.Delete(context.WithoutCancel(ctx), sb.ID); derr != nil {
-				c.log.Warn("remove copy of a failed fork", "sandbox", sb.ID, "err", derr)
-			}
-		}
-		return nil, err
-	}
-	c.recordSnapshot(ctx, src.ID, src.Name, map[string]string{"snapshot": snap.ID, "fork_count": strconv.Itoa(n)})
-	return res, nil
+	return &ForkPoint{Source: src, Snapshot: c.snapshotAPI(snap), Copy: base, Count: n}, nil
+}
+
+// CreateForkCopy creates one copy of fp from req (fp.Copy, adjusted), as
+// a create of ctx's caller whose restore entry names the source
+// (restoreledger.go).
+func (c *Controller) CreateForkCopy(ctx context.Context, fp *ForkPoint, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	return c.Create(withForkOf(ctx, fp.Source.ID), req)
+}
+
+// RecordFork writes a fork that made all its copies to its source's
+// ledger.
+func (c *Controller) RecordFork(ctx context.Context, fp *ForkPoint) {
+	c.recordSnapshot(ctx, fp.Source.ID, fp.Source.Name, map[string]string{"snapshot": fp.Snapshot.ID, "fork_count": strconv.Itoa(fp.Count)})
 }

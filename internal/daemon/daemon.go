@@ -22,6 +22,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/controller/backups"
 	"github.com/paddock-dev/paddock/internal/controller/codecontexts"
+	"github.com/paddock-dev/paddock/internal/controller/forks"
 	imagesvc "github.com/paddock-dev/paddock/internal/controller/images"
 	"github.com/paddock-dev/paddock/internal/controller/ledgers"
 	"github.com/paddock-dev/paddock/internal/controller/previews"
@@ -255,14 +256,15 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	secService := secretsvc.New(ctrl, secOpt, log.With("part", "secrets"))
 	pvService := previews.New(previews.Options{Core: ctrl, Store: st, Listen: cfg.PreviewListen, Domain: cfg.PreviewDomain, Logger: log.With("part", "previews")})
 	tplService := templates.New(templates.Options{Core: ctrl, Store: st, Logger: log.With("part", "templates")})
-	srv := server.New(server.Options{Controller: ctrl, Templates: tplService, Pools: poolService, Workspaces: wsService, Backups: bkService, Previews: pvService, Secrets: secService, ImageAdmin: imgService, Contexts: cxService, Watches: watches.New(ctrl), Ledgers: ledgers.New(ledgers.Options{Core: ctrl, Store: st}), Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
+	forkService := forks.New(ctrl, log.With("part", "forks"))
+	srv := server.New(server.Options{Controller: ctrl, Templates: tplService, Pools: poolService, Forks: forkService, Workspaces: wsService, Backups: bkService, Previews: pvService, Secrets: secService, ImageAdmin: imgService, Contexts: cxService, Watches: watches.New(ctrl), Ledgers: ledgers.New(ledgers.Options{Core: ctrl, Store: st}), Store: st, Images: images, Logger: log.With("part", "api"), Version: Version, MCP: true, Bodies: bodies})
 	go srv.RunRetention(ctx) // expired Idempotency-Key results
 	con := console.New()     // the web console, at / on both listeners
 	apiGate.open(socketRouter(srv.Handler(false), con))
 	if cfg.Listen != "" {
 		// E2B's API and data plane share the TCP listener with /v1 and
 		// /mcp, side by side (router.go).
-		e2bHandler := e2b.New(e2b.Options{Controller: ctrl, Secrets: secService, Contexts: cxService, Templates: tplService, PullImage: pullFor(images, imgService), Context: ctx, Builds: st, Keys: st, HashKey: server.HashKey, DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
+		e2bHandler := e2b.New(e2b.Options{Controller: ctrl, Forks: forkService, Secrets: secService, Contexts: cxService, Templates: tplService, PullImage: pullFor(images, imgService), Context: ctx, Builds: st, Keys: st, HashKey: server.HashKey, DefaultNetwork: cfg.E2BDefaultNetwork, Logger: log.With("part", "e2b"), Bodies: bodies})
 		go e2bHandler.RunMetrics(ctx) // getMetrics' history
 		tcpGate.open(tcpRouter(srv.Handler(true), e2bHandler, con))
 	}

@@ -30,6 +30,7 @@ func TestLayering(t *testing.T) {
 		mod + "internal/controller/ledgers":      {"internal/daemon", "internal/server"},
 		mod + "internal/controller/templates":    {"internal/daemon", "internal/server", "internal/e2b"},
 		mod + "internal/controller/secrets":      {"internal/daemon", "internal/server", "internal/e2b"},
+		mod + "internal/controller/forks":        {"internal/daemon", "internal/server", "internal/e2b"},
 		// controllertest builds it beside the controller for tests.
 		mod + "internal/controller/warmpools": {"internal/daemon", "internal/server", "internal/controller/controllertest"},
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/controller/codecontexts"
+	"github.com/paddock-dev/paddock/internal/controller/forks"
 	"github.com/paddock-dev/paddock/internal/controller/secrets"
 	"github.com/paddock-dev/paddock/internal/controller/templates"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -42,6 +43,8 @@ type Options struct {
 	Contexts *codecontexts.Service
 	// Templates serves E2B's template build API; nil: none (it says so).
 	Templates *templates.Service
+	// Forks makes a sandbox's copies; nil: none (the fork route says so).
+	Forks *forks.Service
 	// PullImage pulls an image reference for ctx's caller (as
 	// `paddock images pull` does), its progress by line, and returns its
 	// digest: a template build from an image this daemon does not have

@@ -108,7 +108,11 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res, err := h.opts.Controller.ForkEach(r.Context(), sb.ID, api.ForkRequest{Count: n, Memory: keepsMemory(sb)}, func(src *api.Sandbox, _ int, req *api.CreateSandboxRequest) {
+	if h.opts.Forks == nil {
+		writeError(w, fmt.Errorf("this daemon does not serve forks: %w", errdefs.ErrUnavailable))
+		return
+	}
+	res, err := h.opts.Forks.ForkEach(r.Context(), sb.ID, api.ForkRequest{Count: n, Memory: keepsMemory(sb)}, func(src *api.Sandbox, _ int, req *api.CreateSandboxRequest) {
 		forkCopy(src, req)
 		setLifetime(req, timeout, src.Labels[labelAutoPause] == "true")
 	})

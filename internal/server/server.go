@@ -16,6 +16,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller"
 	"github.com/paddock-dev/paddock/internal/controller/backups"
 	"github.com/paddock-dev/paddock/internal/controller/codecontexts"
+	"github.com/paddock-dev/paddock/internal/controller/forks"
 	"github.com/paddock-dev/paddock/internal/controller/images"
 	"github.com/paddock-dev/paddock/internal/controller/ledgers"
 	"github.com/paddock-dev/paddock/internal/controller/previews"
@@ -56,6 +57,8 @@ type Options struct {
 	// Templates builds and serves templates; nil: none (each route says
 	// so).
 	Templates *templates.Service
+	// Forks makes a sandbox's copies; nil: none (the route says so).
+	Forks *forks.Service
 	// Pools keeps warm pools; nil: none (each route says so, and the
 	// metrics show none).
 	Pools *warmpools.Service

@@ -14,7 +14,7 @@ const maxImportBody = 64 << 30
 
 func (s *Server) routesSnapshots(m *http.ServeMux) {
 	m.HandleFunc("POST /v1/sandboxes/{id}/snapshots", s.createSnapshot)
-	m.HandleFunc("POST /v1/sandboxes/{id}/fork", s.fork)
+	m.HandleFunc("POST /v1/sandboxes/{id}/fork", s.serves(s.opts.Forks != nil, "forks", s.fork))
 	m.HandleFunc("GET /v1/snapshots", s.listSnapshots)
 	m.HandleFunc("POST /v1/snapshots/import", s.importSnapshot)
 	m.HandleFunc("GET /v1/snapshots/{snapshot}", s.getSnapshot)
@@ -51,7 +51,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res, err := s.opts.Controller.Fork(r.Context(), r.PathValue("id"), req)
+	res, err := s.opts.Forks.Fork(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, err)
 		return
