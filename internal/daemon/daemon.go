@@ -61,6 +61,7 @@ const imageStopGrace = 10 * time.Second
 // Run serves until ctx ends. ready, if not nil, is called once the API
 // listens.
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func()) error {
+	useFallbackRoots() // tlsroots.go
 	// The daemon's own work (reconcile, retention, pools, metrics) acts as
 	// the local caller; requests get theirs from their listener.
 	ctx = controller.System(ctx)
