@@ -118,28 +118,6 @@ func (c *Controller) RemoveClusterPool(ctx context.Context, name string) {
 	c.removeClusterPool(ctx, name)
 }
 
-// RemoveOrphanBuilders destroys the build sandboxes an earlier daemon left
-// behind mid-build: those made before this daemon's first build.
-func (c *Controller) RemoveOrphanBuilders(ctx context.Context) {
-	c.removeOrphanBuilders(ctx, time.Now())
-}
-
-// removeOrphanBuilders destroys build sandboxes a previous daemon left
-// behind mid-build: no build of this daemon started before before.
-func (c *Controller) removeOrphanBuilders(ctx context.Context, before time.Time) {
-	list, err := c.opts.Store.ListSandboxes(ctx, nil)
-	if err != nil {
-		return
-	}
-	for _, sb := range list {
-		live := c.pools.Building(sb.ID)
-		if _, ok := sb.Labels[labelBuilder]; ok && !live && sb.CreatedAt.Before(before) {
-			c.log.Info("removing build sandbox left by an earlier daemon", "sandbox", sb.ID)
-			_ = c.destroy(ctx, sb.ID, "template build was interrupted")
-		}
-	}
-}
-
 func (c *Controller) relabel(ctx context.Context, id, key, value string) error {
 	rec, _, unlock, err := c.lockRecord(ctx, id)
 	if err != nil {

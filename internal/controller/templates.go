@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -218,4 +219,26 @@ func (c *Controller) PutTemplate(ctx context.Context, t *store.Template) error {
 func (c *Controller) TemplateDeleted(ctx context.Context) {
 	c.pools.Kick()
 	go c.collectLayers(context.WithoutCancel(ctx))
+}
+
+// RemoveOrphanBuilders destroys the build sandboxes an earlier daemon left
+// behind mid-build: those made before this daemon's first build.
+func (c *Controller) RemoveOrphanBuilders(ctx context.Context) {
+	c.removeOrphanBuilders(ctx, time.Now())
+}
+
+// removeOrphanBuilders destroys build sandboxes a previous daemon left
+// behind mid-build: no build of this daemon started before before.
+func (c *Controller) removeOrphanBuilders(ctx context.Context, before time.Time) {
+	list, err := c.opts.Store.ListSandboxes(ctx, nil)
+	if err != nil {
+		return
+	}
+	for _, sb := range list {
+		live := c.pools.Building(sb.ID)
+		if _, ok := sb.Labels[labelBuilder]; ok && !live && sb.CreatedAt.Before(before) {
+			c.log.Info("removing build sandbox left by an earlier daemon", "sandbox", sb.ID)
+			_ = c.destroy(ctx, sb.ID, "template build was interrupted")
+		}
+	}
 }
