@@ -122,6 +122,9 @@ type Agent struct {
 	// diskPath is the filesystem usage reports as the sandbox's disk:
 	// its home volume when it has one (homevolume.go), else "/".
 	diskPath atomic.Pointer[string]
+	// relay forwards to the daemon's egress proxy on a cluster
+	// (egressrelay.go); nil when the agent was given none.
+	relay atomic.Pointer[egressRelay]
 }
 
 // New builds an Agent; it starts serving with Serve.
@@ -224,6 +227,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("POST /init", a.handleInit)
 	mux.HandleFunc("GET /envs", a.handleEnvs)
 	mux.HandleFunc("GET "+wire.PortForwardPath, portfwd.Serve)
+	mux.HandleFunc("PUT "+wire.EgressUpstreamPath, a.handleEgressUpstream) // egressrelay.go
 	h := withUser(mux)
 	if a.gate != nil {
 		h = a.gate.wrap(h) // claim.go

@@ -87,6 +87,9 @@ func RunWith(ctx context.Context, o RunOptions) error {
 	a := New(Options{Logger: log, DefaultUser: os.Getenv(EnvDefaultUser), DefaultCwd: os.Getenv(EnvDefaultCwd), Token: o.Token, PoolToken: o.PoolToken, EtcDir: o.EtcDir})
 	a.ownHomeFromEnv()  // homevolume.go
 	a.startFromEnv(ctx) // startcmd.go
+	if o.Listen != "" {
+		a.egressRelayFromEnv(ctx) // egressrelay.go
+	}
 	log.Info("agent listening", "address", ln.Addr().String(), "pid", os.Getpid(), "envd_version", EnvdVersion)
 	var d Detach
 	if o.Listen == "" {

@@ -19,11 +19,11 @@ func newServeCmd() *cobra.Command {
 		printConfig bool
 		policyFile  string
 		flags       struct {
-			stateDir, socket, listen, logLevel                                                       string
-			backend, kubeconfig, kubeNamespace, kubeRuntimeClasses, kubeEgressProxy, kubeImagePrefix string
-			kubeStartTimeout                                                                         time.Duration
-			kubeQPS                                                                                  int
-			kubeImagePush                                                                            bool
+			stateDir, socket, listen, logLevel                                                                            string
+			backend, kubeconfig, kubeNamespace, kubeRuntimeClasses, kubeEgressProxy, kubeEgressProxyPods, kubeImagePrefix string
+			kubeStartTimeout                                                                                              time.Duration
+			kubeQPS                                                                                                       int
+			kubeImagePush                                                                                                 bool
 		}
 	)
 	cmd := &cobra.Command{
@@ -96,6 +96,9 @@ the cluster the kubeconfig names (docs/kubernetes.md).`,
 			if f.Changed("kube-egress-proxy") {
 				cfg.Kubernetes.EgressProxy = flags.kubeEgressProxy
 			}
+			if f.Changed("kube-egress-proxy-pods") {
+				cfg.Kubernetes.EgressProxyPods = flags.kubeEgressProxyPods
+			}
 			if f.Changed("policy") {
 				abs, err := filepath.Abs(policyFile)
 				if err != nil {
@@ -136,6 +139,7 @@ the cluster the kubeconfig names (docs/kubernetes.md).`,
 	f.StringVar(&flags.kubeNamespace, "kube-namespace", "default", "namespace of the sandboxes' objects (--backend kubernetes)")
 	f.StringVar(&flags.kubeRuntimeClasses, "kube-runtime-classes", "runc=", "Paddock runtimes offered and their RuntimeClasses, as RUNTIME=CLASS,... (empty CLASS: the cluster's default; --backend kubernetes)")
 	f.StringVar(&flags.kubeEgressProxy, "kube-egress-proxy", "", "serve the egress proxy for the pods of sandboxes with network egress on this IPV4:PORT, an address the pods reach (--backend kubernetes; without it, egress is refused)")
+	f.StringVar(&flags.kubeEgressProxyPods, "kube-egress-proxy-pods", "", "the pods serving --kube-egress-proxy as NAMESPACE/KEY=VALUE,... (the daemon's own, in the cluster): sandboxes' NetworkPolicies name them by labels instead of by address")
 	f.StringVar(&flags.kubeImagePrefix, "kube-image-prefix", "paddock.local", "registry and path the sandboxes' images are named under on the nodes (--backend kubernetes)")
 	f.BoolVar(&flags.kubeImagePush, "kube-image-push", false, "push each image a pod runs, with the agent added, to --kube-image-prefix before the pod names it (--backend kubernetes; credentials: PADDOCK_KUBE_REGISTRY_CONFIG or Docker's config.json)")
 	f.IntVar(&flags.kubeQPS, "kube-qps", 100, "requests a second the daemon sends the API server at most, bursts of twice as many (--backend kubernetes)")

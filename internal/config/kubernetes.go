@@ -69,6 +69,14 @@ type Kubernetes struct {
 	// `serve --kube-egress-proxy`): IPV4:PORT, an address the pods reach
 	// (port 0 picks one). Empty: network egress is refused.
 	EgressProxy string `json:"egress_proxy,omitempty"`
+	// EgressProxyPods names the pods that serve EgressProxy, as
+	// NAMESPACE/KEY=VALUE[,KEY=VALUE...] ($PADDOCK_KUBE_EGRESS_PROXY_PODS,
+	// `serve --kube-egress-proxy-pods`): the daemon's own pods, when it
+	// runs in the cluster. The sandboxes' NetworkPolicies then let them
+	// reach those pods by namespace and labels instead of by address,
+	// which many network plugins do not match against pods' addresses.
+	// Empty: by address.
+	EgressProxyPods string `json:"egress_proxy_pods,omitempty"`
 	// StartTimeout bounds the wait for a sandbox's pod to run
 	// ($PADDOCK_KUBE_START_TIMEOUT, `serve --kube-start-timeout`; default
 	// 3m): scheduling, volumes and the image's pull included. A pod that
@@ -149,6 +157,9 @@ func (c *Config) applyKubernetesEnv(getenv func(string) string) error {
 	if v := getenv("PADDOCK_KUBE_EGRESS_PROXY"); v != "" {
 		c.Kubernetes.EgressProxy = v
 	}
+	if v := getenv("PADDOCK_KUBE_EGRESS_PROXY_PODS"); v != "" {
+		c.Kubernetes.EgressProxyPods = v
+	}
 	if v := getenv("PADDOCK_KUBE_START_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -173,7 +184,43 @@ func (c *Config) applyKubernetesEnv(getenv func(string) string) error {
 	return nil
 }
 
+// ParsePodSelector reads pods named as NAMESPACE/KEY=VALUE[,KEY=VALUE...]
+// (Kubernetes.EgressProxyPods): at least one label, each a valid label
+// key and value.
+func ParsePodSelector(s string) (namespace string, labels map[string]string, err error) {
+	ns, sel, ok := strings.Cut(s, "/")
+	if !ok || !dnsLabel.MatchString(ns) {
+		return "", nil, fmt.Errorf("%q: want NAMESPACE/KEY=VALUE[,KEY=VALUE...], such as paddock-system/app.kubernetes.io/name=paddock", s)
+	}
+	labels = map[string]string{}
+	for _, pair := range strings.Split(sel, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || !validLabelKey(k) || (v != "" && !labelName.MatchString(v)) {
+			return "", nil, fmt.Errorf("%q: label %q is not KEY=VALUE with a valid label key and value", s, pair)
+		}
+		if _, dup := labels[k]; dup {
+			return "", nil, fmt.Errorf("%q: label %q is given twice", s, k)
+		}
+		labels[k] = v
+	}
+	return ns, labels, nil
+}
+
+// validLabelKey: an optional DNS subdomain prefix and "/", then a name of
+// at most 63 characters.
+func validLabelKey(k string) bool {
+	name := k
+	if prefix, n, ok := strings.Cut(k, "/"); ok {
+		if len(prefix) > 253 || !dnsSubdomain.MatchString(prefix) {
+			return false
+		}
+		name = n
+	}
+	return labelName.MatchString(name)
+}
+
 var (
+	labelName    = lazyre.New(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
 	dnsLabel     = lazyre.New(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 	dnsSubdomain = lazyre.New(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 )
@@ -215,6 +262,14 @@ func (c *Config) validateKubernetes() []error {
 	if k.EgressProxy != "" {
 		if ap, err := netip.ParseAddrPort(k.EgressProxy); err != nil || !ap.Addr().Is4() || ap.Addr().IsUnspecified() {
 			errs = append(errs, fmt.Errorf("kubernetes egress_proxy %q: want IPV4:PORT, an address the pods reach (not 0.0.0.0)", k.EgressProxy))
+		}
+	}
+	if k.EgressProxyPods != "" {
+		if k.EgressProxy == "" {
+			errs = append(errs, fmt.Errorf("kubernetes egress_proxy_pods is set without egress_proxy"))
+		}
+		if _, _, err := ParsePodSelector(k.EgressProxyPods); err != nil {
+			errs = append(errs, fmt.Errorf("kubernetes egress_proxy_pods: %w", err))
 		}
 	}
 	if k.StartTimeout < minKubeStartTimeout || k.StartTimeout > maxKubeStartTimeout {

@@ -148,3 +148,34 @@ func TestKubeImagePush(t *testing.T) {
 		t.Errorf("a malformed PADDOCK_KUBE_IMAGE_PUSH: %v", err)
 	}
 }
+
+func TestKubeEgressProxyPods(t *testing.T) {
+	ns, labels, err := ParsePodSelector("paddock-system/app.kubernetes.io/name=paddock, tier=proxy")
+	if err != nil || ns != "paddock-system" || len(labels) != 2 || labels["app.kubernetes.io/name"] != "paddock" || labels["tier"] != "proxy" {
+		t.Fatalf("parse: %q %v %v", ns, labels, err)
+	}
+	for v, ok := range map[string]bool{
+		"paddock-system/app=paddock": true, "ns/a=": true,
+		"app=paddock": false, "/app=paddock": false, "Bad_NS/app=paddock": false, "ns/": false, "ns/app": false,
+		"ns/app=bad value": false, "ns/-app=x": false, "ns/a=b,a=c": false, "ns/bad_prefix/app=x": false,
+	} {
+		env := map[string]string{"PADDOCK_BACKEND": "kubernetes", "PADDOCK_KUBE_EGRESS_PROXY": "10.213.0.1:3128", "PADDOCK_KUBE_EGRESS_PROXY_PODS": v}
+		c := Default()
+		if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Validate()
+		if ok && err != nil || !ok && (err == nil || !strings.Contains(err.Error(), "egress_proxy_pods")) {
+			t.Errorf("%q: Validate() = %v", v, err)
+		}
+	}
+	// Without the proxy itself it means nothing.
+	env := map[string]string{"PADDOCK_BACKEND": "kubernetes", "PADDOCK_KUBE_EGRESS_PROXY_PODS": "ns/app=paddock"}
+	c := Default()
+	if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "without egress_proxy") {
+		t.Errorf("pods without the proxy: %v", err)
+	}
+}

@@ -33,8 +33,8 @@ import (
 // the pool's name; its first start claims from that pool.
 const labelClusterPool = "paddock.dev/cluster-pool"
 
-// clusterPool returns the backend that keeps p's pool, if one does.
-func (c *Controller) clusterPool(p *store.Pool, tpl *store.Template) (runtime.WarmPooler, bool) {
+// ClusterPool returns the backend that keeps p's pool, if one does.
+func (c *Controller) ClusterPool(p *store.Pool, tpl *store.Template) (runtime.WarmPooler, bool) {
 	if tpl == nil {
 		return nil, false
 	}
@@ -56,10 +56,10 @@ func (c *Controller) templateRuntime(tpl *store.Template) string {
 	return c.cfg.DefaultRuntime
 }
 
-// tendClusterPool sets p's size on the backend that keeps it: its
+// TendClusterPool sets p's size on the backend that keeps it: its
 // target, min_ready or more after a burst of creates (pools/demand.go), as
 // for Paddock's own pools. The backend makes and removes the pods.
-func (c *Controller) tendClusterPool(ctx context.Context, wp runtime.WarmPooler, p *store.Pool, tpl *store.Template) {
+func (c *Controller) TendClusterPool(ctx context.Context, wp runtime.WarmPooler, p *store.Pool, tpl *store.Template) {
 	target := pools.Target(p.MinReady, p.MaxReady, c.pools.Peak(p.Name, c.opts.Clock()))
 	spec, err := c.clusterPoolSpec(ctx, p, tpl)
 	if err == nil {
@@ -152,9 +152,9 @@ func (c *Controller) claimCluster(ctx context.Context, wp runtime.WarmPooler, p 
 	return sb, nil
 }
 
-// clusterPoolReady is how many sandboxes p's pool on the backend holds
+// ClusterPoolReady is how many sandboxes p's pool on the backend holds
 // ready (0 when the backend cannot say).
-func (c *Controller) clusterPoolReady(ctx context.Context, wp runtime.WarmPooler, p *store.Pool) int {
+func (c *Controller) ClusterPoolReady(ctx context.Context, wp runtime.WarmPooler, p *store.Pool) int {
 	n, err := wp.WarmPoolReady(ctx, p.Name)
 	if err != nil {
 		return 0
@@ -162,10 +162,10 @@ func (c *Controller) clusterPoolReady(ctx context.Context, wp runtime.WarmPooler
 	return n
 }
 
-// removeClusterPools deletes the backends' pools that no pool of the
+// RemoveClusterPools deletes the backends' pools that no pool of the
 // store keeps there any more (deleted, or moved to another runtime or
 // to Paddock's own pool).
-func (c *Controller) removeClusterPools(ctx context.Context, keep map[string]runtime.WarmPooler) {
+func (c *Controller) RemoveClusterPools(ctx context.Context, keep map[string]runtime.WarmPooler) {
 	for _, b := range c.opts.Backends {
 		wp, ok := b.(runtime.WarmPooler)
 		if !ok {
@@ -192,9 +192,9 @@ func (c *Controller) removeClusterPools(ctx context.Context, keep map[string]run
 	}
 }
 
-// removeClusterPool deletes the pool name from every backend that keeps
+// RemoveClusterPool deletes the pool name from every backend that keeps
 // pools; its sandboxes already served keep running.
-func (c *Controller) removeClusterPool(ctx context.Context, name string) {
+func (c *Controller) RemoveClusterPool(ctx context.Context, name string) {
 	c.pools.ForgetClusterSize(name)
 	for _, b := range c.opts.Backends {
 		if wp, ok := b.(runtime.WarmPooler); ok {

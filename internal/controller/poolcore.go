@@ -6,8 +6,6 @@ import (
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller/pools"
-	"github.com/paddock-dev/paddock/internal/errdefs"
-	"github.com/paddock-dev/paddock/internal/runtime"
 	"github.com/paddock-dev/paddock/internal/store"
 )
 
@@ -63,13 +61,11 @@ func (c *Controller) Unpool(ctx context.Context, id string) bool {
 	}
 	defer e.mu.Unlock()
 	rec, err := c.opts.Store.GetSandbox(ctx, id)
-	if err == nil && rec.Labels[labelPoolReady] == "true" {
-		rec.Labels[labelPoolReady] = "shrinking"
-		err = c.opts.Store.UpdateSandbox(ctx, rec)
-	} else if err == nil {
-		err = errdefs.ErrConflict // claimed meanwhile
+	if err != nil || rec.Labels[labelPoolReady] != "true" {
+		return false // gone, or claimed meanwhile
 	}
-	return err == nil
+	rec.Labels[labelPoolReady] = "shrinking"
+	return c.opts.Store.UpdateSandbox(ctx, rec) == nil
 }
 
 // StartPooled creates a sandbox of pool p from its template tpl, under the
@@ -90,32 +86,6 @@ func (c *Controller) StartPooled(ctx context.Context, p *store.Pool, tpl *store.
 // has passed.
 func (c *Controller) MarkPoolReady(ctx context.Context, id string) error {
 	return c.relabel(ctx, id, labelPoolReady, "true")
-}
-
-// ClusterPool returns the backend that keeps p's pool, if one does.
-func (c *Controller) ClusterPool(p *store.Pool, tpl *store.Template) (runtime.WarmPooler, bool) {
-	return c.clusterPool(p, tpl)
-}
-
-// TendClusterPool keeps the backend's pool of p at its target.
-func (c *Controller) TendClusterPool(ctx context.Context, wp runtime.WarmPooler, p *store.Pool, tpl *store.Template) {
-	c.tendClusterPool(ctx, wp, p, tpl)
-}
-
-// ClusterPoolReady is how many sandboxes the backend's pool of p holds
-// ready.
-func (c *Controller) ClusterPoolReady(ctx context.Context, wp runtime.WarmPooler, p *store.Pool) int {
-	return c.clusterPoolReady(ctx, wp, p)
-}
-
-// RemoveClusterPools removes the backends' pools not in keep.
-func (c *Controller) RemoveClusterPools(ctx context.Context, keep map[string]runtime.WarmPooler) {
-	c.removeClusterPools(ctx, keep)
-}
-
-// RemoveClusterPool removes the backends' pool of the pool name.
-func (c *Controller) RemoveClusterPool(ctx context.Context, name string) {
-	c.removeClusterPool(ctx, name)
 }
 
 func (c *Controller) relabel(ctx context.Context, id, key, value string) error {

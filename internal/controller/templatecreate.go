@@ -103,7 +103,7 @@ func (c *Controller) spawnTemplated(ctx context.Context, req api.CreateSandboxRe
 	}
 	if pool != nil && poolable(req) && sameResources(pool.Resources, req.Resources) {
 		c.pools.Arrived(pool.Name, c.opts.Clock())
-		if wp, ok := c.clusterPool(pool, tpl); ok { // clusterpools.go
+		if wp, ok := c.ClusterPool(pool, tpl); ok { // clusterpools.go
 			// The pool loop sizes the backend's pool from the demand.
 			c.pools.KickAfterClaim()
 			// A pod of the cluster's pool started without the egress

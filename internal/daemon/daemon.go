@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/agentbin"
 	"github.com/paddock-dev/paddock/internal/config"
 	"github.com/paddock-dev/paddock/internal/console"
@@ -214,6 +215,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 			StateDir: cfg.StateDir, Config: cfg.Network, Logger: log.With("part", "network"),
 			Secrets: secrets, Record: recorder.Record, Listen: cfg.Kubernetes.EgressProxy,
 			Apply: egressApplier(backends), // runtimes.go
+			Relay: wire.EgressRelayAddr,    // each pod's agent relays to the proxy
 		})
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package network
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -33,9 +34,16 @@ type ClusterOptions struct {
 	// must be one they reach (the node's, for a daemon on a node).
 	Listen string
 	// Apply changes what a running sandbox's pod may reach after its
-	// rules changed (the backend's NetworkPolicy); nil, the change
+	// rules changed (the backend's NetworkPolicy), and where its pod
+	// finds the proxy after the proxy's address changed; nil, the change
 	// applies at its next start.
 	Apply func(ctx context.Context, id string, e runtime.Egress) error
+	// Relay, when set, is the address (IP:PORT) in each pod that the
+	// sandboxes' proxy variables name instead of Listen: a relay there
+	// (the pod's agent) forwards to the proxy's current address, so a
+	// daemon that comes back at another address (in a pod of its own)
+	// keeps its running sandboxes' egress.
+	Relay string
 }
 
 // Cluster implements controller.Network for sandboxes on a cluster: their
@@ -49,6 +57,7 @@ type Cluster struct {
 	base
 	ln    net.Listener
 	addr  netip.AddrPort
+	relay string
 	apply func(ctx context.Context, id string, e runtime.Egress) error
 	done  chan error
 }
@@ -72,6 +81,11 @@ func OpenCluster(o ClusterOptions) (*Cluster, error) {
 	if err != nil || !ap.Addr().Is4() || ap.Addr().IsUnspecified() {
 		return nil, fmt.Errorf("egress proxy for the cluster %q: want IPV4:PORT, an address the pods reach (not 0.0.0.0): %w", o.Listen, errdefs.ErrInvalidArgument)
 	}
+	if o.Relay != "" {
+		if rp, err := netip.ParseAddrPort(o.Relay); err != nil || !rp.Addr().IsLoopback() {
+			return nil, fmt.Errorf("egress relay %q: want a loopback IP:PORT: %w", o.Relay, errdefs.ErrInvalidArgument)
+		}
+	}
 	dir := filepath.Join(o.StateDir, "network")
 	if err := os.MkdirAll(filepath.Join(dir, "policies"), 0o700); err != nil {
 		return nil, err
@@ -88,7 +102,7 @@ func OpenCluster(o ClusterOptions) (*Cluster, error) {
 	}
 	c := &Cluster{
 		base: base{log: log, srv: srv, dir: dir, ca: ca, sec: o.Secrets},
-		ln:   ln, addr: ln.Addr().(*net.TCPAddr).AddrPort(), apply: o.Apply, done: make(chan error, 1),
+		ln:   ln, addr: ln.Addr().(*net.TCPAddr).AddrPort(), relay: o.Relay, apply: o.Apply, done: make(chan error, 1),
 	}
 	c.addr = netip.AddrPortFrom(ap.Addr(), c.addr.Port())
 	go func() { c.done <- srv.ServeShared(ln) }()
@@ -110,6 +124,38 @@ func (c *Cluster) Close() {
 
 func (c *Cluster) tokenPath(id string) string {
 	return filepath.Join(c.dir, "policies", id+".proxy-token")
+}
+
+// pointedPath records the proxy address the sandbox's pod was last
+// given: when it is not the proxy's address now, the next prepare
+// (a daemon restart's, or a start's) points the pod at it.
+func (c *Cluster) pointedPath(id string) string {
+	return filepath.Join(c.dir, "policies", id+".proxy-addr")
+}
+
+// pointAt makes sure the sandbox's pod finds the proxy where it is now.
+// A new sandbox's pod is made with it; one the daemon had before is
+// given it through the backend when the proxy moved since.
+func (c *Cluster) pointAt(ctx context.Context, id string, pol api.NetworkPolicy, isNew bool) error {
+	now := c.addr.String()
+	if !isNew && c.apply != nil {
+		b, err := os.ReadFile(c.pointedPath(id))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if strings.TrimSpace(string(b)) == now {
+			return nil
+		}
+		if err := c.apply(ctx, id, *c.egressOf(pol)); err != nil {
+			return fmt.Errorf("point the sandbox's pod at the egress proxy's address %s: %w", now, err)
+		}
+		c.log.Info("sandbox's pod pointed at the egress proxy's new address", "sandbox", id, "proxy", now)
+	}
+	tmp := c.pointedPath(id) + ".tmp"
+	if err := os.WriteFile(tmp, []byte(now), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, c.pointedPath(id))
 }
 
 // token is the sandbox's proxy credential, made at its first prepare and
@@ -151,7 +197,12 @@ func (c *Cluster) Prepare(ctx context.Context, id string, p *api.NetworkPolicy) 
 	if err := c.srv.AttachShared(id, tok, toEgress(pol)); err != nil {
 		return controller.NetSetup{}, err
 	}
-	proxy := (&url.URL{Scheme: "http", User: url.UserPassword(id, tok), Host: c.addr.String()}).String()
+	if c.relay != "" {
+		if err := c.pointAt(ctx, id, pol, p != nil); err != nil {
+			return controller.NetSetup{}, fmt.Errorf("sandbox %s: %w", id, err)
+		}
+	}
+	proxy := (&url.URL{Scheme: "http", User: url.UserPassword(id, tok), Host: cmp.Or(c.relay, c.addr.String())}).String()
 	noProxy := "localhost,127.0.0.1,::1"
 	return controller.NetSetup{
 		Env:         append([]string{"NO_PROXY=" + noProxy, "no_proxy=" + noProxy}, trustEnv()...), // inject.go
@@ -187,7 +238,7 @@ func (c *Cluster) Release(ctx context.Context, id string) error {
 	}
 	c.srv.Detach(id)
 	var err error
-	for _, p := range []string{c.policyPath(id), c.tokenPath(id), c.trustPath(id)} {
+	for _, p := range []string{c.policyPath(id), c.tokenPath(id), c.trustPath(id), c.pointedPath(id)} {
 		if rerr := os.Remove(p); rerr != nil && !os.IsNotExist(rerr) {
 			err = errors.Join(err, rerr)
 		}

@@ -2,6 +2,7 @@ package network
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/netip"
@@ -133,5 +134,92 @@ func TestClusterNetwork(t *testing.T) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s after release: %v", p, err)
 		}
+	}
+}
+
+// TestClusterRelay: with a relay, the sandboxes' variables name the
+// relay, not the proxy; a daemon whose proxy comes back at another
+// address points each sandbox's pod at it once (the backend is asked),
+// not again at the next prepare, and again when the backend failed.
+func TestClusterRelay(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var applied []runtime.Egress
+	fail := false
+	open := func() *Cluster {
+		c, err := OpenCluster(ClusterOptions{StateDir: dir, Listen: "127.0.0.1:0", Relay: "127.0.0.1:49985", Apply: func(_ context.Context, id string, e runtime.Egress) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if fail {
+				return errors.New("the API server is away")
+			}
+			applied = append(applied, e)
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	calls := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(applied)
+	}
+	for _, bad := range []string{"10.0.0.1:3128", "127.0.0.1", "relay"} {
+		if _, err := OpenCluster(ClusterOptions{StateDir: dir, Listen: "127.0.0.1:0", Relay: bad}); err == nil {
+			t.Errorf("relay %q: no error", bad)
+		}
+	}
+	ctx := context.Background()
+	c := open()
+	pol, err := c.Validate(api.NetworkPolicy{Mode: api.NetworkEgress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := c.Prepare(ctx, "sbx1", &pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(ns.SecretEnv, " "), "@127.0.0.1:49985") || ns.Egress.Proxy != c.Addr() {
+		t.Fatalf("setup with a relay: %+v", ns)
+	}
+	if _, err := c.Prepare(ctx, "sbx1", nil); err != nil || calls() != 0 {
+		t.Fatalf("a prepare at the same address asked the backend: %d calls, %v", calls(), err)
+	}
+	first := c.Addr()
+	c.Close()
+
+	// Port 0: the next daemon's proxy has another address.
+	c = open()
+	defer c.Close()
+	if c.Addr() == first {
+		t.Fatalf("the proxy came back at %s, the same address", first)
+	}
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	if _, err := c.Prepare(ctx, "sbx1", nil); err == nil {
+		t.Fatal("a prepare whose pointing failed passed")
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	if _, err := c.Prepare(ctx, "sbx1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Prepare(ctx, "sbx1", nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(applied) != 1 || applied[0].Proxy != c.Addr() {
+		t.Fatalf("applied: %+v, want once at %s", applied, c.Addr())
+	}
+	if err := c.Release(ctx, "sbx1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(c.pointedPath("sbx1")); !os.IsNotExist(err) {
+		t.Errorf("the pointed-at record after release: %v", err)
 	}
 }

@@ -89,6 +89,9 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 	if _, err := c.Client.CoreV1().Secrets(system).Create(ctx, caSecret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A test host standing for the internet, which the daemon's egress
+	// proxy is let reach (a private range, refused by default).
+	up := newUpstreamHost(t, c)
 	objs, err := cluster.ReadObjects("../../deploy/kubernetes/paddock.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +104,8 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 				"PADDOCK_KUBE_IMAGE_PREFIX":      prefix,
 				"PADDOCK_KUBE_IMAGE_PULL_SECRET": pullSecret,
 				"SSL_CERT_FILE":                  "/etc/paddock/registry-ca/ca.crt",
+				"PADDOCK_EGRESS_PERMIT":          up.permit.String(),
+				"PADDOCK_EGRESS_DNS_STATIC":      "up.test=" + up.addr.String(),
 			})
 			mountSecret(t, o, "registry-ca", caSecret.Name, "/etc/paddock/registry-ca")
 		}
@@ -181,6 +186,46 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 		t.Fatalf("exec in a sandbox of the deployed daemon: %q", got)
 	}
 	checkPulledFrom(ctx, t, c, reg, sandboxes, sb.ID, prefix, pullSecret)
+
+	// Egress through the daemon's proxy in its pod, and again once the
+	// daemon's pod was replaced and came back at another address: the
+	// sandbox's agent relays to wherever the proxy is now.
+	var eg struct{ ID string }
+	if err := json.Unmarshal([]byte(remote("--json", "create", "--image", img.Name, "--allow-host", "up.test")), &eg); err != nil {
+		t.Fatal(err)
+	}
+	egressGet := func(when string) {
+		t.Helper()
+		if got := remote("exec", eg.ID, "--", "timeout", "20", "wget", "-q", "-O", "-", "http://up.test/x"); got != "hello from up.test" {
+			t.Fatalf("egress from a sandbox of the deployed daemon %s: %q", when, got)
+		}
+	}
+	egressGet("")
+	np, err := c.Client.NetworkingV1().NetworkPolicies(sandboxes).Get(ctx, "paddock-"+eg.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if to := np.Spec.Egress[0].To; len(to) != 1 || to[0].IPBlock != nil || to[0].PodSelector == nil ||
+		to[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "paddock" || to[0].NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != system {
+		t.Errorf("the NetworkPolicy's way to the proxy: %+v", to)
+	}
+	before := pod.Status.PodIP
+	if err := c.Client.CoreV1().Pods(system).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	replaced := time.Now()
+	for {
+		pod = deployedPod(ctx, t, c, system)
+		if pod.Status.PodIP != before {
+			break
+		}
+		if time.Since(replaced) > 3*time.Minute {
+			t.Fatalf("the daemon's pod came back at its old address %s", before)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("figure: the deployed daemon's pod replaced in %s (%s, then %s)", time.Since(replaced).Round(time.Second), before, pod.Status.PodIP)
+	egressGet("after its pod was replaced")
 	sbs, err := dynamicSandboxes(ctx, c, sandboxes)
 	if err != nil || !strings.Contains(sbs, sb.ID) {
 		t.Fatalf("the sandbox is not a Sandbox in %s: %v %s", sandboxes, err, sbs)
@@ -237,7 +282,7 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 	if got := remote("exec", ps.ID, "--", "echo", "claimed"); got != "claimed\n" {
 		t.Fatalf("exec in a sandbox from the pool: %q", got)
 	}
-	// Every sandbox the daemon has: the three above and the create that
+	// Every sandbox the daemon has: the four above and the create that
 	// failed, in state error with its reason.
 	var left struct {
 		Sandboxes []struct {
@@ -255,7 +300,7 @@ func TestDeploymentOnKubernetes(t *testing.T) {
 		}
 		remote("rm", s.ID)
 	}
-	if len(left.Sandboxes) != 4 || failed != 1 {
+	if len(left.Sandboxes) != 5 || failed != 1 {
 		t.Errorf("the deployed daemon's sandboxes: %+v", left.Sandboxes)
 	}
 	remote("pool", "rm", "dpool")

@@ -62,6 +62,8 @@ func newUpstreamHost(t *testing.T, c *cluster.Cluster) upstreamHost {
 	run("ip", "link", "set", hostIf, "up")
 	run("ip", "-n", ns, "addr", "add", up.addr.String()+"/30", "dev", "eth0")
 	run("ip", "-n", ns, "link", "set", "eth0", "up")
+	// Answers to pods (a daemon in a pod) go back through the host.
+	run("ip", "-n", ns, "route", "add", "default", "via", hostAddr.String())
 	ln := listenInNetns(t, "/run/netns/"+ns, net.JoinHostPort(up.addr.String(), "80"))
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from %s", r.Host)
@@ -243,13 +245,15 @@ func TestEgressOnKubernetes(t *testing.T) {
 		t.Errorf("the refusal is not in the ledger: %s", ledger)
 	}
 
-	// The sandbox's variables name the proxy with its own credential;
-	// the Sandbox object does not hold it.
+	// The sandbox's variables name the proxy, through the agent's relay
+	// on the pod's loopback, with its own credential; the Sandbox object
+	// does not hold it.
+	const relay = "127.0.0.1:49985"
 	env := d.must("exec", sb.ID, "--", "sh", "-c", "echo $HTTP_PROXY")
-	if !strings.HasPrefix(env, "http://"+sb.ID+":") || !strings.HasSuffix(strings.TrimSpace(env), "@"+proxy) {
+	if !strings.HasPrefix(env, "http://"+sb.ID+":") || !strings.HasSuffix(strings.TrimSpace(env), "@"+relay) {
 		t.Fatalf("HTTP_PROXY: %q", env)
 	}
-	token := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(env), "http://"+sb.ID+":"), "@"+proxy)
+	token := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(env), "http://"+sb.ID+":"), "@"+relay)
 	sbJSON, err := c.Client.RESTClient().Get().AbsPath("/apis/agents.x-k8s.io/v1beta1/namespaces/default/sandboxes/paddock-" + sb.ID).DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +298,8 @@ func TestEgressOnKubernetes(t *testing.T) {
 
 	// A wrong credential, or none, opens nothing (from this pod, whose
 	// network reaches the proxy).
-	for _, p := range []string{"http://" + sb.ID + ":" + strings.Repeat("0", 64) + "@" + proxy, "http://" + proxy} {
+	for _, p := range []string{"http://" + sb.ID + ":" + strings.Repeat("0", 64) + "@" + proxy, "http://" + proxy,
+		"http://" + sb.ID + ":" + strings.Repeat("0", 64) + "@" + relay, "http://" + relay} {
 		if out, _, code := wget(sb.ID, "http://other.test/", "http_proxy="+p); code == 0 {
 			t.Errorf("through the proxy with %q: %q", strings.Replace(p, token, "TOKEN", 1), out)
 		}
@@ -330,6 +335,47 @@ func TestEgressOnKubernetes(t *testing.T) {
 	d.start()
 	if out, errOut, code := wget(sb.ID, "http://other.test/"); code != 0 || out != "hello from other.test" {
 		t.Fatalf("after a daemon restart: exit %d, %q %q", code, out, errOut)
+	}
+
+	// A daemon that comes back with its proxy at another address (as
+	// one in a pod does): the running pod's relay, its Secret and its
+	// NetworkPolicy follow, and its variables stay as they are. A
+	// process started before the move reaches the proxy after it.
+	d.must("exec", sb.ID, "--", "sh", "-c", "(while [ ! -e /tmp/go ]; do sleep 0.2; done; wget -q -O /tmp/late http://other.test/late) >/dev/null 2>&1 &")
+	d.stop()
+	pl2, err := net.Listen("tcp4", netip.AddrPortFrom(c.NodeIP(), 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	movedTo := pl2.Addr().String()
+	pl2.Close()
+	d.args = []string{"--kube-egress-proxy", movedTo}
+	d.start()
+	if out, errOut, code := wget(sb.ID, "http://other.test/"); code != 0 || out != "hello from other.test" {
+		t.Fatalf("after the proxy moved to %s: exit %d, %q %q", movedTo, code, out, errOut)
+	}
+	sec, err := c.Client.CoreV1().Secrets("default").Get(ctx, "paddock-"+sb.ID+"-egress", metav1.GetOptions{})
+	if err != nil || string(sec.Data["proxy-address"]) != movedTo {
+		t.Errorf("the egress Secret after the proxy moved: %v, %q want %s", err, sec.Data["proxy-address"], movedTo)
+	}
+	np, err = c.Client.NetworkingV1().NetworkPolicies("default").Get(ctx, "paddock-"+sb.ID, metav1.GetOptions{})
+	_, movedPort, _ := net.SplitHostPort(movedTo)
+	if err != nil || np.Spec.Egress[0].Ports[0].Port.String() != movedPort {
+		t.Errorf("the NetworkPolicy after the proxy moved: %v, %+v", err, np.Spec.Egress)
+	}
+	if env2 := d.must("exec", sb.ID, "--", "sh", "-c", "echo $HTTP_PROXY"); env2 != env {
+		t.Errorf("HTTP_PROXY changed with the proxy's address: %q, was %q", env2, env)
+	}
+	d.must("exec", sb.ID, "--", "touch", "/tmp/go")
+	late := ""
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if out, _, code := d.run("exec", sb.ID, "--", "cat", "/tmp/late"); code == 0 {
+			late = out
+			break
+		}
+	}
+	if late != "hello from other.test" {
+		t.Errorf("a process started before the move, after it: %q", late)
 	}
 
 	d.must("rm", sb.ID)

@@ -38,7 +38,24 @@ const (
 	// to an agent that runs it itself at boot: a warm pool's pod on a
 	// cluster, which the daemon cannot reach before it is claimed.
 	EnvStart = EnvPrefix + "START"
+	// EnvEgressRelay is an address on the sandbox's loopback where the
+	// agent relays each connection to EnvEgressUpstream, the egress proxy
+	// of the daemon (see EgressUpstreamPath): the sandbox's proxy
+	// variables name the relay, so they stay right when the daemon's
+	// address changes (a daemon running in a cluster's pod).
+	EnvEgressRelay    = EnvPrefix + "EGRESS_RELAY"
+	EnvEgressUpstream = EnvPrefix + "EGRESS_UPSTREAM"
 )
+
+// EgressRelayAddr is where a pod's agent relays to the egress proxy: a
+// port next to envd's on the pod's loopback.
+const EgressRelayAddr = "127.0.0.1:49985"
+
+// EgressUpstream is the body of a PUT to EgressUpstreamPath.
+type EgressUpstream struct {
+	// Upstream is the egress proxy's address, IP:PORT.
+	Upstream string `json:"upstream"`
+}
 
 // StartProcessID is the id of a template's start command among the
 // sandbox's background processes.
@@ -93,6 +110,10 @@ const (
 	// none), 503 while it is checked, 500 once it failed. It needs no
 	// token (a kubelet's readiness probe asks it) and says nothing more.
 	StartedPath = "/paddock/v1/started"
+	// EgressUpstreamPath changes where the egress relay (EnvEgressRelay)
+	// sends new connections: a PUT of EgressUpstream. 409 when the agent
+	// runs no relay.
+	EgressUpstreamPath = "/paddock/v1/egress/upstream"
 )
 
 // Usage is what UsagePath answers: the cgroup the agent sees as its own

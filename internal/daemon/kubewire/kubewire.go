@@ -24,6 +24,14 @@ func Runtimes(ctx context.Context, cfg config.Config, log *slog.Logger, names []
 	if err != nil {
 		return nil, nil, err
 	}
+	var proxyPods *kube.PodSelector
+	if cfg.Kubernetes.EgressProxyPods != "" {
+		ns, labels, err := config.ParsePodSelector(cfg.Kubernetes.EgressProxyPods)
+		if err != nil {
+			return nil, nil, err
+		}
+		proxyPods = &kube.PodSelector{Namespace: ns, Labels: labels}
+	}
 	out := map[string]runtime.Backend{}
 	var infos []api.RuntimeInfo
 	for _, rt := range names {
@@ -35,8 +43,8 @@ func Runtimes(ctx context.Context, cfg config.Config, log *slog.Logger, names []
 			Name: rt, Client: cl.Client, Watcher: cl.Watcher, Namespace: cfg.Kubernetes.Namespace, Instance: cfg.KubeInstance(),
 			ImagePrefix: cfg.Kubernetes.ImagePrefix, AgentID: agentID, ImagePullSecret: cfg.Kubernetes.ImagePullSecret, RuntimeClass: class,
 			HomeVolume: cfg.Kubernetes.HomeVolume, HomeStorageClass: cfg.Kubernetes.HomeStorageClass,
-			StartTimeout: cfg.Kubernetes.StartTimeout,
-			Logger:       log.With("part", "runtime", "runtime", rt, "backend", config.BackendKubernetes),
+			StartTimeout: cfg.Kubernetes.StartTimeout, EgressProxyPods: proxyPods,
+			Logger: log.With("part", "runtime", "runtime", rt, "backend", config.BackendKubernetes),
 		})
 		if err != nil {
 			return nil, nil, err

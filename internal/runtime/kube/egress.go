@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -15,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	agentclient "github.com/paddock-dev/paddock/internal/agent/client"
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
 	"github.com/paddock-dev/paddock/internal/runtime"
 )
@@ -32,9 +35,11 @@ import (
 func egressSecretName(id string) string { return objectName(id) + "-egress" }
 
 // Keys of the egress Secret: each credential variable under envKeyPrefix
-// and its name, and the trust bundle.
+// and its name, the proxy's address for the agent's relay, and the trust
+// bundle.
 const (
 	envKeyPrefix = "env."
+	upstreamKey  = "proxy-address"
 	trustKey     = "trust-bundle"
 	trustVolume  = "paddock-trust"
 	// maxTrustBundle bounds the bundle kept in the Secret (a Secret holds
@@ -53,6 +58,9 @@ func egressData(spec runtime.Spec) (map[string][]byte, error) {
 			return nil, fmt.Errorf("sandbox %s: variable name %q: %w", spec.ID, k, errdefs.ErrInvalidArgument)
 		}
 		data[envKeyPrefix+k] = []byte(v)
+	}
+	if spec.Egress != nil {
+		data[upstreamKey] = []byte(spec.Egress.Proxy.String())
 	}
 	if spec.TrustBundle != "" {
 		b, err := os.ReadFile(spec.TrustBundle)
@@ -118,14 +126,22 @@ func (b *Backend) deleteEgressSecret(ctx context.Context, id string) error {
 	return nil
 }
 
-// withEgress adds spec's credential variables (from the egress Secret)
-// and its trust bundle (mounted over the image's) to pod.
+// withEgress adds spec's credential variables (from the egress Secret),
+// the agent's relay to the proxy (wire.EnvEgressRelay, at the proxy's
+// address in the Secret) and its trust bundle (mounted over the image's)
+// to pod.
 func withEgress(pod *corev1.PodSpec, spec runtime.Spec) {
-	if len(spec.SecretEnv) == 0 && spec.TrustBundle == "" {
+	if len(spec.SecretEnv) == 0 && spec.TrustBundle == "" && spec.Egress == nil {
 		return
 	}
 	c := &pod.Containers[0]
 	secret := egressSecretName(spec.ID)
+	if spec.Egress != nil {
+		c.Env = append(c.Env, corev1.EnvVar{Name: wire.EnvEgressRelay, Value: wire.EgressRelayAddr},
+			corev1.EnvVar{Name: wire.EnvEgressUpstream, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: upstreamKey,
+			}}})
+	}
 	for _, kv := range spec.SecretEnv {
 		k, _, _ := cutEnv(kv)
 		c.Env = append(c.Env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
@@ -142,16 +158,24 @@ func withEgress(pod *corev1.PodSpec, spec runtime.Spec) {
 }
 
 // egressRules are the NetworkPolicy's egress rules for e: the proxy's
-// address and port, and each direct prefix, any port. Nil e: none.
-func egressRules(e *runtime.Egress) []networkingv1.NetworkPolicyEgressRule {
+// port on its address (or on the pods proxyPods names), and each direct
+// prefix, any port. Nil e: none.
+func egressRules(e *runtime.Egress, proxyPods *PodSelector) []networkingv1.NetworkPolicyEgressRule {
 	rules := []networkingv1.NetworkPolicyEgressRule{}
 	if e == nil {
 		return rules
 	}
 	tcp := corev1.ProtocolTCP
 	port := intstr.FromInt32(int32(e.Proxy.Port()))
+	proxy := networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: e.Proxy.Addr().String() + "/32"}}
+	if proxyPods != nil {
+		proxy = networkingv1.NetworkPolicyPeer{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: proxyPods.Namespace}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: proxyPods.Labels},
+		}
+	}
 	rules = append(rules, networkingv1.NetworkPolicyEgressRule{
-		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: e.Proxy.Addr().String() + "/32"}}},
+		To:    []networkingv1.NetworkPolicyPeer{proxy},
 		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
 	})
 	for _, d := range e.Direct {
@@ -162,9 +186,11 @@ func egressRules(e *runtime.Egress) []networkingv1.NetworkPolicyEgressRule {
 	return rules
 }
 
-// SetEgress changes what a sandbox's pod may reach (its rules changed):
-// its NetworkPolicy's egress rules. A sandbox without a policy yet gets
-// them at its next start.
+// SetEgress changes what a sandbox's pod may reach (its rules changed)
+// and where it finds the proxy (the proxy moved): its NetworkPolicy's
+// egress rules, the proxy's address in its egress Secret (for its next
+// pods) and in its running agent's relay. A sandbox without a policy yet
+// gets them at its next start.
 func (b *Backend) SetEgress(ctx context.Context, id string, e runtime.Egress) error {
 	var np networkingv1.NetworkPolicy
 	if err := b.o.Client.Get(ctx, b.key(id), &np); err != nil {
@@ -173,11 +199,57 @@ func (b *Backend) SetEgress(ctx context.Context, id string, e runtime.Egress) er
 		}
 		return fmt.Errorf("sandbox %s: its NetworkPolicy: %w", id, apiErr(err))
 	}
-	return b.updateEgress(ctx, id, &np, &e)
+	if err := b.updateEgress(ctx, id, &np, &e); err != nil {
+		return err
+	}
+	return b.moveRelay(ctx, id, e.Proxy.String())
+}
+
+// moveRelay points the sandbox's egress relay at the proxy's address
+// upstream, when its Secret names another: the Secret for the pods to
+// come, then the running pod's agent. A sandbox without a running pod
+// gets it at its next start.
+func (b *Backend) moveRelay(ctx context.Context, id, upstream string) error {
+	var sec corev1.Secret
+	if err := b.o.Client.Get(ctx, b.nsName(egressSecretName(id)), &sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("sandbox %s: its egress Secret: %w", id, apiErr(err))
+	}
+	if string(sec.Data[upstreamKey]) == upstream {
+		return nil
+	}
+	if sec.Data == nil {
+		sec.Data = map[string][]byte{}
+	}
+	sec.Data[upstreamKey] = []byte(upstream)
+	if err := b.o.Client.Update(ctx, &sec); err != nil {
+		return fmt.Errorf("sandbox %s: update its egress Secret: %w", id, apiErr(err))
+	}
+	info, err := b.Info(ctx, id)
+	if err != nil {
+		if errors.Is(err, runtime.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	ag := agentclient.NewTCP(info.AgentAddr, info.AgentToken)
+	defer ag.Close()
+	if err := ag.SetEgressUpstream(ctx, upstream); err != nil {
+		if errors.Is(err, errdefs.ErrFailedPrecondition) {
+			// Its agent is from before the relay: its variables name
+			// the proxy itself, which a start of the sandbox changes.
+			b.o.Logger.Warn("sandbox's agent has no egress relay; stop and start it to reach the proxy at its new address", "sandbox", id, "proxy", upstream)
+			return nil
+		}
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return nil
 }
 
 func (b *Backend) updateEgress(ctx context.Context, id string, np *networkingv1.NetworkPolicy, e *runtime.Egress) error {
-	want := egressRules(e)
+	want := egressRules(e, b.o.EgressProxyPods)
 	if slices.EqualFunc(np.Spec.Egress, want, func(x, y networkingv1.NetworkPolicyEgressRule) bool { return x.String() == y.String() }) {
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
+	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/runtime"
 )
 
@@ -67,6 +68,16 @@ func TestEgressObjects(t *testing.T) {
 	if found != 2 {
 		t.Errorf("proxy variables from the egress Secret: %d of 2: %+v", found, c.Env)
 	}
+	relay := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		if e.Name == wire.EnvEgressRelay || e.Name == wire.EnvEgressUpstream {
+			relay[e.Name] = e
+		}
+	}
+	if relay[wire.EnvEgressRelay].Value != wire.EgressRelayAddr || relay[wire.EnvEgressUpstream].ValueFrom == nil ||
+		relay[wire.EnvEgressUpstream].ValueFrom.SecretKeyRef.Key != upstreamKey || string(sec.Data[upstreamKey]) != "10.0.0.1:3128" {
+		t.Errorf("the agent's relay: %+v, Secret %q", relay, sec.Data[upstreamKey])
+	}
 	mounted := false
 	for _, m := range c.VolumeMounts {
 		if m.MountPath == runtime.TrustBundlePath && m.ReadOnly && m.SubPath != "" {
@@ -96,9 +107,21 @@ func TestEgressObjects(t *testing.T) {
 	if err := b.SetEgress(ctx, "nosuch", runtime.Egress{}); err != nil {
 		t.Errorf("SetEgress of a sandbox without a policy: %v", err)
 	}
+	// The proxy moved (a daemon back at another address): the policy
+	// and the Secret follow; without a pod there is no agent to tell.
+	if err := b.SetEgress(ctx, "sbx1", runtime.Egress{Proxy: netip.MustParseAddrPort("10.0.0.7:4000")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, b.key("sbx1"), &np); err != nil || np.Spec.Egress[0].To[0].IPBlock.CIDR != "10.0.0.7/32" || np.Spec.Egress[0].Ports[0].Port.IntValue() != 4000 {
+		t.Fatalf("NetworkPolicy after the proxy moved: %v %+v", err, np.Spec.Egress)
+	}
+	if err := cl.Get(ctx, b.nsName("paddock-sbx1-egress"), &sec); err != nil || string(sec.Data[upstreamKey]) != "10.0.0.7:4000" {
+		t.Fatalf("egress Secret after the proxy moved: %v %q", err, sec.Data[upstreamKey])
+	}
 	spec.SecretEnv = []string{"HTTP_PROXY=http://sbx1:new-token-0123456789@10.0.0.1:3128"}
 	_, _ = b.Start(ctx, spec)
-	if err := cl.Get(ctx, b.nsName("paddock-sbx1-egress"), &sec); err != nil || len(sec.Data) != 2 || !strings.Contains(string(sec.Data["env.HTTP_PROXY"]), "new-token") {
+	if err := cl.Get(ctx, b.nsName("paddock-sbx1-egress"), &sec); err != nil || len(sec.Data) != 3 || !strings.Contains(string(sec.Data["env.HTTP_PROXY"]), "new-token") ||
+		string(sec.Data[upstreamKey]) != "10.0.0.1:3128" {
 		t.Fatalf("egress Secret after a start with new settings: %v %v", err, sec.Data)
 	}
 
@@ -126,5 +149,24 @@ func TestNoEgressDeniesAll(t *testing.T) {
 	np := b.networkPolicy("sbx1", nil)
 	if np.Spec.Egress == nil || len(np.Spec.Egress) != 0 || len(np.Spec.PolicyTypes) != 2 {
 		t.Fatalf("network none: %+v", np.Spec)
+	}
+}
+
+// TestEgressToProxyPods: with the proxy's pods named, the policy reaches
+// them by namespace and labels, not by address.
+func TestEgressToProxyPods(t *testing.T) {
+	pods := &PodSelector{Namespace: "paddock-system", Labels: map[string]string{"app.kubernetes.io/name": "paddock"}}
+	rules := egressRules(&runtime.Egress{Proxy: netip.MustParseAddrPort("10.1.2.3:3128"), Direct: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/30")}}, pods)
+	if len(rules) != 2 {
+		t.Fatalf("rules: %+v", rules)
+	}
+	to := rules[0].To
+	if len(to) != 1 || to[0].IPBlock != nil || to[0].NamespaceSelector == nil || to[0].PodSelector == nil ||
+		to[0].NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "paddock-system" || to[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "paddock" ||
+		rules[0].Ports[0].Port.IntValue() != 3128 {
+		t.Errorf("the way to the proxy: %+v", rules[0])
+	}
+	if rules[1].To[0].IPBlock == nil || rules[1].To[0].IPBlock.CIDR != "192.0.2.0/30" {
+		t.Errorf("an address rule: %+v", rules[1])
 	}
 }

@@ -93,7 +93,18 @@ type Options struct {
 	// StartTimeout bounds the wait for a pod to get an address
 	// (scheduling and image pull included).
 	StartTimeout time.Duration
-	Logger       *slog.Logger
+	// EgressProxyPods, when set, are the pods serving the egress proxy
+	// (the daemon's, in the cluster): the sandboxes' NetworkPolicies
+	// name them by namespace and labels instead of by the proxy's
+	// address.
+	EgressProxyPods *PodSelector
+	Logger          *slog.Logger
+}
+
+// PodSelector names pods by their namespace and labels.
+type PodSelector struct {
+	Namespace string
+	Labels    map[string]string
 }
 
 // Backend is a runtime.Backend on a Kubernetes cluster.

@@ -23,7 +23,7 @@ import (
 func (b *Backend) networkPolicy(id string, e *runtime.Egress) *networkingv1.NetworkPolicy {
 	m := metav1.ObjectMeta{Name: objectName(id), Namespace: b.o.Namespace, Labels: b.labels(id)}
 	np := b.policy(m, map[string]string{LabelSandbox: id, LabelInstance: b.o.Instance})
-	np.Spec.Egress = egressRules(e)
+	np.Spec.Egress = egressRules(e, b.o.EgressProxyPods)
 	return np
 }
 
