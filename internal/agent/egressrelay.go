@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/agent/portfwd"
 	"github.com/paddock-dev/paddock/internal/agent/reply"
 	"github.com/paddock-dev/paddock/internal/agent/wire"
 	"github.com/paddock-dev/paddock/internal/errdefs"
@@ -139,28 +140,13 @@ func (r *egressRelay) serve() {
 // relay copies c to and from a new connection to the proxy, each way
 // until its end, then closes both.
 func (r *egressRelay) relay(c net.Conn) {
-	defer c.Close()
 	up, err := net.DialTimeout("tcp", r.Upstream().String(), relayDialTimeout)
 	if err != nil {
+		c.Close()
 		r.log.Warn("egress relay: the proxy does not answer", "upstream", r.Upstream().String(), "err", err)
 		return
 	}
-	defer up.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = io.Copy(up, c)
-		closeWrite(up)
-	}()
-	_, _ = io.Copy(c, up)
-	closeWrite(c)
-	<-done
-}
-
-func closeWrite(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
-	}
+	portfwd.Splice(c, c, up)
 }
 
 // maxUpstreamBody bounds a PUT to wire.EgressUpstreamPath.

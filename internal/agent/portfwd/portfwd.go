@@ -91,13 +91,14 @@ func Serve(w http.ResponseWriter, r *http.Request) {
 		buffered, _ := brw.Reader.Peek(n)
 		client = io.MultiReader(bytes.NewReader(bytes.Clone(buffered)), conn)
 	}
-	splice(conn, client, upstream)
+	Splice(conn, client, upstream)
 }
 
-// splice copies both ways and closes both ends once both directions are
-// done; a half-close is passed on so request/response protocols that rely
-// on it (an HTTP/1.0 client) still work.
-func splice(down net.Conn, downR io.Reader, up net.Conn) {
+// Splice copies both ways between down (read through downR) and up, and
+// closes both ends once both directions are done; a half-close is passed
+// on so request/response protocols that rely on it (an HTTP/1.0 client)
+// still work.
+func Splice(down net.Conn, downR io.Reader, up net.Conn) {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
