@@ -154,6 +154,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	var backends map[string]runtime.Backend
 	var probes []api.RuntimeInfo
 	var pushImage func(context.Context, *image.Image) error
+	var registry imagesvc.Registry // where images were pushed, or nil
 	if cfg.Backend == config.BackendKubernetes {
 		if kubeRuntimes == nil {
 			return fmt.Errorf("this binary has no Kubernetes backend: `paddock serve` runs the one that has (internal/kubebin)")
@@ -169,8 +170,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 		if backends, probes, err = kubeRuntimes(ctx, cfg, log, names, agentID); err != nil { // runtimes.go
 			return err
 		}
-		if pushImage, err = imagePusher(cfg, images, agentBin, agentID, log); err != nil { // runtimes.go
+		pusher, err := imagePusher(cfg, images, agentBin, agentID, log) // runtimes.go
+		if err != nil {
 			return err
+		}
+		if pusher != nil {
+			pushImage, registry = pusher.Push, pusher
 		}
 	} else {
 		backends, probes = probeRuntimes(ctx, cfg, agentBin, log) // runtimes.go
@@ -254,7 +259,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func())
 	wsService := wssvc.New(ctrl, workspaces, log.With("part", "workspaces"))
 	bkService := backups.New(backups.Options{Core: ctrl, Store: st, TTL: cfg.BackupTTL, S3: cfg.BackupS3, Logger: log.With("part", "backups")})
 	go bkService.RunRetention(ctx) // expired backups, orphaned archives
-	imgService := imagesvc.New(imagesvc.Options{Core: ctrl, Store: st, Images: images, AgentBinary: agentBin, MaxPerKey: cfg.ImageImportMaxPerKey, Logger: log.With("part", "images")})
+	imgService := imagesvc.New(imagesvc.Options{Core: ctrl, Store: st, Images: images, AgentBinary: agentBin, MaxPerKey: cfg.ImageImportMaxPerKey, Registry: registry, Logger: log.With("part", "images")})
 	cxService := codecontexts.New(ctrl, cfg.ExecTimeout)
 	secService := secretsvc.New(ctrl, secOpt, log.With("part", "secrets"))
 	pvService := previews.New(previews.Options{Core: ctrl, Store: st, Listen: cfg.PreviewListen, Domain: cfg.PreviewDomain, Logger: log.With("part", "previews")})

@@ -138,8 +138,9 @@ func egressApplier(backends map[string]runtime.Backend) func(ctx context.Context
 }
 
 // imagePusher is what pushes the images pods run to the cluster's
-// registry when the config asks for it (kubernetes.image_push), or nil.
-func imagePusher(cfg config.Config, images *image.Store, agentBin, agentID string, log *slog.Logger) (func(context.Context, *image.Image) error, error) {
+// registry when the config asks for it (kubernetes.image_push), and
+// deletes them there when they leave the store, or nil.
+func imagePusher(cfg config.Config, images *image.Store, agentBin, agentID string, log *slog.Logger) (*image.Pusher, error) {
 	if !cfg.Kubernetes.ImagePush {
 		return nil, nil
 	}
@@ -155,5 +156,5 @@ func imagePusher(cfg config.Config, images *image.Store, agentBin, agentID strin
 	if err != nil {
 		return nil, err
 	}
-	return p.Push, nil
+	return p, nil
 }

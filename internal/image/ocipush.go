@@ -210,6 +210,52 @@ func (p *Pusher) Push(ctx context.Context, img *Image) error {
 	}
 }
 
+// Unpush deletes img's manifest from the registry (by its digest, as the
+// distribution API deletes): the image left the store, and nothing will
+// name it again. Its blobs go with the registry's own collection. An
+// image the registry does not hold is no error; a registry that refuses
+// deletions (many do unless configured to allow them) is
+// ErrFailedPrecondition, saying so.
+func (p *Pusher) Unpush(ctx context.Context, img *Image) error {
+	ref := p.Ref(img)
+	p.mu.Lock()
+	delete(p.pushed, ref)
+	p.mu.Unlock()
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return errdefs.Invalid("image push: reference %q: %v", ref, err)
+	}
+	opts := append([]remote.Option{remote.WithContext(ctx)}, p.options...)
+	desc, err := remote.Head(tag, opts...)
+	if notFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("image delete: %s: %w", ref, registryErr(err))
+	}
+	if err := remote.Delete(tag.Context().Digest(desc.Digest.String()), opts...); err != nil && !notFound(err) {
+		return deleteErr(ref, err)
+	}
+	// A registry that keeps tags apart from their manifests (some do)
+	// still resolves the tag: it is deleted too.
+	if _, err := remote.Head(tag, opts...); err == nil {
+		if err := remote.Delete(tag, opts...); err != nil && !notFound(err) {
+			return deleteErr(ref, err)
+		}
+	}
+	p.log.Info("image deleted from the registry", "image", img.Name, "ref", ref, "digest", desc.Digest.String())
+	return nil
+}
+
+// deleteErr says a registry's refusal to delete as such.
+func deleteErr(ref string, err error) error {
+	var te *transport.Error
+	if errors.As(err, &te) && (te.StatusCode == http.StatusMethodNotAllowed || slices.ContainsFunc(te.Errors, func(d transport.Diagnostic) bool { return d.Code == transport.UnsupportedErrorCode })) {
+		return fmt.Errorf("image delete: %s: the registry does not delete images (enable deletions there, or collect them yourself): %w", ref, errdefs.ErrFailedPrecondition)
+	}
+	return fmt.Errorf("image delete: %s: %w", ref, registryErr(err))
+}
+
 // pushTimeout bounds one image's push: its layers' tars and uploads.
 const pushTimeout = 30 * time.Minute
 

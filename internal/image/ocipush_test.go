@@ -380,3 +380,72 @@ func TestPusherLayerCache(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPusherUnpush: an image pushed and then unpushed is gone from the
+// registry and is pushed again when asked; unpushing one the registry
+// never had is no error; a registry that refuses deletions says so.
+func TestPusherUnpush(t *testing.T) {
+	ctx := context.Background()
+	refuse := atomic.Bool{}
+	var mu sync.Mutex
+	var deletes []string
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodDelete {
+			if refuse.Load() {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusMethodNotAllowed)
+				_, _ = io.WriteString(w, `{"errors":[{"code":"UNSUPPORTED","message":"The operation is unsupported."}]}`)
+				return
+			}
+			mu.Lock()
+			deletes = append(deletes, req.URL.Path)
+			mu.Unlock()
+		}
+		inner.ServeHTTP(w, req)
+	}))
+	defer srv.Close()
+	dir, agentBin := pushFixture(t)
+	p, err := NewPusher(PusherOptions{Prefix: strings.TrimPrefix(srv.URL, "http://"), AgentBinary: agentBin, TempDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := &Image{Name: "gone", Digest: "sha256:" + strings.Repeat("5", 64), Layers: []string{filepath.Join(dir, "l")}}
+	tag, err := name.NewTag(p.Ref(img))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Unpush(ctx, img); err != nil {
+		t.Fatalf("unpush of an image never pushed: %v", err)
+	}
+	if err := p.Push(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := remote.Head(tag); err != nil {
+		t.Fatalf("after the push: %v", err)
+	}
+	if err := p.Unpush(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := remote.Head(tag); !notFound(err) {
+		t.Fatalf("after the unpush, the registry still has it: %v", err)
+	}
+	// By digest first (the distribution API's way, which takes the tag
+	// with it); this registry keeps the tag apart, so it goes next.
+	mu.Lock()
+	if len(deletes) == 0 || !strings.Contains(deletes[0], "/manifests/sha256:") {
+		t.Errorf("deletes: %q, want the manifest's digest first", deletes)
+	}
+	mu.Unlock()
+	// Pushed again, not taken for pushed already.
+	if err := p.Push(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := remote.Head(tag); err != nil {
+		t.Fatalf("pushed again: %v", err)
+	}
+	refuse.Store(true)
+	if err := p.Unpush(ctx, img); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "does not delete") {
+		t.Fatalf("a registry that refuses deletions: %v", err)
+	}
+}

@@ -106,6 +106,28 @@ func (r *pushRegistry) pullSecret(ctx context.Context, t *testing.T, c *cluster.
 	return name
 }
 
+// manifestStatus is the registry's answer to a HEAD of ref's manifest
+// (ref under r.host, by tag).
+func (r *pushRegistry) manifestStatus(t *testing.T, ref string) int {
+	t.Helper()
+	repo, tag, ok := strings.Cut(strings.TrimPrefix(ref, r.host+"/"), ":")
+	if !ok || !strings.HasPrefix(ref, r.host+"/") {
+		t.Fatalf("%q is not a tagged reference under %s", ref, r.host)
+	}
+	req, err := http.NewRequest(http.MethodHead, "http://"+r.host+"/v2/"+repo+"/manifests/"+tag, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(r.user, r.pass)
+	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // nodePulls is the manifest reads and resolutions the node's containerd
 // made.
 func (r *pushRegistry) nodePulls() []string {
@@ -220,6 +242,32 @@ func TestImagePushOnKubernetes(t *testing.T) {
 	for _, s := range []string{id, id2, id3, id4} {
 		d.must("rm", s)
 		checkGone(ctx, t, c, s)
+	}
+
+	// An image removed from the store is deleted from the registry: a
+	// small one (a static binary alone) imported, run, and removed.
+	archive := filepath.Join(t.TempDir(), "tiny.tar")
+	if err := cluster.WriteBinaryImage(archive, "docker.io/paddock-test/tiny:1", buildHTTPSGet(t)); err != nil {
+		t.Fatal(err)
+	}
+	var tiny struct{ Name string }
+	if err := json.Unmarshal([]byte(d.must("--json", "images", "import", archive)), &tiny); err != nil || tiny.Name == "" {
+		t.Fatalf("import: %v %+v", err, tiny)
+	}
+	id6 := create("--image", tiny.Name)
+	pod, err = c.Client.CoreV1().Pods("default").Get(ctx, "paddock-"+id6, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tinyRef := pod.Spec.Containers[0].Image
+	if code := reg.manifestStatus(t, tinyRef); code != http.StatusOK {
+		t.Fatalf("the registry answers %d for %s, the pod's image", code, tinyRef)
+	}
+	d.must("rm", id6)
+	checkGone(ctx, t, c, id6)
+	d.must("images", "rm", tiny.Name)
+	if code := reg.manifestStatus(t, tinyRef); code != http.StatusNotFound {
+		t.Errorf("after images rm, the registry answers %d for %s", code, tinyRef)
 	}
 
 	// Credentials the registry refuses fail the create and say why (the

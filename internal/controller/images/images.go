@@ -30,6 +30,18 @@ type Collector interface {
 	GC(ctx context.Context, keep []string) (image.GCResult, error)
 }
 
+// Registry is where the daemon pushed images for a cluster's nodes
+// (*image.Pusher): an image removed from the store is deleted there too.
+type Registry interface {
+	Ref(img *image.Image) string
+	Unpush(ctx context.Context, img *image.Image) error
+}
+
+// lister lists the image store's images (found on Options.Images).
+type lister interface {
+	List(ctx context.Context) ([]*image.Image, error)
+}
+
 // Core is what the subsystem uses of the controller (*controller.Controller
 // implements it).
 type Core interface {
@@ -62,7 +74,10 @@ type Options struct {
 	// MaxPerKey caps what one API key's imports may hold on disk (0: no
 	// cap).
 	MaxPerKey int64
-	Logger    *slog.Logger
+	// Registry, if set, is where images were pushed for a cluster's
+	// nodes; a removed image is deleted from it.
+	Registry Registry
+	Logger   *slog.Logger
 }
 
 // Service serves the images' removal, collection, imports' accounting
@@ -74,6 +89,7 @@ type Service struct {
 	agentBinary string
 	agentID     func() (string, error) // image.AgentID(agentBinary), read once
 	maxPerKey   int64
+	registry    Registry
 	log         *slog.Logger
 }
 
@@ -83,7 +99,7 @@ func New(o Options) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{core: o.Core, st: o.Store, images: o.Images, agentBinary: o.AgentBinary, maxPerKey: o.MaxPerKey, log: log,
+	return &Service{core: o.Core, st: o.Store, images: o.Images, agentBinary: o.AgentBinary, maxPerKey: o.MaxPerKey, registry: o.Registry, log: log,
 		agentID: sync.OnceValues(func() (string, error) { return image.AgentID(o.AgentBinary) })}
 }
 
@@ -171,6 +187,7 @@ func (s *Service) Remove(ctx context.Context, ref string, gc bool) (*image.Image
 		return nil, nil, err
 	}
 	s.log.Info("image removed", "image", removed.Digest, "name", removed.Name)
+	s.unpush(ctx, removed)
 	if !gc {
 		return removed, nil, nil
 	}
@@ -179,6 +196,35 @@ func (s *Service) Remove(ctx context.Context, ref string, gc bool) (*image.Image
 		return removed, nil, err
 	}
 	return removed, &res, nil
+}
+
+// unpush deletes a removed image from the cluster's registry, unless
+// another image of the store is pushed under the same reference (names
+// that differ only in characters a reference cannot hold, with the same
+// content). A registry that fails or refuses is logged: the image is
+// gone from the store either way.
+func (s *Service) unpush(ctx context.Context, removed *image.Image) {
+	if s.registry == nil {
+		return
+	}
+	ls, ok := s.images.(lister)
+	if !ok {
+		return
+	}
+	all, err := ls.List(ctx)
+	if err != nil {
+		s.log.Warn("image not deleted from the registry: the store's images could not be listed", "image", removed.Name, "err", err)
+		return
+	}
+	ref := s.registry.Ref(removed)
+	for _, other := range all {
+		if s.registry.Ref(other) == ref {
+			return
+		}
+	}
+	if err := s.registry.Unpush(context.WithoutCancel(ctx), removed); err != nil {
+		s.log.Warn("image not deleted from the registry", "image", removed.Name, "ref", ref, "err", err)
+	}
 }
 
 // GC deletes every layer that no image, sandbox, snapshot or template

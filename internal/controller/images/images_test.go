@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,5 +109,70 @@ func TestNoCollector(t *testing.T) {
 	s := New(Options{Core: env.Controller, Store: env.Store, Images: env.Images})
 	if _, err := s.GC(controller.System(context.Background())); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("collection without a collector: %v", err)
+	}
+}
+
+// listable is a removable store that lists its images too.
+type listable struct{ *removable }
+
+func (m listable) List(context.Context) ([]*image.Image, error) {
+	out := make([]*image.Image, 0, len(m.Images))
+	for _, img := range m.Images {
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+// registry records what was deleted from it; refs are by name with
+// '_' as '-' (as a reference cannot hold '_') and digest.
+type registry struct {
+	unpushed []string
+	fail     error
+}
+
+func (r *registry) Ref(img *image.Image) string {
+	return strings.ReplaceAll(img.Name, "_", "-") + ":" + img.Digest
+}
+
+func (r *registry) Unpush(_ context.Context, img *image.Image) error {
+	r.unpushed = append(r.unpushed, r.Ref(img))
+	return r.fail
+}
+
+// TestRemoveUnpushes: a removed image is deleted from the cluster's
+// registry, unless another image is pushed under the same reference; an
+// image in use is not; a registry that fails does not fail the removal.
+func TestRemoveUnpushes(t *testing.T) {
+	env := controllertest.New(t, controllertest.Options{})
+	same := "sha256:" + strings.Repeat("3", 64)
+	imgs := listable{&removable{Images: controllertest.Images{
+		"busybox": env.Images[controllertest.Image],
+		"a":       {Name: "a", Digest: "sha256:" + strings.Repeat("1", 64), Source: "a"},
+		"b":       {Name: "b", Digest: "sha256:" + strings.Repeat("2", 64), Source: "b"},
+		"c_d":     {Name: "c_d", Digest: same, Source: "c_d"},
+		"c-d":     {Name: "c-d", Digest: same, Source: "c-d"},
+	}}}
+	reg := &registry{}
+	s := New(Options{Core: env.Controller, Store: env.Store, Images: imgs, Registry: reg, Logger: controllertest.Logger(t)})
+	sys := controller.System(context.Background())
+	if _, err := env.Controller.Create(sys, api.CreateSandboxRequest{Image: controllertest.Image}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Remove(sys, "busybox", false); err == nil {
+		t.Fatal("an image in use was removed")
+	}
+	if _, _, err := s.Remove(sys, "a", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Remove(sys, "c_d", false); err != nil {
+		t.Fatal(err)
+	}
+	reg.fail = errors.New("registry away")
+	if _, _, err := s.Remove(sys, "b", false); err != nil {
+		t.Fatalf("a removal whose registry failed: %v", err)
+	}
+	want := []string{"a:sha256:" + strings.Repeat("1", 64), "b:sha256:" + strings.Repeat("2", 64)}
+	if !slices.Equal(reg.unpushed, want) {
+		t.Fatalf("unpushed %q, want %q (not c-d, which another image is pushed as)", reg.unpushed, want)
 	}
 }
