@@ -9,6 +9,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -205,6 +206,9 @@ func (b *Backend) SetEgress(ctx context.Context, id string, e runtime.Egress) er
 	return b.moveRelay(ctx, id, e.Proxy.String())
 }
 
+// relayCallTimeout bounds the call that points a running agent's relay.
+const relayCallTimeout = 5 * time.Second
+
 // moveRelay points the sandbox's egress relay at the proxy's address
 // upstream, when its Secret names another: the Secret for the pods to
 // come, then the running pod's agent. A sandbox without a running pod
@@ -236,7 +240,11 @@ func (b *Backend) moveRelay(ctx context.Context, id, upstream string) error {
 	}
 	ag := agentclient.NewTCP(info.AgentAddr, info.AgentToken)
 	defer ag.Close()
-	if err := ag.SetEgressUpstream(ctx, upstream); err != nil {
+	// Bounded: a daemon starting again points every sandbox in turn, and
+	// a pod on a node that stopped answering must not hold it up.
+	actx, cancel := context.WithTimeout(ctx, relayCallTimeout)
+	defer cancel()
+	if err := ag.SetEgressUpstream(actx, upstream); err != nil {
 		if errors.Is(err, errdefs.ErrFailedPrecondition) {
 			// Its agent is from before the relay: its variables name
 			// the proxy itself, which a start of the sandbox changes.
