@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/config"
@@ -44,6 +46,9 @@ type ClusterOptions struct {
 	// daemon that comes back at another address (in a pod of its own)
 	// keeps its running sandboxes' egress.
 	Relay string
+	// RetryEvery is how often a sandbox whose pod could not be pointed
+	// at the proxy's new address is tried again (default 30 s).
+	RetryEvery time.Duration
 }
 
 // Cluster implements controller.Network for sandboxes on a cluster: their
@@ -60,6 +65,14 @@ type Cluster struct {
 	relay string
 	apply func(ctx context.Context, id string, e runtime.Egress) error
 	done  chan error
+
+	// unpointed are the sandboxes whose pointing at the proxy's address
+	// failed, tried again every retryEvery until it passes or they go.
+	mu         sync.Mutex
+	unpointed  map[string]bool
+	retryEvery time.Duration
+	stop       chan struct{}
+	stopped    chan struct{}
 }
 
 var (
@@ -103,9 +116,12 @@ func OpenCluster(o ClusterOptions) (*Cluster, error) {
 	c := &Cluster{
 		base: base{log: log, srv: srv, dir: dir, ca: ca, sec: o.Secrets},
 		ln:   ln, addr: ln.Addr().(*net.TCPAddr).AddrPort(), relay: o.Relay, apply: o.Apply, done: make(chan error, 1),
+		unpointed: map[string]bool{}, retryEvery: cmp.Or(o.RetryEvery, 30*time.Second),
+		stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	c.addr = netip.AddrPortFrom(ap.Addr(), c.addr.Port())
 	go func() { c.done <- srv.ServeShared(ln) }()
+	go c.retryPointing()
 	log.Info("egress proxy for the cluster's pods", "addr", c.addr.String())
 	return c, nil
 }
@@ -115,6 +131,8 @@ func (c *Cluster) Addr() netip.AddrPort { return c.addr }
 
 // Close stops the proxy; the sandboxes' policies stay for the next daemon.
 func (c *Cluster) Close() {
+	close(c.stop)
+	<-c.stopped
 	c.ln.Close()
 	c.srv.Close()
 	if err := <-c.done; err != nil {
@@ -147,15 +165,62 @@ func (c *Cluster) pointAt(ctx context.Context, id string, pol api.NetworkPolicy,
 			return nil
 		}
 		if err := c.apply(ctx, id, *c.egressOf(pol)); err != nil {
+			c.mu.Lock()
+			c.unpointed[id] = true
+			c.mu.Unlock()
 			return fmt.Errorf("point the sandbox's pod at the egress proxy's address %s: %w", now, err)
 		}
 		c.log.Info("sandbox's pod pointed at the egress proxy's new address", "sandbox", id, "proxy", now)
+	}
+	// Under mu, as Release's removal: a sandbox released meanwhile gets
+	// no record back.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.unpointed, id)
+	if _, err := os.Stat(c.policyPath(id)); err != nil {
+		return nil
 	}
 	tmp := c.pointedPath(id) + ".tmp"
 	if err := os.WriteFile(tmp, []byte(now), 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, c.pointedPath(id))
+}
+
+// retryPointing tries the sandboxes whose pointing failed again (a pod
+// that did not answer while the daemon started, the API server away)
+// until Close: a running sandbox is not started again to get it.
+func (c *Cluster) retryPointing() {
+	defer close(c.stopped)
+	t := time.NewTicker(c.retryEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		ids := make([]string, 0, len(c.unpointed))
+		for id := range c.unpointed {
+			ids = append(ids, id)
+		}
+		c.mu.Unlock()
+		for _, id := range ids {
+			pol, ok := c.Policy(id)
+			if !ok {
+				c.mu.Lock()
+				delete(c.unpointed, id)
+				c.mu.Unlock()
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), c.retryEvery)
+			if err := c.pointAt(ctx, id, pol, false); err != nil {
+				c.log.Warn("sandbox's pod still not pointed at the egress proxy", "sandbox", id, "err", err)
+			}
+			cancel()
+		}
+	}
 }
 
 // token is the sandbox's proxy credential, made at its first prepare and
@@ -237,6 +302,9 @@ func (c *Cluster) Release(ctx context.Context, id string) error {
 		return nil
 	}
 	c.srv.Detach(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.unpointed, id)
 	var err error
 	for _, p := range []string{c.policyPath(id), c.tokenPath(id), c.trustPath(id), c.pointedPath(id)} {
 		if rerr := os.Remove(p); rerr != nil && !os.IsNotExist(rerr) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/runtime"
@@ -140,16 +141,19 @@ func TestClusterNetwork(t *testing.T) {
 // TestClusterRelay: with a relay, the sandboxes' variables name the
 // relay, not the proxy; a daemon whose proxy comes back at another
 // address points each sandbox's pod at it once (the backend is asked),
-// not again at the next prepare, and again when the backend failed.
+// not again at the next prepare; when the backend failed, it is tried
+// again in the background until it passes, and no more once the sandbox
+// is released.
 func TestClusterRelay(t *testing.T) {
 	dir := t.TempDir()
 	var mu sync.Mutex
 	var applied []runtime.Egress
-	fail := false
+	fail, tries := false, 0
 	open := func() *Cluster {
-		c, err := OpenCluster(ClusterOptions{StateDir: dir, Listen: "127.0.0.1:0", Relay: "127.0.0.1:49985", Apply: func(_ context.Context, id string, e runtime.Egress) error {
+		c, err := OpenCluster(ClusterOptions{StateDir: dir, Listen: "127.0.0.1:0", Relay: "127.0.0.1:49985", RetryEvery: 20 * time.Millisecond, Apply: func(_ context.Context, id string, e runtime.Egress) error {
 			mu.Lock()
 			defer mu.Unlock()
+			tries++
 			if fail {
 				return errors.New("the API server is away")
 			}
@@ -205,19 +209,47 @@ func TestClusterRelay(t *testing.T) {
 	mu.Lock()
 	fail = false
 	mu.Unlock()
-	if _, err := c.Prepare(ctx, "sbx1", nil); err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(5 * time.Second); calls() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed pointing was not tried again")
+		}
 	}
 	if _, err := c.Prepare(ctx, "sbx1", nil); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(100 * time.Millisecond)
 	mu.Lock()
-	defer mu.Unlock()
 	if len(applied) != 1 || applied[0].Proxy != c.Addr() {
 		t.Fatalf("applied: %+v, want once at %s", applied, c.Addr())
 	}
+	mu.Unlock()
+	if b, err := os.ReadFile(c.pointedPath("sbx1")); err != nil || string(b) != c.Addr().String() {
+		t.Fatalf("the pointed-at record: %q %v", b, err)
+	}
+
+	// Another sandbox whose pointing keeps failing is tried no more once
+	// released, and leaves no record.
+	if err := os.Remove(c.pointedPath("sbx1")); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	if _, err := c.Prepare(ctx, "sbx1", nil); err == nil {
+		t.Fatal("a prepare whose pointing failed passed")
+	}
 	if err := c.Release(ctx, "sbx1"); err != nil {
 		t.Fatal(err)
+	}
+	mu.Lock()
+	before := tries
+	mu.Unlock()
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	after := tries
+	mu.Unlock()
+	if after != before {
+		t.Errorf("a released sandbox was tried %d more times", after-before)
 	}
 	if _, err := os.Stat(c.pointedPath("sbx1")); !os.IsNotExist(err) {
 		t.Errorf("the pointed-at record after release: %v", err)
