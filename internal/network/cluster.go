@@ -194,6 +194,16 @@ func (c *Cluster) retryPointing() {
 	defer close(c.stopped)
 	t := time.NewTicker(c.retryEvery)
 	defer t.Stop()
+	// A Close ends a try under way too.
+	base, cancelAll := context.WithCancel(context.Background())
+	defer cancelAll()
+	go func() {
+		select {
+		case <-c.stop:
+			cancelAll()
+		case <-base.Done():
+		}
+	}()
 	for {
 		select {
 		case <-c.stop:
@@ -214,7 +224,7 @@ func (c *Cluster) retryPointing() {
 				c.mu.Unlock()
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), c.retryEvery)
+			ctx, cancel := context.WithTimeout(base, c.retryEvery)
 			if err := c.pointAt(ctx, id, pol, false); err != nil {
 				c.log.Warn("sandbox's pod still not pointed at the egress proxy", "sandbox", id, "err", err)
 			}
