@@ -17,7 +17,7 @@ import (
 
 // tagServer answers each line it reads with the line behind its tag, and
 // once its client stops writing, with "bye from TAG".
-func tagServer(t *testing.T, tag string) string {
+func tagServer(t testing.TB, tag string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -194,31 +194,12 @@ func TestNoEgressRelay(t *testing.T) {
 // through the relay, against the same straight to the server (sub-benchmark
 // "direct"): what the relay adds to each proxied request.
 func BenchmarkEgressRelay(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	server := tagServer(b, "b")
+	relay, err := startEgressRelay(b.Context(), nil, "127.0.0.1:0", server)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					fmt.Fprintln(c, sc.Text())
-				}
-			}()
-		}
-	}()
-	relay, err := startEgressRelay(b.Context(), nil, "127.0.0.1:0", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, tc := range []struct{ name, addr string }{{"direct", ln.Addr().String()}, {"relay", relay.ln.Addr().String()}} {
+	for _, tc := range []struct{ name, addr string }{{"direct", server}, {"relay", relay.ln.Addr().String()}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				c, err := net.Dial("tcp", tc.addr)
