@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
@@ -160,6 +161,14 @@ func (s *Service) Remove(ctx context.Context, ref string, gc bool) (*image.Image
 	if err != nil {
 		return nil, nil, err
 	}
+	var removed *image.Image
+	// Once the hold is let go (deferred calls run last first): the
+	// registry is another host, and creates wait on the hold.
+	defer func() {
+		if removed != nil {
+			s.unpush(ctx, removed)
+		}
+	}()
 	defer s.core.HoldImages()()
 	img, err := s.images.Resolve(ctx, ref)
 	if err != nil {
@@ -182,12 +191,11 @@ func (s *Service) Remove(ctx context.Context, ref string, gc bool) (*image.Image
 		}
 		return nil, nil, fmt.Errorf("image %s is in use by %s (and maybe others); remove those first: %w", img.Digest, who, errdefs.ErrFailedPrecondition)
 	}
-	removed, err := ic.Remove(ctx, ref)
+	removed, err = ic.Remove(ctx, ref)
 	if err != nil {
 		return nil, nil, err
 	}
 	s.log.Info("image removed", "image", removed.Digest, "name", removed.Name)
-	s.unpush(ctx, removed)
 	if !gc {
 		return removed, nil, nil
 	}
@@ -197,6 +205,9 @@ func (s *Service) Remove(ctx context.Context, ref string, gc bool) (*image.Image
 	}
 	return removed, &res, nil
 }
+
+// unpushTimeout bounds a removed image's deletion from the registry.
+const unpushTimeout = 30 * time.Second
 
 // unpush deletes a removed image from the cluster's registry, unless
 // another image of the store is pushed under the same reference (names
@@ -222,7 +233,9 @@ func (s *Service) unpush(ctx context.Context, removed *image.Image) {
 			return
 		}
 	}
-	if err := s.registry.Unpush(context.WithoutCancel(ctx), removed); err != nil {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unpushTimeout)
+	defer cancel()
+	if err := s.registry.Unpush(uctx, removed); err != nil {
 		s.log.Warn("image not deleted from the registry", "image", removed.Name, "ref", ref, "err", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddock-dev/paddock/api"
 	"github.com/paddock-dev/paddock/internal/controller"
@@ -128,6 +129,10 @@ func (m listable) List(context.Context) ([]*image.Image, error) {
 type registry struct {
 	unpushed []string
 	fail     error
+	// hold is the core's image hold; free says whether it was free at
+	// each delete.
+	hold func() (release func())
+	free []bool
 }
 
 func (r *registry) Ref(img *image.Image) string {
@@ -136,12 +141,25 @@ func (r *registry) Ref(img *image.Image) string {
 
 func (r *registry) Unpush(_ context.Context, img *image.Image) error {
 	r.unpushed = append(r.unpushed, r.Ref(img))
+	got := make(chan struct{})
+	go func() {
+		r.hold()()
+		close(got)
+	}()
+	select {
+	case <-got:
+		r.free = append(r.free, true)
+	case <-time.After(2 * time.Second):
+		r.free = append(r.free, false) // taken and let go once the removal ends
+	}
 	return r.fail
 }
 
 // TestRemoveUnpushes: a removed image is deleted from the cluster's
 // registry, unless another image is pushed under the same reference; an
-// image in use is not; a registry that fails does not fail the removal.
+// image in use is not; a registry that fails does not fail the removal;
+// the registry is called once the image hold, which creates wait on, is
+// let go.
 func TestRemoveUnpushes(t *testing.T) {
 	env := controllertest.New(t, controllertest.Options{})
 	same := "sha256:" + strings.Repeat("3", 64)
@@ -152,7 +170,7 @@ func TestRemoveUnpushes(t *testing.T) {
 		"c_d":     {Name: "c_d", Digest: same, Source: "c_d"},
 		"c-d":     {Name: "c-d", Digest: same, Source: "c-d"},
 	}}}
-	reg := &registry{}
+	reg := &registry{hold: env.Controller.HoldImages}
 	s := New(Options{Core: env.Controller, Store: env.Store, Images: imgs, Registry: reg, Logger: controllertest.Logger(t)})
 	sys := controller.System(context.Background())
 	if _, err := env.Controller.Create(sys, api.CreateSandboxRequest{Image: controllertest.Image}); err != nil {
@@ -174,5 +192,8 @@ func TestRemoveUnpushes(t *testing.T) {
 	want := []string{"a:sha256:" + strings.Repeat("1", 64), "b:sha256:" + strings.Repeat("2", 64)}
 	if !slices.Equal(reg.unpushed, want) {
 		t.Fatalf("unpushed %q, want %q (not c-d, which another image is pushed as)", reg.unpushed, want)
+	}
+	if !slices.Equal(reg.free, []bool{true, true}) {
+		t.Errorf("the image hold was free at the registry's deletes: %v, want at both", reg.free)
 	}
 }
